@@ -1,0 +1,147 @@
+#include "cli/cli.hpp"
+
+#include "cli/commands.hpp"
+#include "core/expected.hpp"
+#include "core/status.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <unistd.h>
+
+namespace sdpa_doctor {
+namespace cli {
+
+ColorMode GlobalOptions::color_mode() const {
+  if (color == "always") return ColorMode::always;
+  if (color == "never") return ColorMode::never;
+  if (const char* no = std::getenv("NO_COLOR"); no && *no) return ColorMode::never;
+  return ::isatty(STDOUT_FILENO) ? ColorMode::always : ColorMode::never;
+}
+
+int not_implemented(const std::string& what) {
+  fmt::print(stderr, "sdpa-doctor: {} is not implemented in this build yet\n", what);
+  return exit_code::internal;
+}
+
+namespace {
+
+constexpr const char* k_footer = R"(Exit codes:
+  0  every case that ran passed or was unsupported
+  1  at least one case failed (mismatch, nonfinite, error, crash, timeout; see --fail-on)
+  2  usage or input error (bad flag, unreadable case file, ...)
+  3  no GPU found while --require-gpu was given
+  4  the doctor itself failed
+  130/143  interrupted by SIGINT/SIGTERM (the report holds what finished)
+
+With no subcommand, `check` runs: the full diagnosis.)";
+
+void setup_logging(const GlobalOptions& global) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  if (global.color_mode() == ColorMode::never) console->set_color_mode(spdlog::color_mode::never);
+  std::vector<spdlog::sink_ptr> sinks{console};
+  auto level = global.quiet ? spdlog::level::err
+               : global.verbose >= 2 ? spdlog::level::trace
+               : global.verbose == 1 ? spdlog::level::debug
+                                     : spdlog::level::warn;
+  console->set_level(level);
+  if (!global.log_file.empty()) {
+    try {
+      auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(global.log_file, true);
+      file->set_level(spdlog::level::trace);
+      sinks.push_back(file);
+    } catch (const spdlog::spdlog_ex& e) {
+      throw Fatal{fmt::format("cannot open log file '{}': {}", global.log_file, e.what())};
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("sdpa-doctor", sinks.begin(), sinks.end());
+  logger->set_level(spdlog::level::trace);
+  logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_default_logger(logger);
+}
+
+int run(int argc, char** argv) {
+  GlobalOptions global;
+  CLI::App app{"sdpa-doctor: diagnose PyTorch scaled-dot-product-attention backends on AMD ROCm "
+               "GPUs. Every probe runs in its own child process.",
+               "sdpa-doctor"};
+  app.footer(k_footer);
+  app.set_version_flag("-V,--version", [] {
+    print_version();
+    return std::string{};
+  }, "Print the version of sdpa-doctor and of every dependency built in, then exit");
+  app.require_subcommand(0, 1);
+
+  auto add_global = [&](CLI::App& a) {
+    a.add_option("--json", global.json_path, "Write the JSON report to FILE ('-' for stdout)")
+        ->type_name("FILE");
+    a.add_option("--markdown", global.markdown_path, "Write a Markdown report to FILE")
+        ->type_name("FILE");
+    a.add_option("--junit", global.junit_path, "Write a JUnit XML report to FILE")
+        ->type_name("FILE");
+    a.add_option("--color", global.color, "Colour on the console (NO_COLOR is honoured)")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->default_str("auto");
+    a.add_flag("-v,--verbose", global.verbose, "More log output on stderr (repeatable)");
+    a.add_flag("-q,--quiet", global.quiet, "Only errors on stderr; no progress line");
+    a.add_option("--log-file", global.log_file, "Also write the full log to FILE")
+        ->type_name("FILE");
+    a.add_flag("--redact", global.redact, "Leave hostname and user name out of every report");
+  };
+  add_global(app);
+
+  Action action;
+  using Setup = void (*)(CLI::App&, const GlobalOptions&, Action&);
+  // The subcommand table: one entry per subcommand, each in its own <name>_command.cpp.
+  constexpr Setup k_subcommands[] = {setup_check,        setup_devices, setup_cases,
+                                     setup_self_test,    setup_known_issues,
+                                     setup_repro,        setup_version, setup_workers};
+  for (Setup setup : k_subcommands) setup(app, global, action);
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_group().empty()) continue; // hidden worker modes take no global flags
+    add_global(*sub);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion&) {
+    return exit_code::ok;
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "sdpa-doctor: error: {}\nRun 'sdpa-doctor --help' for usage.\n", e.what());
+    return exit_code::usage;
+  }
+  setup_logging(global);
+  if (!action) action = default_check(global);
+  return action();
+}
+
+} // namespace
+} // namespace cli
+
+int run_cli(int argc, char** argv) {
+  try {
+    return cli::run(argc, argv);
+  } catch (const Fatal& fatal) {
+    std::fflush(stdout);
+    fmt::print(stderr, "sdpa-doctor: error: {}\n", fatal.message);
+    return fatal.exit_code;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "sdpa-doctor: internal error: {}\n", e.what());
+    return exit_code::internal;
+  } catch (...) {
+    fmt::print(stderr, "sdpa-doctor: internal error: unknown exception\n");
+    return exit_code::internal;
+  }
+}
+
+} // namespace sdpa_doctor

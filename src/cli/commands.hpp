@@ -1,0 +1,52 @@
+// cli/commands: the subcommand table. Each subcommand lives in its own <name>_command.cpp with an
+// options struct, a setup_<name>(CLI::App&, ...) that declares its flags, and a run_<name>().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace sdpa_doctor::cli {
+
+enum class ColorMode { automatic, always, never };
+
+// Options every subcommand understands (they may appear before or after the subcommand name).
+struct GlobalOptions {
+  std::string json_path;     // --json FILE ("-" = stdout)
+  std::string markdown_path; // --markdown FILE
+  std::string junit_path;    // --junit FILE
+  std::string color = "auto";
+  int verbose = 0;           // -v count
+  bool quiet = false;        // -q
+  std::string log_file;
+  bool redact = false;       // --redact: no hostname or user in reports
+
+  ColorMode color_mode() const; // honours NO_COLOR and whether stdout is a terminal
+};
+
+// What a subcommand's setup leaves behind: the function to call once parsing succeeded.
+using Action = std::function<int()>;
+
+// setup_X adds subcommand X to `app` and, when X is selected, stores its action in `action`.
+// `global` outlives the parse and is filled in by then.
+void setup_check(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_devices(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_self_test(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_known_issues(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_repro(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_version(CLI::App& app, const GlobalOptions& global, Action& action);
+// Hidden worker entry points of the doctor's own binary (e.g. the fault-injection worker).
+void setup_workers(CLI::App& app, const GlobalOptions& global, Action& action);
+
+// The default action when no subcommand is given: `check` with its defaults.
+Action default_check(const GlobalOptions& global);
+
+// Prints the version block (`--version` and `version`).
+int print_version();
+
+// For subcommands whose part has not landed in this build: says so, exit 4.
+int not_implemented(const std::string& what);
+
+} // namespace sdpa_doctor::cli

@@ -1,0 +1,35 @@
+#include "cli/commands.hpp"
+#include "core/build_info.hpp"
+#include "core/status.hpp"
+
+#include <fmt/format.h>
+
+namespace sdpa_doctor::cli {
+
+namespace {
+std::string built_in(const char* version) {
+  return *version ? fmt::format("{} (built in)", version) : std::string("not built in");
+}
+} // namespace
+
+int print_version() {
+  namespace bi = build_info;
+  fmt::print("sdpa-doctor {} (git {}, {}, {})\n", bi::k_version, bi::k_git_revision,
+             bi::k_build_type, bi::k_compiler);
+  fmt::print("  HIP runtime   {}\n", built_in(bi::k_hip_version));
+  if (*bi::k_hip_version) fmt::print("  HIP targets   {}\n", bi::k_hip_architectures);
+  fmt::print("  ROCm SMI      {}\n", built_in(bi::k_rocm_smi_version));
+  fmt::print("  LibTorch      {}\n", built_in(bi::k_torch_version));
+  fmt::print("  fmt           {}\n", bi::k_fmt_version);
+  fmt::print("  spdlog        {}\n", bi::k_spdlog_version);
+  fmt::print("  CLI11         {}\n", bi::k_cli11_version);
+  fmt::print("  nlohmann-json {}\n", bi::k_nlohmann_json_version);
+  return exit_code::ok;
+}
+
+void setup_version(CLI::App& app, const GlobalOptions&, Action& action) {
+  auto* sub = app.add_subcommand("version", "Print the version of sdpa-doctor and its dependencies");
+  sub->callback([&action] { action = [] { return print_version(); }; });
+}
+
+} // namespace sdpa_doctor::cli

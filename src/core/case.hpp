@@ -1,0 +1,86 @@
+// core/case: one attention problem (dtype x shape x causal/mask/GQA/layout x seed), its stable id,
+// and the parsers for `--case` strings, case ids and case-file JSON lines.
+// Depends on the standard library and nlohmann-json (header-only) only.
+#pragma once
+
+#include "core/expected.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sdpa_doctor {
+
+enum class DType { f16, bf16, f32 };
+enum class Mask { none, boolean, additive };
+// Layout of q/k/v in memory: contiguous (B,H,L,D) or a transposed view of a (B,L,H,D) buffer,
+// as produced by `x.view(B,L,H,D).transpose(1,2)` in user code.
+enum class Layout { contiguous, transposed };
+
+std::string_view to_string(DType dtype);  // "fp16", "bf16", "fp32"
+std::string_view to_string(Mask mask);    // "none", "bool", "additive"
+std::string_view to_string(Layout layout); // "contiguous", "transposed"
+std::optional<DType> dtype_from_string(std::string_view text); // also float16/half/bfloat16/float32
+std::optional<Mask> mask_from_string(std::string_view text);
+std::optional<Layout> layout_from_string(std::string_view text);
+int dtype_size_bytes(DType dtype);
+
+// Upper bounds a case must respect; past them the parsers refuse it (exit 2).
+inline constexpr int64_t k_max_dim = 1 << 20;           // any single size
+inline constexpr int64_t k_max_elements = int64_t{1} << 34; // of any one tensor
+
+struct Case {
+  DType dtype = DType::f16;
+  int64_t b = 1;    // batch
+  int64_t hq = 8;   // query heads
+  int64_t hkv = 8;  // key/value heads (GQA when hq != hkv; hq % hkv == 0)
+  int64_t lq = 128; // query length
+  int64_t lkv = 128; // key/value length
+  int64_t d = 64;   // head dim (q, k and v share it)
+  bool causal = false; // top-left aligned when lq != lkv, as in PyTorch
+  Mask mask = Mask::none;
+  Layout layout = Layout::contiguous;
+  uint64_t seed = 0;
+
+  bool operator==(const Case&) const = default;
+
+  // Stable, human-readable and parseable back with parse_case_id, e.g.
+  // "bf16-b1-h32-q4096-k4096-d128-causal" or "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3".
+  std::string id() const;
+
+  int64_t q_elements() const { return b * hq * lq * d; }
+  int64_t kv_elements() const { return b * hkv * lkv * d; }
+  // Bytes of q, k, v, output (and mask) in the case dtype.
+  int64_t input_bytes() const;
+  // Bytes the math backend materialises for the scores (B*Hq*Lq*Lkv in fp32, twice: scores and
+  // softmax), which is what a memory guard must budget for.
+  int64_t math_scores_bytes() const;
+  // 4*B*Hq*Lq*Lkv*D, halved for causal: the usual attention FLOP count.
+  double flops() const;
+};
+
+// Checks sizes, GQA divisibility and the bounds above. Empty string when valid.
+std::string validate(const Case& c);
+
+// `--case "dtype=bf16,b=1,h=32,l=4096,d=128,causal"`: keys dtype, b, h (sets hq and hkv), hq, hkv,
+// l (sets lq and lkv), lq, lkv, d, causal[=0|1], mask=none|bool|additive,
+// layout=contiguous|transposed, seed. Unknown keys and bad values are errors.
+Expected<Case> parse_case_spec(std::string_view spec);
+Expected<Case> parse_case_id(std::string_view id);
+
+// JSON form (case files: one object per line with the same keys as parse_case_spec).
+nlohmann::json to_json(const Case& c);
+Expected<Case> case_from_json(const nlohmann::json& j);
+
+// Tolerance for one comparison against the float64 oracle: an element is outside when
+// |out - ref| > atol + rtol * |ref|.
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+  bool operator==(const Tolerance&) const = default;
+};
+
+} // namespace sdpa_doctor

@@ -1,0 +1,48 @@
+// core/inputs: the deterministic inputs every worker builds for a case, bit for bit the same in
+// C++ (torch and reference workers) and Python (sdpa_probe.py mirrors this file exactly).
+// Depends on the standard library only.
+//
+// Definition (keep sdpa_probe.py in step with it):
+//   hash32(x) = x ^= x >> 16; x *= 0x45d9f3b; x ^= x >> 16; x *= 0x45d9f3b; x ^= x >> 16  (mod 2^32)
+//   key(seed, t) = hash32(hash32(seed mod 2^32) ^ (t * 0x9e3779b9 mod 2^32)),  t: q=0 k=1 v=2 mask=3
+//   u(i) = hash32((i + key) mod 2^32) for the element at logical row-major index i
+//   unit(i) = (u(i) >> 8) * 2^-23 - 1, in [-1, 1), exact in fp32
+//   q = 4 * unit (sharper softmax), k = v = unit; additive mask = -2 * (unit + 1), in (-4, 0];
+//   bool mask keeps (u & 3) != 0 and always keeps key 0 (no fully masked rows).
+// Values are then rounded to the case dtype (round-to-nearest-even, as torch's .to() does).
+// q/k/v are logical (B,H,L,D); the mask is (B,1,Lq,Lkv). Every factor is a power of two, so
+// every value is exact in fp16, bf16 and fp32 before the final rounding.
+#pragma once
+
+#include "core/case.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace sdpa_doctor {
+
+enum class InputTensor : uint32_t { q = 0, k = 1, v = 2, mask = 3 };
+
+uint32_t hash32(uint32_t x);
+uint32_t input_key(uint64_t seed, InputTensor tensor);
+// The value before dtype rounding, in [-1, 1).
+float unit_value(uint32_t key, uint64_t index);
+
+// Round-to-nearest-even to the dtype, returned as float.
+float round_to_dtype(DType dtype, float value);
+uint16_t float_to_bf16_bits(float value);
+float bf16_bits_to_float(uint16_t bits);
+uint16_t float_to_half_bits(float value);
+float half_bits_to_float(uint16_t bits);
+
+struct HostInputs {
+  std::vector<float> q; // B*Hq*Lq*D, logical (B,H,L,D) row-major
+  std::vector<float> k; // B*Hkv*Lkv*D
+  std::vector<float> v; // B*Hkv*Lkv*D
+  // B*Lq*Lkv (broadcast over heads); empty for Mask::none. Bool masks hold 1 (attend) or 0.
+  std::vector<float> mask;
+};
+
+HostInputs make_inputs(const Case& c);
+
+} // namespace sdpa_doctor

@@ -1,0 +1,169 @@
+// core/model: the plain structs every part speaks: devices, findings, case results, advice and the
+// one Report model the renderers read. Pure data; depends on the standard library only.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/status.hpp"
+#include "core/variant.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sdpa_doctor {
+
+enum class Severity { ok, warning, problem };
+std::string_view to_string(Severity severity); // "ok", "warning", "problem"
+
+// One observation with what to do about it. `id` is stable (e.g. "kfd-not-readable",
+// "disable-ck-flash") so that CI and bug trackers can key on it.
+struct Finding {
+  std::string id;
+  Severity severity = Severity::ok;
+  std::string message;
+  std::string remedy;                // empty when there is nothing to do
+  std::vector<std::string> case_ids; // results that prove it (advice findings)
+  std::string device;                // probe target it concerns ("cuda:0"), empty for the host
+};
+
+// One GPU as the enumeration sources saw it, joined by PCI address. Empty/nullopt = unknown.
+struct Device {
+  int index = -1;                 // HIP device index (cuda:N in PyTorch), -1 when HIP did not see it
+  std::string name;               // e.g. "AMD Radeon RX 9070 XT"
+  std::string gfx_target;         // e.g. "gfx1201"
+  std::string gfx_arch_name;      // gcnArchName with feature suffixes, e.g. "gfx1201:sramecc-:xnack-"
+  std::string family;             // e.g. "RDNA4", "CDNA3"; "unknown" for an unknown target
+  std::vector<std::string> marketing_names;
+  std::string matrix_instructions; // "WMMA", "MFMA", "none", or empty when unknown
+  std::optional<int> wave_size;
+  std::optional<int> compute_units;
+  std::optional<int> simd_count;
+  std::optional<int64_t> vram_total_bytes;
+  std::optional<int64_t> vram_used_bytes;
+  std::optional<int64_t> lds_per_block_bytes;
+  std::optional<int64_t> lds_per_cu_bytes;
+  std::string pci_bdf;            // "0000:03:00.0"
+  std::string driver_version;     // amdgpu / ROCm SMI driver version
+  std::string vbios;
+  std::optional<double> temperature_c;
+  std::optional<double> power_w;
+  std::string kfd_node;           // sysfs topology node number
+  std::string render_node;        // "/dev/dri/renderD128"
+  bool integrated = false;        // APU
+  // Which source said what: field -> source -> value, only where sources disagree or matter.
+  std::map<std::string, std::map<std::string, std::string>> sources;
+};
+
+// What the enumeration found: devices, the host runtime facts and the findings.
+struct DeviceInventory {
+  std::vector<Device> devices;
+  std::map<std::string, std::string> runtime; // "hip_runtime_version", "hip_driver_version", ...
+  std::map<std::string, std::string> sources_status; // source -> "ok" / why it failed
+  std::vector<Finding> findings;
+  std::string no_gpu_reason; // set when no AMD GPU was found: why, in plain words
+};
+
+// How a worker process ended, decoded once from its wait status.
+struct ProcessEnd {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string signal_name; // "SIGABRT"
+  bool core_dumped = false;
+  bool killed_by_doctor = false; // deadline or interrupt
+};
+
+struct Metrics {
+  std::optional<double> max_abs_err;
+  std::optional<double> rel_l2_err;
+  std::optional<double> frac_outside_tol; // of output elements
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+  std::optional<double> time_ms;        // median of the timed runs
+  std::optional<double> time_min_ms;
+  int timed_runs = 0;
+  std::optional<double> tflops;         // from Case::flops() and time_ms
+};
+
+struct CaseResult {
+  std::string case_id;
+  Case kase;
+  std::string device;  // probe target: "cpu", "cuda:0"
+  Probe probe = Probe::torch;
+  std::string variant; // Variant::name()
+  Status status = Status::skipped;
+  std::string reason;  // one line: why not pass (refusal text, signal, skip reason)
+  Metrics metrics;
+  Tolerance tolerance;
+  std::string backend_chosen;        // what the dispatcher picked, where knowable
+  std::vector<std::string> warnings; // captured library warnings
+  std::optional<ProcessEnd> process_end; // for crash / timeout / error by exit
+  std::vector<std::string> signatures;  // ids of known stderr signatures that matched
+  std::string stderr_tail;              // last lines of the worker's stderr
+  int attempt = 0;                      // which worker process (0 = first) ran it
+};
+
+// What one worker told about itself in `hello`, per (device, probe, variant).
+struct WorkerInfo {
+  std::string device;
+  Probe probe = Probe::torch;
+  std::string variant;
+  std::map<std::string, std::string> versions; // torch, hip, python, aotriton, ...
+  std::map<std::string, std::string> facts;    // preferred_rocm_fa_library, gcnArchName, ...
+  int restarts = 0;
+  std::string available; // empty when the worker ran; else why this probe could not run
+};
+
+struct Recommendation {
+  std::string id;     // stable: "use-math-only", "enable-aotriton-experimental", ...
+  std::string device; // probe target
+  std::string summary;
+  std::string python;       // code to paste
+  std::string cpp;
+  std::string environment;  // "VAR=value" lines
+  std::string transformers; // attn_implementation=...
+  std::string vllm;         // --attention-backend ...
+  std::string cost;         // what it costs, e.g. memory of math scores for --target
+  std::vector<std::string> case_ids; // measured proof
+};
+
+struct KnownIssueMatch {
+  std::string issue_id;
+  std::string title;
+  std::string link;
+  std::string advice;
+  std::string fixed_in;
+  std::vector<std::string> case_ids;
+  std::string device;
+};
+
+struct Timings {
+  double total_ms = 0;
+  double enumerate_ms = 0;
+  double oracle_ms = 0;
+  double probes_ms = 0;
+  double report_ms = 0;
+};
+
+struct Report {
+  std::string tool_version;
+  std::string git_revision;
+  std::string started_at; // ISO 8601 UTC
+  std::map<std::string, std::string> host;        // hostname, os, kernel, user (unless redacted)
+  std::map<std::string, std::string> environment; // allow-listed variables only
+  std::map<std::string, std::string> versions;    // torch, hip, rocm_smi, aotriton, python, ...
+  DeviceInventory inventory;
+  std::vector<std::string> targets;  // probe targets that were planned ("cpu", "cuda:0")
+  std::string suite;
+  std::vector<WorkerInfo> workers;
+  std::vector<CaseResult> results;
+  std::vector<Finding> findings;
+  std::vector<Recommendation> recommendations;
+  std::vector<KnownIssueMatch> known_issues;
+  Timings timings;
+  bool interrupted = false;
+  int exit_code = 0;
+};
+
+} // namespace sdpa_doctor

@@ -1,0 +1,21 @@
+// core/paths: where the doctor's own files are, relative to its executable, so the same binary
+// works from the build tree, an install prefix or a copied prefix. Depends on the standard library.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace sdpa_doctor {
+
+// Directory of the running executable (/proc/self/exe), empty if it cannot be read.
+std::filesystem::path executable_dir();
+
+// The data directory: $SDPA_DOCTOR_DATA_DIR, else <exe>/share/sdpa-doctor (build tree), else
+// <exe>/../share/sdpa-doctor (install prefix). nullopt when none holds known_issues.json.
+std::optional<std::filesystem::path> data_dir();
+
+// A worker executable beside the doctor (e.g. "sdpa-doctor-torch-worker"), nullopt if absent.
+std::optional<std::filesystem::path> find_worker(const std::string& name);
+
+} // namespace sdpa_doctor

@@ -1,0 +1,34 @@
+// core/status: the closed set of case statuses (DESIGN.md contract) and the exit codes.
+// Depends on nothing but the standard library.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+namespace sdpa_doctor {
+
+enum class Status { pass, mismatch, nonfinite, unsupported, error, crash, timeout, skipped };
+
+inline constexpr std::array<Status, 8> k_all_statuses = {
+    Status::pass,  Status::mismatch, Status::nonfinite, Status::unsupported,
+    Status::error, Status::crash,    Status::timeout,   Status::skipped};
+
+std::string_view to_string(Status status);
+std::optional<Status> status_from_string(std::string_view text);
+
+// The statuses that count as a failure by default (exit code 1).
+bool is_failure_by_default(Status status);
+
+// Exit codes (contract): see `sdpa-doctor --help` and README.md.
+namespace exit_code {
+inline constexpr int ok = 0;
+inline constexpr int failures = 1;
+inline constexpr int usage = 2;
+inline constexpr int no_gpu = 3;
+inline constexpr int internal = 4;
+inline constexpr int interrupted_int = 130;
+inline constexpr int interrupted_term = 143;
+} // namespace exit_code
+
+} // namespace sdpa_doctor

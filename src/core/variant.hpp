@@ -1,0 +1,42 @@
+// core/variant: a backend plus the flags and environment it runs under, e.g.
+// "flash[aotriton,experimental]". Pure data; depends on the standard library only.
+#pragma once
+
+#include "core/expected.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace sdpa_doctor {
+
+// Probe kinds: which worker runs a variant.
+enum class Probe { torch, python, reference, fault };
+std::string_view to_string(Probe probe); // "libtorch", "python", "reference", "fault"
+std::optional<Probe> probe_from_string(std::string_view text);
+
+struct Variant {
+  std::string backend;            // math, flash, mem_efficient, cudnn, default, ref-math, ref-flash
+  std::vector<std::string> flags; // ck, aotriton, experimental (sorted as written)
+
+  // "flash[aotriton,experimental]"; just the backend when there are no flags.
+  std::string name() const;
+  // Environment the worker is started with, e.g. TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1 for
+  // "experimental" (read once per process by PyTorch, hence one process per variant).
+  std::vector<std::pair<std::string, std::string>> environment() const;
+  bool has_flag(std::string_view flag) const;
+  bool operator==(const Variant&) const = default;
+};
+
+// Parses "flash", "flash[ck]", "mem_efficient[aotriton,experimental]".
+Expected<Variant> parse_variant(std::string_view text);
+
+// Backends the torch probes know, and the flags they take.
+inline constexpr std::string_view k_torch_backends[] = {"math", "flash", "mem_efficient", "cudnn",
+                                                        "default"};
+inline constexpr std::string_view k_reference_backends[] = {"ref-math", "ref-flash"};
+inline constexpr std::string_view k_variant_flags[] = {"ck", "aotriton", "experimental"};
+
+} // namespace sdpa_doctor

@@ -1,0 +1,52 @@
+// Test support: run a real executable with an argv (never a shell), capture its output and exit.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sdpa_test {
+
+struct RunResult {
+  int exit_code = -1;   // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+struct RunOptions {
+  std::map<std::string, std::string> set_env;   // added to (or replacing in) the environment
+  std::vector<std::string> unset_env;
+  std::string cwd;
+  int timeout_s = 120;
+};
+
+RunResult run_binary(const std::vector<std::string>& argv, const RunOptions& options = {});
+
+// Path of the doctor built in this tree, and of a file in the source tree.
+std::string doctor();
+std::string source_path(const std::string& relative);
+std::string build_path(const std::string& relative);
+
+// A fresh temporary directory, removed by the destructor.
+class TempDir {
+public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return m_path; }
+  std::string file(const std::string& name) const { return m_path + "/" + name; }
+
+private:
+  std::string m_path;
+};
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& content);
+
+// Number of lines in `text`, and whether every line is at most `max` characters.
+int line_count(const std::string& text);
+
+} // namespace sdpa_test
