@@ -4,7 +4,9 @@ add_library(sdpa_doctor_warnings INTERFACE)
 target_compile_options(sdpa_doctor_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
     -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wformat=2
-    -Wimplicit-fallthrough>)
+    -Wimplicit-fallthrough>
+  # GCC 12 reports false -Wrestrict positives inside libstdc++ std::string (GCC bug 105329).
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>)
 if(SDPA_DOCTOR_WERROR)
   target_compile_options(sdpa_doctor_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
 endif()
