@@ -136,6 +136,8 @@ struct KnownIssueMatch {
   std::string fixed_in;
   std::vector<std::string> case_ids;
   std::string device;
+  std::string variant; // Variant::name() of the matched results, so a case id run by several
+                       // variants names the right one
 };
 
 struct Timings {

@@ -1,0 +1,142 @@
+// advice: pure functions from a Report's results (+ device facts + known-issue data) to findings,
+// recommended flags and known-issue matches, and from results to the process exit code.
+// Depends on core only (and nlohmann-json inside the known-issues loader, the one function here
+// that reads a file). Must not depend on isolate, devices, probes, report, HIP or torch.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/model.hpp"
+#include "core/status.hpp"
+
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::advice {
+
+// ---- versions --------------------------------------------------------------------------------
+
+// Numeric release components of "2.7.0+rocm6.3", "2.14.0a0", "0.11.1b" -> {2,7,0}, {2,14,0},
+// {0,11,1}. Pre-release and local suffixes are ignored on purpose: a 2.14 nightly behaves like
+// 2.14 for the issues we track. Empty when the text does not start with a digit.
+std::vector<int> version_numbers(std::string_view version);
+// <0, 0, >0 like strcmp; missing components count as 0 ("2.7" == "2.7.0").
+int compare_versions(std::string_view a, std::string_view b);
+
+// An interval of versions; an empty bound is open.
+struct VersionRange {
+  std::string min;
+  bool min_inclusive = true;
+  std::string max;
+  bool max_inclusive = false; // "max": "2.8" means below 2.8 unless told otherwise
+  bool empty() const { return min.empty() && max.empty(); }
+  bool contains(std::string_view version) const; // false for an empty `version`
+};
+
+// ---- known issues ----------------------------------------------------------------------------
+
+// One way an issue shows itself. Every condition given must hold; an empty one always holds.
+struct IssueRule {
+  std::vector<std::string> archs;    // gfx targets; a trailing '*' matches a prefix ("gfx115*")
+  std::vector<std::string> variants; // exact Variant::name() values ("flash[ck]")
+  std::vector<std::string> backends; // Variant::backend with any flags ("flash")
+  VersionRange torch;                // torch version of the worker that ran the case
+  VersionRange aotriton;             // AOTriton version, where a worker or the host reported it
+  std::string stderr_regex;          // ECMAScript, searched in reason, warnings and stderr tail
+  std::optional<std::regex> stderr_re;
+  std::vector<std::string> signatures; // any of these isolate signature ids matched
+  std::set<Status> statuses;           // empty = any status but pass
+  std::set<DType> dtypes;
+  std::optional<int64_t> head_dim_min; // inclusive
+  std::optional<int64_t> head_dim_max; // inclusive
+  std::optional<bool> causal;
+  std::optional<bool> gqa; // hq != hkv
+};
+
+struct KnownIssue {
+  std::string id; // stable, unique across merged files
+  std::string title;
+  std::string link;
+  std::string advice;
+  std::string fixed_in; // empty = not fixed, or unknown
+  std::vector<IssueRule> rules; // any one matching is enough
+  std::string source;           // file it came from
+};
+
+struct KnownIssues {
+  std::vector<KnownIssue> issues;
+};
+
+// Reads one file: a JSON array of entries {id, title, link, match, advice, fixed_in}, where
+// `match` is one rule object or an array of alternatives. Bad JSON, wrong types, unknown keys
+// and bad regexes are an Error whose one-line message names the file and the entry.
+Expected<KnownIssues> load_known_issues(const std::string& path);
+// Parses the same format from text; `source` names it in error messages.
+Expected<KnownIssues> parse_known_issues(std::string_view text, const std::string& source);
+// Later files add issues; an id seen again replaces the earlier entry (a local file can
+// correct a shipped one). Order: first appearance.
+KnownIssues merge_known_issues(const std::vector<KnownIssues>& files);
+
+// What a rule needs to know about the run of one case.
+struct CaseFacts {
+  std::string arch;     // base gfx target of the case's device, "" for the CPU or unknown
+  std::string torch;    // version of torch that ran it, "" when unknown
+  std::string aotriton; // "" when unknown
+};
+
+bool rule_matches(const IssueRule& rule, const CaseResult& result, const CaseFacts& facts);
+bool issue_matches(const KnownIssue& issue, const CaseResult& result, const CaseFacts& facts);
+// Whether any rule can hold on a device of this arch and these versions, judged by the arch and
+// version conditions only (what `sdpa-doctor known-issues` shows before anything ran). Empty
+// versions do not exclude a rule.
+bool issue_applies_to(const KnownIssue& issue, std::string_view arch, std::string_view torch = {},
+                      std::string_view aotriton = {});
+bool arch_pattern_matches(std::string_view pattern, std::string_view arch);
+
+// The facts of one result as the report knows them: the arch from the inventory device whose
+// index matches "cuda:N" (or the worker's gcnArchName fact), versions from the worker's hello,
+// else from Report::versions.
+CaseFacts facts_for(const Report& report, const CaseResult& result);
+
+// One match per (issue, device, variant) with every case id it covers, in report order.
+std::vector<KnownIssueMatch> match_known_issues(const Report& report, const KnownIssues& issues);
+
+// ---- advice ----------------------------------------------------------------------------------
+
+struct AdviceOptions {
+  // The user's real shape (`--target`), for the memory note of math; nullopt = no note numbers.
+  std::optional<Case> target;
+  // Dtypes the user's code needs; empty = every dtype that was measured on the device.
+  std::set<DType> dtypes;
+};
+
+struct AdviceResult {
+  std::vector<Finding> findings;
+  std::vector<Recommendation> recommendations;
+  std::vector<KnownIssueMatch> known_issues;
+};
+
+// Findings (stable ids, the case ids that prove them), one recommendation per probe target whose
+// measured cases admit one, and the known-issue matches. A configuration is recommended only if,
+// for every case on that device, the first backend in its order that did not refuse the case
+// cleanly passed it; unmeasured cases disqualify it.
+AdviceResult advise(const Report& report, const KnownIssues& issues, const AdviceOptions& options);
+
+// "1.0 GiB", "512 MiB", "12 KiB", "100 B" (binary units, one decimal below 10).
+std::string format_bytes(int64_t bytes);
+
+// ---- exit code -------------------------------------------------------------------------------
+
+// mismatch, nonfinite, error, crash, timeout (DESIGN.md contract).
+std::set<Status> default_fail_on();
+// "crash,timeout" -> {crash, timeout}; "default" and "all" -> default_fail_on(); "none" -> {}.
+// Any status name is accepted (e.g. "unsupported" to widen). Unknown names are an Error.
+Expected<std::set<Status>> parse_fail_on(std::string_view text);
+// 1 when any result's status is in `fail_on`, else 0.
+int exit_code_for(const Report& report, const std::set<Status>& fail_on = default_fail_on());
+
+} // namespace sdpa_doctor::advice

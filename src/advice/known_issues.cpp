@@ -1,0 +1,392 @@
+#include "advice/advice.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace sdpa_doctor::advice {
+
+using nlohmann::json;
+
+// ---- versions --------------------------------------------------------------------------------
+
+std::vector<int> version_numbers(std::string_view v) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i < v.size() && v[i] >= '0' && v[i] <= '9') {
+    int n = 0;
+    while (i < v.size() && v[i] >= '0' && v[i] <= '9') {
+      n = n * 10 + (v[i] - '0');
+      ++i;
+    }
+    out.push_back(n);
+    if (i + 1 < v.size() && v[i] == '.' && v[i + 1] >= '0' && v[i + 1] <= '9') {
+      ++i;
+      continue;
+    }
+    break;
+  }
+  return out;
+}
+
+int compare_versions(std::string_view a, std::string_view b) {
+  const std::vector<int> x = version_numbers(a);
+  const std::vector<int> y = version_numbers(b);
+  for (size_t i = 0; i < std::max(x.size(), y.size()); ++i) {
+    const int p = i < x.size() ? x[i] : 0;
+    const int q = i < y.size() ? y[i] : 0;
+    if (p != q) return p < q ? -1 : 1;
+  }
+  return 0;
+}
+
+bool VersionRange::contains(std::string_view version) const {
+  if (version_numbers(version).empty()) return false;
+  if (!min.empty()) {
+    const int c = compare_versions(version, min);
+    if (c < 0 || (c == 0 && !min_inclusive)) return false;
+  }
+  if (!max.empty()) {
+    const int c = compare_versions(version, max);
+    if (c > 0 || (c == 0 && !max_inclusive)) return false;
+  }
+  return true;
+}
+
+// ---- loading ---------------------------------------------------------------------------------
+
+namespace {
+
+struct EntryError {
+  std::string message;
+};
+
+std::vector<std::string> string_list(const json& j, const std::string& key) {
+  if (!j.is_array()) throw EntryError{fmt::format("'{}' must be an array of strings", key)};
+  std::vector<std::string> out;
+  for (const json& e : j) {
+    if (!e.is_string()) throw EntryError{fmt::format("'{}' must be an array of strings", key)};
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+std::string string_field(const json& j, const std::string& key, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) throw EntryError{fmt::format("missing '{}'", key)};
+    return {};
+  }
+  if (!it->is_string()) throw EntryError{fmt::format("'{}' must be a string", key)};
+  return it->get<std::string>();
+}
+
+VersionRange parse_range(const json& j, const std::string& key) {
+  if (!j.is_object()) throw EntryError{fmt::format("'{}' must be an object {{min, max}}", key)};
+  VersionRange r;
+  for (const auto& [k, v] : j.items()) {
+    if (k == "min" || k == "max") {
+      if (v.is_null()) continue;
+      if (!v.is_string() || version_numbers(v.get<std::string>()).empty())
+        throw EntryError{fmt::format("'{}.{}' must be a version string like \"2.7\"", key, k)};
+      (k == "min" ? r.min : r.max) = v.get<std::string>();
+    } else if (k == "min_inclusive" || k == "max_inclusive") {
+      if (!v.is_boolean()) throw EntryError{fmt::format("'{}.{}' must be a boolean", key, k)};
+      (k == "min_inclusive" ? r.min_inclusive : r.max_inclusive) = v.get<bool>();
+    } else {
+      throw EntryError{fmt::format("unknown key '{}.{}'", key, k)};
+    }
+  }
+  return r;
+}
+
+int64_t int_field(const json& v, const std::string& key) {
+  if (!v.is_number_integer()) throw EntryError{fmt::format("'{}' must be an integer", key)};
+  return v.get<int64_t>();
+}
+
+IssueRule parse_rule(const json& j) {
+  if (!j.is_object()) throw EntryError{"'match' must be an object or an array of objects"};
+  IssueRule rule;
+  for (const auto& [k, v] : j.items()) {
+    if (k == "archs") {
+      rule.archs = string_list(v, k);
+    } else if (k == "variants") {
+      rule.variants = string_list(v, k);
+      for (const std::string& name : rule.variants) {
+        if (!parse_variant(name)) throw EntryError{fmt::format("bad variant '{}' in 'variants'", name)};
+      }
+    } else if (k == "backends") {
+      rule.backends = string_list(v, k);
+    } else if (k == "torch" || k == "aotriton") {
+      (k == "torch" ? rule.torch : rule.aotriton) = parse_range(v, k);
+    } else if (k == "stderr") {
+      if (!v.is_string()) throw EntryError{"'stderr' must be a string (a regex)"};
+      rule.stderr_regex = v.get<std::string>();
+      try {
+        rule.stderr_re.emplace(rule.stderr_regex, std::regex::ECMAScript | std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        throw EntryError{fmt::format("bad 'stderr' regex '{}': {}", rule.stderr_regex, e.what())};
+      }
+    } else if (k == "signatures") {
+      rule.signatures = string_list(v, k);
+    } else if (k == "statuses") {
+      for (const std::string& name : string_list(v, k)) {
+        auto s = status_from_string(name);
+        if (!s) throw EntryError{fmt::format("unknown status '{}' in 'statuses'", name)};
+        rule.statuses.insert(*s);
+      }
+    } else if (k == "dtypes") {
+      for (const std::string& name : string_list(v, k)) {
+        auto d = dtype_from_string(name);
+        if (!d) throw EntryError{fmt::format("unknown dtype '{}' in 'dtypes'", name)};
+        rule.dtypes.insert(*d);
+      }
+    } else if (k == "head_dim") {
+      if (!v.is_object()) throw EntryError{"'head_dim' must be an object {min, max}"};
+      for (const auto& [hk, hv] : v.items()) {
+        if (hk == "min") rule.head_dim_min = int_field(hv, "head_dim.min");
+        else if (hk == "max") rule.head_dim_max = int_field(hv, "head_dim.max");
+        else throw EntryError{fmt::format("unknown key 'head_dim.{}'", hk)};
+      }
+    } else if (k == "causal" || k == "gqa") {
+      if (!v.is_boolean()) throw EntryError{fmt::format("'{}' must be a boolean", k)};
+      (k == "causal" ? rule.causal : rule.gqa) = v.get<bool>();
+    } else {
+      throw EntryError{fmt::format("unknown key 'match.{}'", k)};
+    }
+  }
+  return rule;
+}
+
+KnownIssue parse_issue(const json& j) {
+  if (!j.is_object()) throw EntryError{"an entry must be an object"};
+  static const std::set<std::string> k_keys = {"id",     "title",    "link", "match",
+                                               "advice", "fixed_in", "notes"};
+  for (const auto& [k, v] : j.items()) {
+    if (!k_keys.count(k)) throw EntryError{fmt::format("unknown key '{}'", k)};
+  }
+  KnownIssue issue;
+  issue.id = string_field(j, "id", true);
+  if (issue.id.empty()) throw EntryError{"empty 'id'"};
+  issue.title = string_field(j, "title", true);
+  issue.link = string_field(j, "link", false);
+  issue.advice = string_field(j, "advice", true);
+  issue.fixed_in = string_field(j, "fixed_in", false);
+  if (j.contains("notes")) string_field(j, "notes", false); // free text for maintainers
+  auto m = j.find("match");
+  if (m == j.end()) throw EntryError{"missing 'match'"};
+  if (m->is_array()) {
+    for (const json& r : *m) issue.rules.push_back(parse_rule(r));
+  } else {
+    issue.rules.push_back(parse_rule(*m));
+  }
+  if (issue.rules.empty()) throw EntryError{"'match' has no rule"};
+  return issue;
+}
+
+} // namespace
+
+Expected<KnownIssues> parse_known_issues(std::string_view text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return make_error(fmt::format("known issues '{}': invalid JSON: {}", source, what));
+  }
+  if (!doc.is_array())
+    return make_error(fmt::format("known issues '{}': top level must be an array", source));
+  KnownIssues out;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const json& e = doc[i];
+    std::string label = fmt::format("entry {}", i);
+    if (e.is_object() && e.contains("id") && e["id"].is_string())
+      label += fmt::format(" ('{}')", e["id"].get<std::string>());
+    try {
+      KnownIssue issue = parse_issue(e);
+      if (!seen.insert(issue.id).second) throw EntryError{"duplicate id"};
+      issue.source = source;
+      out.issues.push_back(std::move(issue));
+    } catch (const EntryError& err) {
+      return make_error(fmt::format("known issues '{}': {}: {}", source, label, err.message));
+    }
+  }
+  return out;
+}
+
+Expected<KnownIssues> load_known_issues(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("known issues '{}': cannot read the file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_known_issues(text.str(), path);
+}
+
+KnownIssues merge_known_issues(const std::vector<KnownIssues>& files) {
+  KnownIssues out;
+  std::map<std::string, size_t> index;
+  for (const KnownIssues& f : files) {
+    for (const KnownIssue& issue : f.issues) {
+      auto it = index.find(issue.id);
+      if (it != index.end()) {
+        out.issues[it->second] = issue;
+      } else {
+        index[issue.id] = out.issues.size();
+        out.issues.push_back(issue);
+      }
+    }
+  }
+  return out;
+}
+
+// ---- matching --------------------------------------------------------------------------------
+
+bool arch_pattern_matches(std::string_view pattern, std::string_view arch) {
+  if (arch.empty()) return false;
+  if (!pattern.empty() && pattern.back() == '*') {
+    pattern.remove_suffix(1);
+    return arch.substr(0, pattern.size()) == pattern;
+  }
+  return pattern == arch;
+}
+
+namespace {
+
+bool any_arch(const std::vector<std::string>& patterns, std::string_view arch) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return arch_pattern_matches(p, arch); });
+}
+
+std::string backend_of(const std::string& variant_name) {
+  return variant_name.substr(0, variant_name.find('['));
+}
+
+} // namespace
+
+bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& facts) {
+  if (rule.statuses.empty() ? r.status == Status::pass : !rule.statuses.count(r.status))
+    return false;
+  if (!rule.archs.empty() && !any_arch(rule.archs, facts.arch)) return false;
+  if (!rule.variants.empty() &&
+      std::find(rule.variants.begin(), rule.variants.end(), r.variant) == rule.variants.end())
+    return false;
+  if (!rule.backends.empty() && std::find(rule.backends.begin(), rule.backends.end(),
+                                          backend_of(r.variant)) == rule.backends.end())
+    return false;
+  if (!rule.torch.empty() && !rule.torch.contains(facts.torch)) return false;
+  if (!rule.aotriton.empty() && !rule.aotriton.contains(facts.aotriton)) return false;
+  if (!rule.dtypes.empty() && !rule.dtypes.count(r.kase.dtype)) return false;
+  if (rule.head_dim_min && r.kase.d < *rule.head_dim_min) return false;
+  if (rule.head_dim_max && r.kase.d > *rule.head_dim_max) return false;
+  if (rule.causal && *rule.causal != r.kase.causal) return false;
+  if (rule.gqa && *rule.gqa != (r.kase.hq != r.kase.hkv)) return false;
+  if (!rule.signatures.empty() &&
+      std::none_of(rule.signatures.begin(), rule.signatures.end(), [&](const std::string& s) {
+        return std::find(r.signatures.begin(), r.signatures.end(), s) != r.signatures.end();
+      }))
+    return false;
+  if (rule.stderr_re) {
+    std::string haystack = r.reason;
+    for (const std::string& w : r.warnings) haystack += "\n" + w;
+    haystack += "\n" + r.stderr_tail;
+    if (!std::regex_search(haystack, *rule.stderr_re)) return false;
+  }
+  return true;
+}
+
+bool issue_matches(const KnownIssue& issue, const CaseResult& r, const CaseFacts& facts) {
+  return std::any_of(issue.rules.begin(), issue.rules.end(),
+                     [&](const IssueRule& rule) { return rule_matches(rule, r, facts); });
+}
+
+bool issue_applies_to(const KnownIssue& issue, std::string_view arch, std::string_view torch,
+                      std::string_view aotriton) {
+  for (const IssueRule& rule : issue.rules) {
+    if (!rule.archs.empty() && !any_arch(rule.archs, arch)) continue;
+    if (!torch.empty() && !rule.torch.empty() && !rule.torch.contains(torch)) continue;
+    if (!aotriton.empty() && !rule.aotriton.empty() && !rule.aotriton.contains(aotriton)) continue;
+    return true;
+  }
+  return false;
+}
+
+namespace {
+
+const WorkerInfo* worker_for(const Report& report, const CaseResult& r) {
+  for (const WorkerInfo& w : report.workers) {
+    if (w.device == r.device && w.probe == r.probe && w.variant == r.variant) return &w;
+  }
+  return nullptr;
+}
+
+std::string lookup(const std::map<std::string, std::string>& m, std::string_view key) {
+  auto it = m.find(std::string(key));
+  return it == m.end() ? std::string{} : it->second;
+}
+
+std::string base_target(std::string_view arch_name) {
+  std::string out(arch_name.substr(0, arch_name.find(':')));
+  return out.rfind("gfx", 0) == 0 ? out : std::string{};
+}
+
+} // namespace
+
+CaseFacts facts_for(const Report& report, const CaseResult& r) {
+  CaseFacts f;
+  const WorkerInfo* w = worker_for(report, r);
+  if (r.device.rfind("cuda:", 0) == 0) {
+    const int index = std::atoi(r.device.c_str() + 5);
+    for (const Device& d : report.inventory.devices) {
+      if (d.index == index) {
+        f.arch = !d.gfx_target.empty() ? d.gfx_target : base_target(d.gfx_arch_name);
+        break;
+      }
+    }
+    if (f.arch.empty() && w) f.arch = base_target(lookup(w->facts, "gcnArchName"));
+  }
+  if (w) {
+    f.torch = lookup(w->versions, "torch");
+    f.aotriton = lookup(w->versions, "aotriton");
+  }
+  if (f.torch.empty()) f.torch = lookup(report.versions, "torch");
+  if (f.aotriton.empty()) f.aotriton = lookup(report.versions, "aotriton");
+  return f;
+}
+
+std::vector<KnownIssueMatch> match_known_issues(const Report& report, const KnownIssues& issues) {
+  std::vector<KnownIssueMatch> out;
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  for (const CaseResult& r : report.results) {
+    if (r.status == Status::pass) continue;
+    const CaseFacts facts = facts_for(report, r);
+    for (const KnownIssue& issue : issues.issues) {
+      if (!issue_matches(issue, r, facts)) continue;
+      auto key = std::make_tuple(issue.id, r.device, r.variant);
+      auto it = index.find(key);
+      if (it == index.end()) {
+        KnownIssueMatch m;
+        m.issue_id = issue.id;
+        m.title = issue.title;
+        m.link = issue.link;
+        m.advice = issue.advice;
+        m.fixed_in = issue.fixed_in;
+        m.device = r.device;
+        m.variant = r.variant;
+        it = index.emplace(key, out.size()).first;
+        out.push_back(std::move(m));
+      }
+      auto& ids = out[it->second].case_ids;
+      if (std::find(ids.begin(), ids.end(), r.case_id) == ids.end()) ids.push_back(r.case_id);
+    }
+  }
+  return out;
+}
+
+} // namespace sdpa_doctor::advice

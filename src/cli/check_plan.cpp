@@ -1,0 +1,54 @@
+#include "cli/check_plan.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <set>
+
+namespace sdpa_doctor::cli {
+
+std::vector<Variant> variants_for(Probe probe, const std::string& target) {
+  auto make = [](std::string backend, std::vector<std::string> flags = {}) {
+    return Variant{std::move(backend), std::move(flags)};
+  };
+  if (probe == Probe::reference) return {make("ref-math"), make("ref-flash")};
+  if (probe == Probe::fault) return {};
+  std::vector<Variant> out = {make("math"), make("flash"), make("mem_efficient"), make("cudnn"),
+                              make("default")};
+  if (target != "cpu") {
+    // The flash library on ROCm, and the experimental-arch gate (read once per process).
+    out.push_back(make("flash", {"ck"}));
+    out.push_back(make("flash", {"aotriton"}));
+    out.push_back(make("flash", {"aotriton", "experimental"}));
+    out.push_back(make("mem_efficient", {"aotriton", "experimental"}));
+  }
+  return out;
+}
+
+namespace {
+bool selected(const Variant& v, const std::vector<std::string>& filter) {
+  if (filter.empty()) return true;
+  return std::any_of(filter.begin(), filter.end(),
+                     [&](const std::string& f) { return f == v.name() || f == v.backend; });
+}
+} // namespace
+
+Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
+  Plan plan;
+  std::set<std::string> seen;
+  for (const Case& c : request.cases)
+    if (seen.insert(c.id()).second) plan.cases.push_back(c);
+
+  plan.targets = request.targets;
+  if (plan.targets.empty()) {
+    plan.targets.push_back("cpu");
+    for (const Device& d : inventory.devices)
+      if (d.index >= 0) plan.targets.push_back(fmt::format("cuda:{}", d.index));
+  }
+  for (const std::string& target : plan.targets)
+    for (Probe probe : request.probes)
+      for (const Variant& v : variants_for(probe, target))
+        if (selected(v, request.variant_filter)) plan.runs.push_back({target, probe, v});
+  return plan;
+}
+
+} // namespace sdpa_doctor::cli

@@ -1,0 +1,88 @@
+// devices: GPU enumeration. Asks the HIP runtime and ROCm SMI (both in the isolated
+// sdpa-doctor-enum-worker child, never in this process), reads the KFD topology and PCI/DRM facts
+// from sysfs, checks device nodes, groups and environment variables, and joins what each source
+// saw into one DeviceInventory by PCI address. Also the gfx arch table (family, wave size,
+// marketing names, matrix instructions) as compiled-in data.
+// Depends on core and isolate only; must never include HIP, ROCm SMI, torch, probes or report.
+#pragma once
+
+#include "core/model.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::devices {
+
+// The doctor's own environment as a map (what `environ` holds right now).
+std::map<std::string, std::string> process_environment();
+
+struct EnumerateOptions {
+  // Filesystem root that holds sys/ and proc/: "/" on a live machine, a captured tree in bug
+  // reports and tests.
+  std::string sysfs_root = "/";
+  // Where kfd and dri/renderD* are checked; empty = skip the device-node checks (a captured
+  // tree says nothing about this machine's /dev).
+  std::string dev_root = "/dev";
+  bool use_hip = true;       // run the enum worker's HIP part
+  bool use_rocm_smi = true;  // run the enum worker's ROCm SMI part
+  // For each enum worker run; a driver that hangs hipInit is killed after this.
+  std::chrono::milliseconds deadline{20'000};
+  // The variables the checks read and the worker is started with (tests inject their own).
+  std::map<std::string, std::string> environment = process_environment();
+  // The enum worker executable; empty = core::find_worker("sdpa-doctor-enum-worker").
+  std::string worker_path;
+};
+
+// Runs every enabled source in a fixed order (HIP, ROCm SMI, sysfs, environment) and merges
+// them. Never throws for what a machine can get wrong: each failure becomes a Finding and a
+// sources_status entry. An empty device list comes with no_gpu_reason set.
+DeviceInventory enumerate_devices(const EnumerateOptions& options);
+
+// ---- arch knowledge --------------------------------------------------------------------------
+
+struct GfxArch {
+  std::string_view target;      // "gfx1201"
+  std::string_view family;      // "RDNA4"
+  int wave_size;                // default wavefront size HIP reports (warpSize)
+  std::string_view matrix;      // "WMMA", "MFMA" or "none"
+  bool integrated;              // only ever shipped as an APU's GPU
+  std::string_view marketing;   // "Radeon RX 9070 / 9070 XT / AI PRO R9700"; "; " separates
+};
+
+// The table entry for a target ("gfx1201", or a gcnArchName such as "gfx90a:sramecc+:xnack-");
+// nullopt for targets the table does not know (shown as "unknown", never guessed).
+std::optional<GfxArch> find_gfx_arch(std::string_view target);
+const std::vector<GfxArch>& gfx_arch_table();
+
+// "gfx90a:sramecc+:xnack-" -> "gfx90a"; text that is not a gfx name -> "".
+std::string base_gfx_target(std::string_view arch_name);
+
+// KFD gfx_target_version (major*10000 + minor*100 + stepping, decimal) -> "gfx1201";
+// 90010 -> "gfx90a". nullopt for 0 (CPU), or out of range (minor or stepping above 15).
+std::optional<std::string> gfx_target_from_version(int64_t version);
+
+// HSA_OVERRIDE_GFX_VERSION "11.0.0" -> "gfx1100", "9.0.10" -> "gfx90a"; nullopt if malformed.
+std::optional<std::string> gfx_target_from_override(std::string_view value);
+
+// The marketing names of an entry, split on "; ".
+std::vector<std::string> marketing_names(const GfxArch& arch);
+
+// "0:3:0.0", "0000:03:00.0", "03:00.0" -> "0000:03:00.0"; "" if malformed.
+std::string normalize_pci_bdf(std::string_view text);
+// From a domain and the PCI bus/device/function numbers.
+std::string make_pci_bdf(uint32_t domain, uint32_t bus, uint32_t device, uint32_t function);
+// KFD location_id ((bus << 8) | devfn) and domain -> "0000:03:00.0".
+std::string pci_bdf_from_location(uint32_t domain, uint32_t location_id);
+// ROCm SMI's BDFID (domain << 32 | bus << 8 | device << 3 | function) -> "0000:03:00.0".
+std::string pci_bdf_from_rsmi(uint64_t bdfid);
+
+// A product name for a PCI id where the id pins it down (e.g. 1002:7550 rev c0 ->
+// "AMD Radeon RX 9070 XT"); empty when the table does not know it.
+std::string pci_product_name(uint32_t vendor, uint32_t device, std::optional<uint32_t> revision);
+
+} // namespace sdpa_doctor::devices

@@ -1,0 +1,65 @@
+// kernels: our own attention kernels (CPU always, HIP where built) and the float64 oracle.
+// Knows no framework: plain pointers and sizes. Depends on core only.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/inputs.hpp"
+#include "kernels/attn_params.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::kernels {
+
+// The oracle: float64 math attention over the (already dtype-rounded) inputs, with PyTorch's
+// semantics (scale 1/sqrt(D), causal top-left aligned, bool/additive mask broadcast over heads,
+// GQA by head groups, fully masked rows -> 0). Output is logical (B,Hq,Lq,D), row-major.
+std::vector<double> oracle_attention(const Case& c, const HostInputs& inputs);
+
+// ref-math (plain QK^T -> softmax -> PV per row) or ref-flash (tiled, online softmax).
+enum class RefKernel { math, flash };
+std::string_view to_string(RefKernel kernel);                      // "ref-math", "ref-flash"
+std::optional<RefKernel> ref_kernel_from_string(std::string_view name); // the same names
+
+// Low-level CPU entry points over f32 storage. Empty string when the kernel ran; otherwise why
+// there is no instance for these parameters (nothing was written). threads: 0 = all cores.
+std::string cpu_math_attention(const AttnParams& p, int threads = 0);
+std::string cpu_flash_attention(const AttnParams& p, int threads = 0);
+
+// One kernel run over a case: the output rounded to the case dtype, logical (B,Hq,Lq,D), and the
+// wall time of each timed run in milliseconds (warm-up runs not included).
+struct KernelRun {
+  std::vector<float> out;
+  std::vector<double> times_ms;
+};
+
+// AttnParams for a case over host buffers laid out as Case::layout says: contiguous (B,H,L,D) or
+// (B,L,H,D) viewed as (B,H,L,D). Pointers left null.
+AttnParams params_for(const Case& c);
+// Copies logical (B,H,L,D) values into the case layout (identity for contiguous).
+std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, int64_t heads,
+                             int64_t length);
+
+// Runs `kernel` on the CPU over inputs in the case layout: `warmup` untimed runs, then `repeat`
+// timed ones (at least one run happens). threads: 0 = all cores.
+Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
+                            int repeat, int threads = 0);
+
+// --- HIP (sdpa_kernels_hip; a stub answers when HIP is not built in) -----------------------
+// Whether the HIP kernels were compiled into this build.
+bool hip_built_in();
+// Empty when HIP device `device` can run our kernels; otherwise why not, one line, e.g.
+// "HIP runtime not built in" or "no HIP device: hipErrorNoDevice".
+std::string hip_unavailable_reason(int device);
+inline bool hip_available(int device = 0) { return hip_unavailable_reason(device).empty(); }
+// Allocate, fill, copy back, synchronise on `device`. Empty when healthy, else what failed.
+std::string hip_health_check(int device);
+// As run_cpu, on HIP device `device`, with inputs stored in the case dtype on the device; times
+// are of the kernel alone (events), copies excluded. Error when the kernel could not run.
+Expected<KernelRun> run_hip(RefKernel kernel, int device, const Case& c, const HostInputs& inputs,
+                            int warmup, int repeat);
+
+} // namespace sdpa_doctor::kernels

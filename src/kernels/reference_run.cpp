@@ -1,0 +1,108 @@
+// Case-level entry points: lay the inputs out as the case says, run a kernel repeatedly with
+// timing, round the output to the case dtype.
+#include "kernels/kernels.hpp"
+
+#include <chrono>
+#include <cmath>
+
+namespace sdpa_doctor::kernels {
+
+std::string_view to_string(RefKernel kernel) {
+  return kernel == RefKernel::math ? "ref-math" : "ref-flash";
+}
+
+std::optional<RefKernel> ref_kernel_from_string(std::string_view name) {
+  if (name == "ref-math") return RefKernel::math;
+  if (name == "ref-flash") return RefKernel::flash;
+  return std::nullopt;
+}
+
+AttnParams params_for(const Case& c) {
+  AttnParams p;
+  p.b = c.b;
+  p.hq = c.hq;
+  p.hkv = c.hkv;
+  p.lq = c.lq;
+  p.lkv = c.lkv;
+  p.d = c.d;
+  const bool tr = c.layout == Layout::transposed;
+  // Transposed: a (B,L,H,D) buffer seen as (B,H,L,D), so heads are D apart and rows H*D apart.
+  auto set = [&](int64_t heads, int64_t length, int64_t& sb, int64_t& sh, int64_t& sl) {
+    sb = heads * length * c.d;
+    sh = tr ? c.d : length * c.d;
+    sl = tr ? heads * c.d : c.d;
+  };
+  set(c.hq, c.lq, p.q_stride_b, p.q_stride_h, p.q_stride_l);
+  set(c.hkv, c.lkv, p.k_stride_b, p.k_stride_h, p.k_stride_l);
+  set(c.hkv, c.lkv, p.v_stride_b, p.v_stride_h, p.v_stride_l);
+  set(c.hq, c.lq, p.o_stride_b, p.o_stride_h, p.o_stride_l);
+  p.mask_stride_b = c.lq * c.lkv;
+  p.mask_stride_q = c.lkv;
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
+  p.causal = c.causal;
+  p.causal_offset = 0;
+  p.mask_kind = c.mask == Mask::none      ? MaskKind::none
+                : c.mask == Mask::boolean ? MaskKind::boolean
+                                          : MaskKind::additive;
+  return p;
+}
+
+std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, int64_t heads,
+                             int64_t length) {
+  if (c.layout == Layout::contiguous) return logical;
+  std::vector<float> out(logical.size());
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t l = 0; l < length; ++l)
+        for (int64_t e = 0; e < c.d; ++e)
+          out[size_t(((b * length + l) * heads + h) * c.d + e)] =
+              logical[size_t(((b * heads + h) * length + l) * c.d + e)];
+  return out;
+}
+
+namespace {
+// Output buffer in the case layout back to logical (B,Hq,Lq,D), rounded to the case dtype.
+std::vector<float> from_layout(const Case& c, const std::vector<float>& laid_out) {
+  std::vector<float> out(laid_out.size());
+  const AttnParams p = params_for(c);
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.hq; ++h)
+      for (int64_t l = 0; l < c.lq; ++l)
+        for (int64_t e = 0; e < c.d; ++e)
+          out[size_t(((b * c.hq + h) * c.lq + l) * c.d + e)] = round_to_dtype(
+              c.dtype, laid_out[size_t(b * p.o_stride_b + h * p.o_stride_h + l * p.o_stride_l + e)]);
+  return out;
+}
+} // namespace
+
+Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
+                            int repeat, int threads) {
+  if (const std::string bad = validate(c); !bad.empty()) return make_error(bad);
+  const std::vector<float> q = to_layout(c, inputs.q, c.hq, c.lq);
+  const std::vector<float> k = to_layout(c, inputs.k, c.hkv, c.lkv);
+  const std::vector<float> v = to_layout(c, inputs.v, c.hkv, c.lkv);
+  std::vector<float> o(size_t(c.q_elements()));
+  AttnParams p = params_for(c);
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.o = o.data();
+  p.mask = inputs.mask.empty() ? nullptr : inputs.mask.data();
+  if (p.mask_kind != MaskKind::none && inputs.mask.size() != size_t(c.b * c.lq * c.lkv))
+    return make_error("mask has the wrong size for the case");
+  KernelRun run;
+  const int runs = std::max(warmup, 0) + std::max(repeat, 1);
+  for (int r = 0; r < runs; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string refused =
+        kernel == RefKernel::math ? cpu_math_attention(p, threads) : cpu_flash_attention(p, threads);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!refused.empty()) return make_error(refused);
+    if (r >= std::max(warmup, 0))
+      run.times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  run.out = from_layout(c, o);
+  return run;
+}
+
+} // namespace sdpa_doctor::kernels

@@ -1,0 +1,137 @@
+#include "probes/probes.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <unistd.h>
+
+namespace sdpa_doctor::probes {
+
+std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
+                           int warmup, int repeat) {
+  nlohmann::json j{{"v", 1},
+                   {"id", c.id()},
+                   {"case", to_json(c)},
+                   {"tolerance", {{"atol", tolerance.atol}, {"rtol", tolerance.rtol}}},
+                   {"warmup", warmup},
+                   {"repeat", repeat}};
+  if (oracle_path.empty()) j["oracle"] = nullptr;
+  else j["oracle"] = std::move(oracle_path);
+  return j.dump();
+}
+
+namespace {
+
+Expected<int> small_int(const nlohmann::json& j, const char* key, int fallback, int min, int max) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number_integer())
+    return make_error(fmt::format("'{}' must be an integer", key));
+  const int64_t v = j[key].get<int64_t>();
+  if (v < min || v > max)
+    return make_error(fmt::format("'{}' must be in [{}, {}], got {}", key, min, max, v));
+  return int(v);
+}
+
+Expected<double> tolerance_value(const nlohmann::json& t, const char* key) {
+  if (!t.contains(key) || !t[key].is_number())
+    return make_error(fmt::format("'tolerance.{}' must be a number", key));
+  const double v = t[key].get<double>();
+  if (!std::isfinite(v) || v < 0)
+    return make_error(fmt::format("'tolerance.{}' must be finite and >= 0", key));
+  return v;
+}
+
+} // namespace
+
+Expected<CaseLine> parse_case_line(std::string_view text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(fmt::format("not JSON: {}", e.what()));
+  }
+  if (!j.is_object()) return make_error("a case line must be a JSON object");
+  if (!j.contains("v") || j["v"] != 1) return make_error("a case line needs \"v\":1");
+  CaseLine line;
+  if (!j.contains("case")) return make_error("a case line needs \"case\"");
+  auto c = case_from_json(j["case"]);
+  if (!c) return c.error();
+  line.kase = *c;
+  if (j.contains("id") && !j["id"].is_null()) {
+    if (!j["id"].is_string() || j["id"].get<std::string>().empty())
+      return make_error("'id' must be a non-empty string");
+    line.id = j["id"].get<std::string>();
+  } else {
+    line.id = line.kase.id();
+  }
+  if (!j.contains("tolerance") || !j["tolerance"].is_object())
+    return make_error("a case line needs \"tolerance\":{\"atol\":..,\"rtol\":..}");
+  auto atol = tolerance_value(j["tolerance"], "atol");
+  if (!atol) return atol.error();
+  auto rtol = tolerance_value(j["tolerance"], "rtol");
+  if (!rtol) return rtol.error();
+  line.tolerance = {*atol, *rtol};
+  if (j.contains("oracle") && !j["oracle"].is_null()) {
+    if (!j["oracle"].is_string()) return make_error("'oracle' must be a path or null");
+    line.oracle_path = j["oracle"].get<std::string>();
+  }
+  auto warmup = small_int(j, "warmup", 1, 0, k_max_repeat);
+  if (!warmup) return warmup.error();
+  auto repeat = small_int(j, "repeat", 3, 0, k_max_repeat);
+  if (!repeat) return repeat.error();
+  line.warmup = *warmup;
+  line.repeat = *repeat;
+  return line;
+}
+
+Expected<std::vector<CaseLine>> read_cases_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("cannot open cases file '{}': {}", path, std::strerror(errno)));
+  std::vector<CaseLine> out;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto parsed = parse_case_line(line);
+    if (!parsed) return make_error(fmt::format("{}:{}: {}", path, number, parsed.error().message));
+    out.push_back(std::move(*parsed));
+  }
+  return out;
+}
+
+Expected<int64_t> write_cases_file(const std::string& path, const std::vector<std::string>& lines) {
+  std::string tmp = path + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return make_error(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  const char* p = text.data();
+  size_t left = text.size();
+  bool ok = true;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  if (::close(fd) != 0) ok = false;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return make_error(fmt::format("cannot write cases file '{}': {}", path, std::strerror(e)));
+  }
+  return int64_t(text.size());
+}
+
+} // namespace sdpa_doctor::probes

@@ -1,0 +1,145 @@
+// probes: everything the SDPA probe workers share that needs no torch: the case suites and case
+// files, the float64 oracle cache, the comparison against it, the worker input (case lines), the
+// worker side of protocol v1, deadlines and the memory guard, and which variants to plan.
+// Depends on core and kernels only. Must not depend on torch, HIP, isolate or report: the doctor,
+// the libtorch worker and the reference worker all link it.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/model.hpp"
+#include "core/status.hpp"
+#include "core/variant.hpp"
+#include "probes/tolerance.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::probes {
+
+// --- suites and case files ----------------------------------------------------------------------
+
+inline constexpr std::string_view k_suites[] = {"quick", "full"};
+inline constexpr std::string_view k_default_suite = "quick";
+
+// The cases of a named suite, in a fixed order. "quick": a few dozen small cases that cover every
+// backend gate (dtypes, head dims 64/128/256, odd lengths, decode, Lq != Lkv, GQA, causal, masks,
+// transposed layout), seconds on a CPU. "full": hundreds, head dims 32..512, lengths up to 8k.
+// Unknown names are an error that lists the known suites.
+Expected<std::vector<Case>> suite_cases(std::string_view suite);
+
+// Refused above this size: a case file is a list of shapes, not data.
+inline constexpr int64_t k_max_case_file_bytes = int64_t{64} << 20;
+
+// Reads a JSON-lines case file (one core::case_from_json object per line; blank lines and lines
+// starting with '#' are skipped). Errors name the file and line; binary, empty and oversized
+// files are refused.
+Expected<std::vector<Case>> load_case_file(const std::string& path);
+
+// --- comparison -----------------------------------------------------------------------------------
+
+struct Comparison {
+  Metrics metrics;     // error metrics only; timing fields are left empty
+  Status status = Status::pass; // pass, mismatch or nonfinite
+  std::string reason;  // empty for pass; otherwise one line with the numbers
+};
+
+// Compares `n` output values with the oracle. An element is outside when
+// |out - ref| > atol + rtol * |ref| (non-finite outputs are outside). max_abs_err and rel_l2_err
+// are taken over the elements where both are finite. nonfinite: a NaN or Inf in the output where
+// the oracle is finite; mismatch: any element outside the tolerance.
+Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol);
+
+// --- oracle cache ---------------------------------------------------------------------------------
+
+// Raw little-endian float64, logical (B,Hq,Lq,D) order. Written atomically (temporary file in the
+// same directory, then rename). Returns the bytes written.
+Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<double>& values);
+// Refuses a file whose size is not exactly `expected_count` values.
+Expected<std::vector<double>> read_oracle_file(const std::string& path, size_t expected_count);
+// The oracle of a case, computed in float64 from core::make_inputs (kernels::oracle_attention).
+std::vector<double> compute_oracle(const Case& c);
+
+// --- worker input: case lines (ARCHITECTURE.md, protocol v1) --------------------------------------
+
+struct CaseLine {
+  std::string id;          // used in every event about this case
+  Case kase;
+  Tolerance tolerance;
+  std::string oracle_path; // empty: the worker computes the oracle itself
+  int warmup = 1;          // untimed runs; the first of them is the checked run
+  int repeat = 3;          // timed runs, the median is reported
+};
+
+inline constexpr int k_max_repeat = 1000;
+
+std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
+                           int warmup, int repeat);
+Expected<CaseLine> parse_case_line(std::string_view line);
+// One case line per non-blank line; errors name the line number.
+Expected<std::vector<CaseLine>> read_cases_file(const std::string& path);
+// Writes the lines (each followed by '\n') atomically. Returns the bytes written.
+Expected<int64_t> write_cases_file(const std::string& path, const std::vector<std::string>& lines);
+
+// --- limits ---------------------------------------------------------------------------------------
+
+// How long the runner waits for a case's result after its `begin`: a fixed allowance for start-up
+// and first-call kernel loading, plus `runs` executions at a pessimistic throughput (CPU: 1 GFLOP/s,
+// GPU: 200 GFLOP/s), plus the float64 oracle when the worker has to compute it. Clamped to
+// [15 s, 1 h].
+std::chrono::milliseconds default_case_deadline(const Case& c, bool gpu, int runs = 4,
+                                                bool worker_computes_oracle = false);
+
+// Bytes a case needs where it runs: inputs and output in the case dtype, plus (with
+// `math_scores`) the math backend's B*Hq*Lq*Lkv fp32 scores and probabilities.
+int64_t case_memory_bytes(const Case& c, bool math_scores = true);
+// Bytes the host needs besides: float inputs, float64 oracle and float output copies.
+int64_t case_host_bytes(const Case& c);
+// Empty when the case fits in `budget_bytes`; otherwise the skip reason, with the numbers.
+std::string memory_guard(const Case& c, int64_t budget_bytes, bool math_scores = true);
+
+// --- plan helpers ---------------------------------------------------------------------------------
+
+// "cpu" or "cuda:N" (N >= 0). ROCm builds of PyTorch expose HIP devices as cuda:N.
+bool is_valid_target(std::string_view target);
+bool is_gpu_target(std::string_view target);
+
+// The variants the libtorch and python probes run on a target: math, flash, mem_efficient,
+// cudnn, default everywhere, plus flash[ck], flash[aotriton], flash[aotriton,experimental] and
+// mem_efficient[aotriton,experimental] on a GPU target. Variants that cannot exist in a build are
+// still planned: the worker answers `unsupported` with the reason.
+std::vector<Variant> torch_variants(std::string_view target);
+// ref-math, ref-flash.
+std::vector<Variant> reference_variants();
+std::vector<Variant> plan_variants(Probe probe, std::string_view target);
+
+// True for the texts with which a library declines a problem cleanly ("No available kernel",
+// "not compiled", unsupported dtype/arch, ...): such a case is `unsupported`, not `error`.
+bool is_backend_refusal(std::string_view message);
+
+// --- test-only fault injection (SDPA_DOCTOR_TEST_FAULT, ARCHITECTURE.md) --------------------------
+
+enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3 };
+
+struct FaultSpec {
+  std::string variant = "*"; // a Variant::name() or "*"
+  std::string case_id = "*"; // a case id or "*"
+  FaultAction action = FaultAction::none;
+
+  bool matches(std::string_view variant_name, std::string_view id) const;
+};
+
+// "variant=<name|*>,case=<id|*>,action=<abort|segv|hang|nan|perturb|exit3>".
+Expected<FaultSpec> parse_fault_spec(std::string_view text);
+// From the environment; action none when unset or empty. A malformed value is an error.
+Expected<FaultSpec> fault_from_environment();
+// abort, segv, hang and exit3 happen here, for real (this function does not return for them).
+void trigger_process_fault(FaultAction action);
+// nan and perturb corrupt the output before it is compared (element n/2: NaN, resp. +0.5).
+void corrupt_output(FaultAction action, std::vector<float>& output);
+
+} // namespace sdpa_doctor::probes

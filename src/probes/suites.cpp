@@ -1,0 +1,154 @@
+#include "probes/probes.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+namespace sdpa_doctor::probes {
+
+namespace {
+
+Case make(DType dtype, int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lkv, int64_t d,
+          bool causal = false, Mask mask = Mask::none, Layout layout = Layout::contiguous,
+          uint64_t seed = 0) {
+  Case c;
+  c.dtype = dtype;
+  c.b = b;
+  c.hq = hq;
+  c.hkv = hkv;
+  c.lq = lq;
+  c.lkv = lkv;
+  c.d = d;
+  c.causal = causal;
+  c.mask = mask;
+  c.layout = layout;
+  c.seed = seed;
+  return c;
+}
+
+constexpr DType k_dtypes[] = {DType::f16, DType::bf16, DType::f32};
+
+// Each entry exercises one gate of the backends' can_use checks; sizes stay small enough for the
+// float64 oracle and torch's CPU math to finish the whole suite in seconds.
+std::vector<Case> quick_suite() {
+  std::vector<Case> out;
+  for (DType t : k_dtypes) {
+    out.push_back(make(t, 1, 4, 4, 128, 128, 64));                  // the plain case
+    out.push_back(make(t, 1, 2, 2, 77, 77, 128));                   // odd length, d=128
+    out.push_back(make(t, 1, 2, 2, 129, 129, 256, true));           // d=256, causal, odd
+    out.push_back(make(t, 1, 4, 4, 128, 128, 64, true));            // causal
+    out.push_back(make(t, 2, 4, 4, 1, 256, 128));                   // decode: Lq = 1
+    out.push_back(make(t, 1, 4, 4, 64, 200, 64));                   // Lq != Lkv
+    out.push_back(make(t, 1, 4, 4, 64, 200, 64, true));             // causal with Lq != Lkv
+    out.push_back(make(t, 1, 8, 2, 128, 128, 64));                  // GQA 8:2
+    out.push_back(make(t, 1, 4, 4, 96, 96, 64, false, Mask::boolean));
+    out.push_back(make(t, 1, 4, 4, 96, 96, 64, false, Mask::additive));
+    out.push_back(make(t, 2, 4, 4, 64, 64, 64, false, Mask::none, Layout::transposed));
+  }
+  // Variety the gates above do not need once per dtype.
+  out.push_back(make(DType::f16, 1, 8, 2, 1, 129, 128, false, Mask::none, Layout::transposed, 1));
+  out.push_back(make(DType::bf16, 2, 4, 4, 33, 65, 64, false, Mask::boolean, Layout::contiguous,
+                     2));
+  out.push_back(make(DType::f16, 1, 2, 2, 48, 48, 32, true, Mask::additive, Layout::contiguous,
+                     3));
+  return out;
+}
+
+std::vector<Case> full_suite() {
+  std::vector<Case> out;
+  const int64_t head_dims[] = {32, 64, 80, 96, 128, 160, 192, 256, 512};
+  for (DType t : k_dtypes)
+    for (int64_t d : head_dims)
+      for (int64_t l : {int64_t{128}, int64_t{1024}})
+        for (bool causal : {false, true}) out.push_back(make(t, 2, 8, 8, l, l, d, causal));
+  // Long sequences: where tiled kernels, memory and timeouts show.
+  for (DType t : k_dtypes)
+    for (int64_t l : {int64_t{4096}, int64_t{8192}})
+      for (int64_t d : {int64_t{64}, int64_t{128}})
+        for (bool causal : {false, true}) out.push_back(make(t, 1, 8, 8, l, l, d, causal));
+  // Decode.
+  for (DType t : k_dtypes)
+    for (int64_t lkv : {int64_t{512}, int64_t{4096}, int64_t{8192}})
+      for (int64_t d : {int64_t{64}, int64_t{128}, int64_t{256}})
+        out.push_back(make(t, 4, 16, 16, 1, lkv, d));
+  // Grouped-query attention.
+  const std::pair<int64_t, int64_t> groups[] = {{32, 8}, {8, 1}, {16, 4}};
+  for (DType t : k_dtypes)
+    for (auto [hq, hkv] : groups)
+      for (int64_t d : {int64_t{64}, int64_t{128}})
+        out.push_back(make(t, 1, hq, hkv, 1024, 1024, d, d == 128));
+  // Masks.
+  for (DType t : k_dtypes)
+    for (Mask m : {Mask::boolean, Mask::additive})
+      for (int64_t d : {int64_t{64}, int64_t{128}})
+        for (int64_t l : {int64_t{256}, int64_t{2048}}) out.push_back(make(t, 2, 8, 8, l, l, d, false, m));
+  // Transposed layout (B,L,H,D buffers).
+  for (DType t : k_dtypes)
+    for (int64_t d : {int64_t{64}, int64_t{128}, int64_t{256}})
+      for (int64_t l : {int64_t{512}, int64_t{2048}})
+        for (bool causal : {false, true})
+          out.push_back(make(t, 2, 8, 8, l, l, d, causal, Mask::none, Layout::transposed));
+  // Odd and mismatched lengths.
+  const std::pair<int64_t, int64_t> lengths[] = {{17, 17}, {77, 77}, {129, 1000}, {1000, 129},
+                                                  {2047, 2047}};
+  for (DType t : k_dtypes)
+    for (auto [lq, lkv] : lengths)
+      for (int64_t d : {int64_t{64}, int64_t{128}}) out.push_back(make(t, 1, 8, 8, lq, lkv, d));
+  return out;
+}
+
+} // namespace
+
+Expected<std::vector<Case>> suite_cases(std::string_view suite) {
+  if (suite == "quick") return quick_suite();
+  if (suite == "full") return full_suite();
+  return make_error(fmt::format("unknown suite '{}' (known: {})", suite,
+                                fmt::join(std::begin(k_suites), std::end(k_suites), ", ")));
+}
+
+Expected<std::vector<Case>> load_case_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_error(fmt::format("case file '{}' is a directory", path));
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return make_error(fmt::format("cannot read case file '{}': {}", path, ec.message()));
+  if (static_cast<int64_t>(size) > k_max_case_file_bytes)
+    return make_error(fmt::format("case file '{}' is {} bytes; the limit is {} MiB", path, size,
+                                  k_max_case_file_bytes >> 20));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("cannot open case file '{}'", path));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (text.find('\0') != std::string::npos)
+    return make_error(fmt::format("case file '{}' is binary, not JSON lines", path));
+
+  std::vector<Case> cases;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      return make_error(fmt::format("{}:{}: not JSON: {}", path, number, e.what()));
+    }
+    auto c = case_from_json(j);
+    if (!c) return make_error(fmt::format("{}:{}: {}", path, number, c.error().message));
+    cases.push_back(*c);
+  }
+  if (cases.empty()) return make_error(fmt::format("case file '{}' holds no cases", path));
+  return cases;
+}
+
+} // namespace sdpa_doctor::probes
