@@ -1,14 +1,481 @@
+#include "advice/advice.hpp"
+#include "cli/check_plan.hpp"
+#include "cli/check_run.hpp"
 #include "cli/commands.hpp"
+#include "core/build_info.hpp"
+#include "core/paths.hpp"
+#include "devices/devices.hpp"
+#include "isolate/isolate.hpp"
+#include "probes/probes.hpp"
+#include "report/report.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 namespace sdpa_doctor::cli {
 
-void setup_check(CLI::App& app, const GlobalOptions&, Action& action) {
-  auto* sub = app.add_subcommand("check", "check (not implemented in this build yet)");
-  sub->callback([&action] { action = [] { return not_implemented("'check'"); }; });
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CheckOptions {
+  std::string suite = "quick";
+  std::vector<std::string> case_specs;
+  std::string case_file;
+  std::vector<std::string> probes;   // libtorch, python, reference
+  std::vector<std::string> variants; // filter
+  std::vector<std::string> devices;  // targets
+  std::string python;
+  bool no_python = false;
+  double case_timeout_s = 0;
+  double worker_timeout_s = 0;
+  int max_worker_restarts = 4;
+  bool keep_core_dumps = false;
+  std::string fail_on = "default";
+  std::string target;
+  std::vector<std::string> known_issue_files;
+  std::string tolerance;
+  bool require_gpu = false;
+  std::string sysfs_root = "/";
+  std::string run_dir;
+  int repeat = 3;
+  int warmup = 1;
+};
+
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void on_interrupt(int sig) {
+  g_signal.store(sig);
+  g_interrupted.store(true);
 }
 
-Action default_check(const GlobalOptions&) {
-  return [] { return not_implemented("'check'"); };
+// Installs SIGINT/SIGTERM handlers for the run and restores the old ones after.
+class InterruptGuard {
+public:
+  InterruptGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &m_old_int);
+    sigaction(SIGTERM, &sa, &m_old_term);
+  }
+  ~InterruptGuard() {
+    sigaction(SIGINT, &m_old_int, nullptr);
+    sigaction(SIGTERM, &m_old_term, nullptr);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+private:
+  struct sigaction m_old_int {};
+  struct sigaction m_old_term {};
+};
+
+std::vector<std::string> split_list(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    size_t start = 0;
+    while (start <= item.size()) {
+      size_t comma = item.find(',', start);
+      // Variant names contain commas inside brackets: split only outside them.
+      size_t bracket = item.find('[', start);
+      if (bracket != std::string::npos && bracket < comma) {
+        size_t close = item.find(']', bracket);
+        comma = close == std::string::npos ? std::string::npos : item.find(',', close);
+      }
+      std::string part = item.substr(start, comma == std::string::npos ? comma : comma - start);
+      if (!part.empty()) out.push_back(part);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<Case> planned_cases(const CheckOptions& o) {
+  std::vector<Case> cases;
+  for (const auto& spec : o.case_specs) {
+    auto c = parse_case_spec(spec);
+    if (!c) throw Fatal{c.error().message};
+    cases.push_back(*c);
+  }
+  if (!o.case_file.empty()) {
+    auto loaded = probes::load_case_file(o.case_file);
+    if (!loaded) throw Fatal{loaded.error().message};
+    cases.insert(cases.end(), loaded->begin(), loaded->end());
+  }
+  if (cases.empty()) {
+    auto suite = probes::suite_cases(o.suite);
+    if (!suite) throw Fatal{suite.error().message};
+    cases = std::move(*suite);
+  }
+  return cases;
+}
+
+std::vector<Probe> planned_probes(const CheckOptions& o) {
+  std::vector<Probe> out;
+  for (const auto& name : split_list(o.probes)) {
+    auto p = probe_from_string(name);
+    if (!p || *p == Probe::fault)
+      throw Fatal{fmt::format("unknown probe '{}' (libtorch, python, reference)", name)};
+    out.push_back(*p);
+  }
+  if (out.empty()) out = {Probe::torch, Probe::python, Probe::reference};
+  if (o.no_python) std::erase(out, Probe::python);
+  return out;
+}
+
+bool imports_torch_quickly(const std::string& python) {
+  // find_spec does not import torch (seconds); it answers whether the import could work.
+  isolate::Command cmd;
+  cmd.argv = {python, "-c",
+              "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch') is None)"};
+  auto run = isolate::run_simple(cmd, std::chrono::seconds(20));
+  return run && !run->timed_out && run->end.exit_code == 0;
+}
+
+std::optional<std::string> on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (!path) return std::nullopt;
+  std::string_view rest = path;
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    fs::path candidate = fs::path(std::string(rest.substr(0, colon))) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return std::nullopt;
+}
+
+// The interpreter for the python probe: --python, else $SDPA_DOCTOR_PYTHON, the active venv, the
+// first python3 on PATH whose torch can be imported, and the one the doctor was built against.
+void resolve_python(const CheckOptions& o, ExecuteOptions& exec) {
+  if (o.no_python) return;
+  if (!o.python.empty()) {
+    fs::path p = o.python;
+    if (o.python.find('/') == std::string::npos) {
+      auto found = on_path(o.python);
+      if (!found) throw Fatal{fmt::format("--python: '{}' is not on PATH", o.python)};
+      p = *found;
+    }
+    std::error_code ec;
+    if (!fs::exists(p, ec)) throw Fatal{fmt::format("--python: '{}' does not exist", o.python)};
+    if (fs::is_directory(p, ec) || ::access(p.c_str(), X_OK) != 0)
+      throw Fatal{fmt::format("--python: '{}' is not an executable", o.python)};
+    exec.python = p.string();
+    return;
+  }
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("SDPA_DOCTOR_PYTHON"); env && *env) candidates.push_back(env);
+  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv)
+    candidates.push_back(std::string(venv) + "/bin/python");
+  if (auto p = on_path("python3")) candidates.push_back(*p);
+  if (*build_info::k_python) candidates.push_back(build_info::k_python);
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0 && imports_torch_quickly(c)) {
+      exec.python = c;
+      return;
+    }
+  }
+  exec.python_reason = "no python3 that can import torch was found (use --python PATH)";
+}
+
+// Box drawing needs a UTF-8 terminal; anything else gets the ASCII table.
+bool utf8_locale() {
+  for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) {
+      std::string s = v;
+      return s.find("UTF-8") != std::string::npos || s.find("utf8") != std::string::npos ||
+             s.find("UTF8") != std::string::npos || s.find("utf-8") != std::string::npos;
+    }
+  }
+  return false;
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::map<std::string, std::string> host_facts() {
+  std::map<std::string, std::string> host;
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0) host["hostname"] = name;
+  if (const char* user = std::getenv("USER"); user && *user) host["user"] = user;
+  struct utsname u {};
+  if (uname(&u) == 0) {
+    host["kernel"] = fmt::format("{} {}", u.sysname, u.release);
+    host["machine"] = u.machine;
+  }
+  std::ifstream os_release("/etc/os-release");
+  std::string line;
+  while (std::getline(os_release, line)) {
+    if (line.rfind("PRETTY_NAME=", 0) == 0) {
+      std::string v = line.substr(12);
+      if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+      host["os"] = v;
+    }
+  }
+  return host;
+}
+
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty() || path == "-") return;
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (fs::is_directory(p, ec))
+    throw Fatal{fmt::format("{} {}: is a directory", flag, path)};
+  if (!fs::is_directory(dir, ec))
+    throw Fatal{fmt::format("{} {}: directory '{}' does not exist", flag, path, dir.string())};
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Fatal{fmt::format("{} {}: directory '{}' is not writable", flag, path, dir.string())};
+}
+
+std::string make_run_dir(const std::string& requested) {
+  std::error_code ec;
+  if (!requested.empty()) {
+    fs::create_directories(requested, ec);
+    if (ec || !fs::is_directory(requested))
+      throw Fatal{fmt::format("--run-dir {}: cannot create it: {}", requested, ec.message())};
+    return requested;
+  }
+  std::string tmpl = (fs::temp_directory_path(ec) / "sdpa-doctor-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw Fatal{"cannot create a run directory in the temp directory", 4};
+  return tmpl;
+}
+
+std::vector<advice::KnownIssues> load_issue_files(const CheckOptions& o) {
+  std::vector<advice::KnownIssues> files;
+  if (auto data = data_dir()) {
+    auto shipped = advice::load_known_issues((*data / "known_issues.json").string());
+    if (!shipped) throw Fatal{shipped.error().message, 4};
+    files.push_back(std::move(*shipped));
+  } else {
+    spdlog::warn("the doctor's data directory was not found: shipped known issues not loaded");
+  }
+  for (const auto& f : o.known_issue_files) {
+    auto extra = advice::load_known_issues(f);
+    if (!extra) throw Fatal{extra.error().message};
+    files.push_back(std::move(*extra));
+  }
+  return files;
+}
+
+void write_reports(const Report& report, const GlobalOptions& global) {
+  struct Output {
+    const std::string& path;
+    std::string (*render)(const Report&);
+  };
+  const Output outputs[] = {{global.json_path, report::render_json},
+                            {global.markdown_path, report::render_markdown},
+                            {global.junit_path, report::render_junit}};
+  for (const auto& out : outputs) {
+    if (out.path.empty()) continue;
+    auto written = report::write_atomically(out.path, out.render(report));
+    if (!written) throw Fatal{written.error().message, 4};
+  }
+}
+
+int run_check(const CheckOptions& o, const GlobalOptions& global) {
+  const auto start = std::chrono::steady_clock::now();
+  auto ms_since = [](auto t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  // Every input is checked before anything runs: a bad flag costs nothing.
+  const std::vector<Case> cases = planned_cases(o);
+  const std::vector<Probe> probe_kinds = planned_probes(o);
+  auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
+  if (!tolerances) throw Fatal{tolerances.error().message};
+  auto fail_on = advice::parse_fail_on(o.fail_on);
+  if (!fail_on) throw Fatal{fail_on.error().message};
+  advice::AdviceOptions advice_options;
+  if (!o.target.empty()) {
+    auto t = parse_case_spec(o.target);
+    if (!t) throw Fatal{"--target: " + t.error().message};
+    advice_options.target = *t;
+  }
+  for (const auto& v : split_list(o.variants))
+    if (!parse_variant(v)) throw Fatal{parse_variant(v).error().message};
+  const std::vector<std::string> targets = split_list(o.devices);
+  for (const auto& t : targets)
+    if (!probes::is_valid_target(t))
+      throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
+  if (o.repeat < 1 || o.repeat > probes::k_max_repeat || o.warmup < 1)
+    throw Fatal{"--repeat must be in 1..1000 and --warmup at least 1"};
+  check_writable(global.json_path, "--json");
+  check_writable(global.markdown_path, "--markdown");
+  check_writable(global.junit_path, "--junit");
+  const auto issues = advice::merge_known_issues(load_issue_files(o));
+  if (o.sysfs_root != "/" && !fs::is_directory(o.sysfs_root))
+    throw Fatal{fmt::format("--sysfs-root {}: not a directory", o.sysfs_root)};
+
+  InterruptGuard interrupt_guard;
+  Report report;
+  report.tool_version = build_info::k_version;
+  report.git_revision = build_info::k_git_revision;
+  report.started_at = utc_now();
+  report.host = host_facts();
+  report.environment = report::reportable_environment(devices::process_environment());
+  report.suite = o.case_specs.empty() && o.case_file.empty() ? o.suite : "custom";
+
+  const auto enum_start = std::chrono::steady_clock::now();
+  devices::EnumerateOptions eo;
+  eo.sysfs_root = o.sysfs_root;
+  if (o.sysfs_root != "/") eo.dev_root.clear();
+  report.inventory = devices::enumerate_devices(eo);
+  report.timings.enumerate_ms = ms_since(enum_start);
+  for (const auto& [k, v] : report.inventory.runtime) report.versions[k] = v;
+
+  ExecuteOptions exec;
+  exec.run_dir = make_run_dir(o.run_dir);
+  exec.tolerances = *tolerances;
+  if (o.case_timeout_s > 0)
+    exec.case_timeout = std::chrono::milliseconds(int64_t(o.case_timeout_s * 1000));
+  exec.worker_timeout = std::chrono::milliseconds(int64_t(o.worker_timeout_s * 1000));
+  exec.max_worker_restarts = o.max_worker_restarts;
+  exec.keep_core_dumps = o.keep_core_dumps;
+  exec.warmup = o.warmup;
+  exec.repeat = o.repeat;
+  exec.progress = !global.quiet && ::isatty(STDERR_FILENO);
+  exec.interrupted = &g_interrupted;
+  if (std::find(probe_kinds.begin(), probe_kinds.end(), Probe::python) != probe_kinds.end())
+    resolve_python(o, exec);
+
+  const bool no_gpu = report.inventory.devices.empty();
+  const Plan plan = make_plan({cases, probe_kinds, split_list(o.variants), targets},
+                              report.inventory);
+  report.targets = plan.targets;
+  spdlog::info("run directory {}", exec.run_dir);
+  ExecuteResult executed = execute_plan(plan, report.inventory, exec);
+  report.results = std::move(executed.results);
+  report.workers = std::move(executed.workers);
+  report.timings.oracle_ms = executed.oracle_ms;
+  report.timings.probes_ms = executed.probes_ms;
+  for (const WorkerInfo& w : report.workers)
+    for (const auto& [k, v] : w.versions) {
+      const std::string key = (k == "torch" && w.probe == Probe::torch)    ? "torch_cpp"
+                              : (k == "torch" && w.probe == Probe::python) ? "torch_python"
+                                                                           : k;
+      report.versions.try_emplace(key, v);
+    }
+
+  const auto report_start = std::chrono::steady_clock::now();
+  advice::AdviceResult advised = advice::advise(report, issues, advice_options);
+  // Device findings stay in the inventory; these are the run's own.
+  report.findings = executed.findings;
+  report.findings.insert(report.findings.end(), advised.findings.begin(), advised.findings.end());
+  report.recommendations = std::move(advised.recommendations);
+  report.known_issues = std::move(advised.known_issues);
+  report.interrupted = g_interrupted.load();
+
+  int code = advice::exit_code_for(report, *fail_on);
+  if (o.require_gpu && no_gpu) code = exit_code::no_gpu;
+  if (report.interrupted)
+    code = g_signal.load() == SIGTERM ? exit_code::interrupted_term : exit_code::interrupted_int;
+  report.exit_code = code;
+  report.timings.total_ms = ms_since(start);
+  report.timings.report_ms = ms_since(report_start);
+  if (global.redact) report = report::redact(std::move(report));
+
+  if (global.json_path != "-") {
+    report::ConsoleOptions co;
+    co.color = global.color_mode() == ColorMode::always;
+    co.unicode = utf8_locale();
+    fmt::print("{}", report::render_console(report, co));
+    fmt::print("journal: {}\n", executed.journal_path);
+  }
+  write_reports(report, global);
+  return code;
+}
+
+void add_check_options(CLI::App& sub, CheckOptions& o) {
+  sub.add_option("--suite", o.suite, "Case suite: quick (seconds on a CPU) or full (hundreds)")
+      ->check(CLI::IsMember({"quick", "full"}))
+      ->default_str("quick");
+  sub.add_option("--case", o.case_specs,
+                 "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable; "
+                 "replaces the suite)")
+      ->type_name("SPEC");
+  sub.add_option("--case-file", o.case_file, "Cases as JSON lines (replaces the suite)")
+      ->type_name("FILE");
+  sub.add_option("--probe", o.probes, "Probes to run: libtorch, python, reference (default all)")
+      ->type_name("LIST");
+  sub.add_option("--variant", o.variants,
+                 "Only these variants or backends, e.g. flash,math or \"flash[ck]\"")
+      ->type_name("LIST");
+  sub.add_option("--device", o.devices, "Probe targets: cpu, cuda:N (default cpu + every GPU)")
+      ->type_name("LIST");
+  sub.add_option("--python", o.python,
+                 "Interpreter for the python probe (default: first python3 that imports torch)")
+      ->type_name("PATH");
+  sub.add_flag("--no-python", o.no_python, "Skip the python probe");
+  sub.add_option("--case-timeout", o.case_timeout_s,
+                 "Seconds a case may take before its worker is killed (default: from its size)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--worker-timeout", o.worker_timeout_s, "Seconds one worker process may live")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--max-worker-restarts", o.max_worker_restarts,
+                 "Fresh workers after crashes, per variant, before the rest is skipped")
+      ->check(CLI::Range(0, 1000))
+      ->default_str("4");
+  sub.add_flag("--keep-core-dumps", o.keep_core_dumps, "Let crashing workers write core files");
+  sub.add_option("--fail-on", o.fail_on,
+                 "Statuses that make the exit code 1 (default: mismatch,nonfinite,error,crash,"
+                 "timeout; 'none' for never)")
+      ->type_name("LIST");
+  sub.add_option("--target", o.target,
+                 "Your model's attention shape, for the memory cost of the advice, e.g. "
+                 "\"b=1,h=32,l=8192,d=128\"")
+      ->type_name("SPEC");
+  sub.add_option("--known-issues", o.known_issue_files, "More known issues (JSON; repeatable)")
+      ->type_name("FILE");
+  sub.add_option("--tolerance", o.tolerance, "Override tolerances, e.g. \"bf16=0.02:0.02\"")
+      ->type_name("DTYPE=ATOL:RTOL,...");
+  sub.add_flag("--require-gpu", o.require_gpu, "Exit 3 when no AMD GPU is found");
+  sub.add_option("--sysfs-root", o.sysfs_root,
+                 "Read a captured sysfs tree instead of / (for bug reports and tests)")
+      ->type_name("DIR");
+  sub.add_option("--run-dir", o.run_dir, "Where the journal and worker logs go (default: a new "
+                                         "temporary directory)")
+      ->type_name("DIR");
+  sub.add_option("--repeat", o.repeat, "Timed runs per case (the median is reported)")
+      ->default_str("3");
+  sub.add_option("--warmup", o.warmup, "Untimed runs per case, the first one checked")
+      ->default_str("1");
+}
+
+} // namespace
+
+void setup_check(CLI::App& app, const GlobalOptions& global, Action& action) {
+  auto options = std::make_shared<CheckOptions>();
+  auto* sub = app.add_subcommand(
+      "check", "The full diagnosis (default): devices, every probe and variant, matrix, advice");
+  add_check_options(*sub, *options);
+  sub->callback([&action, &global, options] {
+    action = [&global, options] { return run_check(*options, global); };
+  });
+}
+
+Action default_check(const GlobalOptions& global) {
+  return [&global] { return run_check(CheckOptions{}, global); };
 }
 
 } // namespace sdpa_doctor::cli

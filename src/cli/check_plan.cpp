@@ -1,28 +1,12 @@
 #include "cli/check_plan.hpp"
 
+#include "probes/probes.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <set>
 
 namespace sdpa_doctor::cli {
-
-std::vector<Variant> variants_for(Probe probe, const std::string& target) {
-  auto make = [](std::string backend, std::vector<std::string> flags = {}) {
-    return Variant{std::move(backend), std::move(flags)};
-  };
-  if (probe == Probe::reference) return {make("ref-math"), make("ref-flash")};
-  if (probe == Probe::fault) return {};
-  std::vector<Variant> out = {make("math"), make("flash"), make("mem_efficient"), make("cudnn"),
-                              make("default")};
-  if (target != "cpu") {
-    // The flash library on ROCm, and the experimental-arch gate (read once per process).
-    out.push_back(make("flash", {"ck"}));
-    out.push_back(make("flash", {"aotriton"}));
-    out.push_back(make("flash", {"aotriton", "experimental"}));
-    out.push_back(make("mem_efficient", {"aotriton", "experimental"}));
-  }
-  return out;
-}
 
 namespace {
 bool selected(const Variant& v, const std::vector<std::string>& filter) {
@@ -46,7 +30,7 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
   }
   for (const std::string& target : plan.targets)
     for (Probe probe : request.probes)
-      for (const Variant& v : variants_for(probe, target))
+      for (const Variant& v : probes::plan_variants(probe, target))
         if (selected(v, request.variant_filter)) plan.runs.push_back({target, probe, v});
   return plan;
 }

@@ -31,9 +31,6 @@ struct PlanRequest {
   std::vector<std::string> targets;        // empty = cpu + every GPU in the inventory
 };
 
-// Which variants a probe runs on a target (GPU targets add the ROCm library variants).
-std::vector<Variant> variants_for(Probe probe, const std::string& target);
-
 // Builds the plan; cases are de-duplicated by id keeping the first.
 Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory);
 
