@@ -121,7 +121,8 @@ struct CaseOutcome {
   std::string reason; // one line; empty for a plain pass
   std::optional<nlohmann::json> result;    // the worker's `result` event, when it sent one
   std::optional<ProcessEnd> process_end;   // when the worker's end decided the status
-  std::vector<std::string> signatures;     // known signature ids seen on stderr for this case
+  std::vector<std::string> signatures;     // known signature ids on stderr near this case; never
+                                           // for a pass
   std::string stderr_tail;                 // last ~40 lines / 8 KiB relevant to this case
   int attempt = 0;                         // which worker process (0 = first) ran it
   double elapsed_ms = 0;                   // from `begin` to the outcome; 0 if never begun
@@ -172,7 +173,7 @@ int run_fault_worker(int results_fd, const std::string& cases_path);
 
 // ---- process diagnostics (read from /proc) --------------------------------------------------
 
-// Pids of processes (zombies included) whose process group is `pgid`.
+// Pids of live processes whose process group is `pgid` (zombies waiting for init excluded).
 std::vector<int> processes_in_group(int pgid);
 
 // Pids of the direct children (zombies included) of process `pid`.

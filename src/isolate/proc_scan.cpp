@@ -16,6 +16,7 @@ struct StatLine {
   int pid = 0;
   int ppid = 0;
   int pgid = 0;
+  char state = 0;
 };
 
 // /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses.
@@ -26,8 +27,7 @@ bool read_stat(int pid, StatLine& out) {
   auto close = text.rfind(')');
   if (close == std::string::npos) return false;
   std::istringstream rest(text.substr(close + 1));
-  char state = 0;
-  rest >> state >> out.ppid >> out.pgid;
+  rest >> out.state >> out.ppid >> out.pgid;
   out.pid = pid;
   return static_cast<bool>(rest);
 }
@@ -50,7 +50,8 @@ template <typename Keep> std::vector<int> scan(Keep keep) {
 } // namespace
 
 std::vector<int> processes_in_group(int pgid) {
-  return scan([pgid](const StatLine& s) { return s.pgid == pgid; });
+  // A killed orphan stays a zombie until init reaps it, which can take a while; it holds nothing.
+  return scan([pgid](const StatLine& s) { return s.pgid == pgid && s.state != 'Z' && s.state != 'X'; });
 }
 
 std::vector<int> children_of(int pid) {

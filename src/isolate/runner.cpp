@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -208,7 +209,13 @@ private:
     std::optional<std::size_t> running;
     Clock::time_point begin_time{}, last_activity = Clock::now();
     const Clock::time_point spawn_time = last_activity;
+    // Stderr since the previous case ended belongs to the next one: what a case prints can be
+    // read before its `begin` line, the two pipes are not ordered against each other.
     std::size_t begin_offset = 0;
+    // Where the newest stderr chunk began, while no pump has passed since it was read: such a
+    // chunk may have been written before the result that follows it in our reading order.
+    std::size_t fresh_err_start = 0;
+    bool err_fresh = false;
     std::size_t finished_here = 0;
     bool saw_bye = false;
     bool accepting = true;
@@ -231,7 +238,9 @@ private:
       }
       if (running == index) {
         const std::string since = err.since(begin_offset);
-        o.signatures = match_signatures(since);
+        // The two pipes are unordered, so this window may overlap the next case's first
+        // output; a pass carries no signatures rather than someone else's.
+        if (o.status != Status::pass) o.signatures = match_signatures(since);
         o.stderr_tail = tail_lines(since);
         o.elapsed_ms = ms_since(begin_time);
         running.reset();
@@ -240,6 +249,7 @@ private:
       ++finished_here;
       last_finished = m_cases[index].id;
       last_activity = Clock::now();
+      begin_offset = err_fresh ? fresh_err_start : err.total();
     };
 
     auto on_line = [&](std::string_view line, bool too_long) {
@@ -265,10 +275,10 @@ private:
           o.elapsed_ms = ms_since(begin_time);
           record(*running, std::move(o));
           ++finished_here;
+          begin_offset = err.total();
         }
         running = it->second;
         begin_time = Clock::now();
-        begin_offset = err.total();
         if (m_observer) m_observer->on_begin(ev.case_id);
         break;
       }
@@ -298,6 +308,8 @@ private:
         if (m_stdout_log) m_stdout_log->write(data);
         break;
       case detail::Stream::err:
+        if (!err_fresh) fresh_err_start = err.total();
+        err_fresh = true;
         err.append(data);
         if (m_stderr_log) m_stderr_log->write(data);
         break;
@@ -330,6 +342,7 @@ private:
         }
       }
       if (now >= until) { cause = on_expiry; break; }
+      err_fresh = false;
       child.pump(std::min(std::chrono::duration_cast<milliseconds>(until - now), k_tick), sink);
     }
 

@@ -1,0 +1,235 @@
+// Unit tests for isolate's pure parts: wait-status decoding, protocol parsing, line splitting,
+// keep-last buffers, signatures and the environment allow-list.
+#include "isolate/isolate.hpp"
+#include "isolate/process.hpp"
+#include "isolate/protocol.hpp"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <sys/wait.h>
+
+using namespace sdpa_doctor;
+using namespace sdpa_doctor::isolate;
+
+namespace {
+
+struct WaitRow {
+  int status;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  const char* name;
+  bool core;
+};
+
+TEST(WaitStatus, DecodesTheTable) {
+  const WaitRow rows[] = {
+      {W_EXITCODE(0, 0), 0, std::nullopt, "", false},
+      {W_EXITCODE(3, 0), 3, std::nullopt, "", false},
+      {W_EXITCODE(255, 0), 255, std::nullopt, "", false},
+      {W_EXITCODE(0, SIGSEGV), std::nullopt, SIGSEGV, "SIGSEGV", false},
+      {W_EXITCODE(0, SIGABRT) | 0x80, std::nullopt, SIGABRT, "SIGABRT", true},
+      {W_EXITCODE(0, SIGKILL), std::nullopt, SIGKILL, "SIGKILL", false},
+      {W_EXITCODE(0, SIGBUS), std::nullopt, SIGBUS, "SIGBUS", false},
+      {W_EXITCODE(0, SIGILL) | 0x80, std::nullopt, SIGILL, "SIGILL", true},
+      {W_EXITCODE(0, SIGFPE), std::nullopt, SIGFPE, "SIGFPE", false},
+      {W_EXITCODE(0, SIGTERM), std::nullopt, SIGTERM, "SIGTERM", false},
+  };
+  for (const auto& row : rows) {
+    ProcessEnd end = decode_wait_status(row.status);
+    EXPECT_EQ(end.exit_code, row.exit_code) << row.status;
+    EXPECT_EQ(end.signal, row.signal) << row.status;
+    EXPECT_EQ(end.signal_name, row.name) << row.status;
+    EXPECT_EQ(end.core_dumped, row.core) << row.status;
+    EXPECT_FALSE(end.killed_by_doctor);
+  }
+}
+
+TEST(WaitStatus, NamesAndDescriptions) {
+  EXPECT_EQ(signal_name(SIGSEGV), "SIGSEGV");
+  EXPECT_EQ(signal_name(SIGPIPE), "SIGPIPE");
+  EXPECT_EQ(signal_name(77), "SIG77");
+  EXPECT_EQ(describe(decode_wait_status(W_EXITCODE(3, 0))), "exited with code 3");
+  EXPECT_EQ(describe(decode_wait_status(W_EXITCODE(0, SIGABRT) | 0x80)),
+            "killed by SIGABRT (core dumped)");
+  ProcessEnd killed = decode_wait_status(W_EXITCODE(0, SIGKILL));
+  killed.killed_by_doctor = true;
+  EXPECT_EQ(describe(killed), "killed by SIGKILL after the doctor stopped it");
+}
+
+using detail::EventKind;
+using detail::parse_event;
+
+TEST(Protocol, ParsesTheFourEvents) {
+  auto hello = parse_event(R"({"v":1,"event":"hello","worker":"fault"})");
+  EXPECT_EQ(hello.kind, EventKind::hello);
+  EXPECT_EQ(hello.body["worker"], "fault");
+  auto begin = parse_event(R"({"v":1,"event":"begin","case":"c1"})");
+  EXPECT_EQ(begin.kind, EventKind::begin);
+  EXPECT_EQ(begin.case_id, "c1");
+  auto result = parse_event("{\"v\":1,\"event\":\"result\",\"case\":\"c1\",\"status\":\"pass\"}\r");
+  EXPECT_EQ(result.kind, EventKind::result);
+  EXPECT_EQ(result.case_id, "c1");
+  EXPECT_EQ(parse_event(R"({"v":1,"event":"bye"})").kind, EventKind::bye);
+}
+
+TEST(Protocol, IsLenientWhereItIsSafe) {
+  EXPECT_EQ(parse_event(R"({"event":"bye"})").kind, EventKind::bye); // no "v" = v1
+  EXPECT_EQ(parse_event(R"({"v":1,"event":"progress","pct":5})").kind, EventKind::unknown);
+  EXPECT_EQ(parse_event("   ").kind, EventKind::blank);
+  EXPECT_EQ(parse_event("").kind, EventKind::blank);
+}
+
+TEST(Protocol, BrokenLinesNeverThrow) {
+  const std::string bad[] = {
+      "{not json",
+      "[1,2,3]",
+      "42",
+      R"({"v":2,"event":"bye"})",
+      R"({"v":"1","event":"bye"})",
+      R"({"v":1})",
+      R"({"v":1,"event":7})",
+      R"({"v":1,"event":"begin"})",
+      R"({"v":1,"event":"begin","case":""})",
+      R"({"v":1,"event":"result","case":"c1"})",
+      R"({"v":1,"event":"result","case":"c1","status":3})",
+      std::string("{\"v\":1,\"event\":\"bye\"}\0garbage", 30),
+      "\xff\xfe\xfd",
+      std::string(100'000, '{'),
+  };
+  for (const auto& line : bad) {
+    auto ev = parse_event(line);
+    EXPECT_EQ(ev.kind, EventKind::broken) << detail::excerpt(line);
+    EXPECT_FALSE(ev.problem.empty());
+    EXPECT_LE(ev.problem.size(), 200u);
+    EXPECT_EQ(ev.problem.find('\0'), std::string::npos);
+  }
+}
+
+TEST(Protocol, ExcerptIsPrintableUtf8) {
+  EXPECT_EQ(detail::excerpt(std::string("a\0b\nc", 5)), "a b c");
+  EXPECT_EQ(detail::excerpt("\xff ok"), "? ok");
+  EXPECT_EQ(detail::excerpt("\xc3\xa9"), "\xc3\xa9");
+  EXPECT_EQ(detail::excerpt(std::string(300, 'x'), 10), std::string(10, 'x') + "...");
+}
+
+struct Collected {
+  std::vector<std::string> lines;
+  std::vector<bool> too_long;
+  detail::LineSplitter::Handler handler() {
+    return [this](std::string_view line, bool over) {
+      lines.emplace_back(line);
+      too_long.push_back(over);
+    };
+  }
+};
+
+TEST(LineSplitter, JoinsPiecesAndSplitsLines) {
+  detail::LineSplitter s(100);
+  Collected c;
+  auto h = c.handler();
+  s.feed("ab", h);
+  s.feed("c\nde\nf", h);
+  s.feed("g\n\n", h);
+  s.feed("tail", h);
+  EXPECT_EQ(c.lines, (std::vector<std::string>{"abc", "de", "fg", ""}));
+  s.finish(h);
+  EXPECT_EQ(c.lines.back(), "tail");
+}
+
+TEST(LineSplitter, CapsLongLinesOnceAndRecovers) {
+  detail::LineSplitter s(16);
+  Collected c;
+  auto h = c.handler();
+  s.feed(std::string(10, 'a'), h);
+  s.feed(std::string(10, 'a'), h); // over the cap: reported now, once
+  s.feed(std::string(1000, 'a'), h);
+  s.feed("aaa\nnext\n", h);
+  ASSERT_EQ(c.lines.size(), 2u);
+  EXPECT_TRUE(c.too_long[0]);
+  EXPECT_FALSE(c.too_long[1]);
+  EXPECT_EQ(c.lines[1], "next");
+  // A single piece longer than the cap, with its newline in the same piece.
+  s.feed(std::string(40, 'b') + "\nok\n", h);
+  ASSERT_EQ(c.lines.size(), 4u);
+  EXPECT_TRUE(c.too_long[2]);
+  EXPECT_EQ(c.lines[3], "ok");
+}
+
+TEST(TailBuffer, KeepsTheLastBytes) {
+  detail::TailBuffer t(8);
+  t.append("0123");
+  EXPECT_EQ(t.str(), "0123");
+  t.append("456789ab");
+  EXPECT_EQ(t.str(), "456789ab");
+  for (int i = 0; i < 1000; ++i) t.append("xyz");
+  EXPECT_EQ(t.str().size(), 8u);
+  EXPECT_LE(t.kept(), 16u);
+  EXPECT_EQ(t.total(), 12u + 3000u);
+  EXPECT_EQ(t.since(t.total() - 2), "yz");
+  EXPECT_EQ(t.since(t.total()), "");
+  t.append(std::string(100, 'q'));
+  EXPECT_EQ(t.str(), std::string(8, 'q'));
+}
+
+TEST(Signatures, EachKnownTextMatchesItsId) {
+  const std::pair<const char*, const char*> samples[] = {
+      {"ck-unsupported-arch", "Device-side assertion `false && \"Fatal! Attempting to call a CK "
+                              "SDPA kernel on unsupported hardware\"' failed."},
+      {"gpu-memory-fault", "Memory access fault by GPU node-1 (Agent handle: 0x5) on address (nil)."},
+      {"gpu-hang", "HW Exception by GPU node-9 (Agent handle: 0x631351bb5a20) reason :GPU Hang"},
+      {"hsa-status", "aborting with error : HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation"},
+      {"device-assert", "vectoradd_hip.cpp:50: Device-side assertion `0' failed."},
+      {"hip-error", "torch.AcceleratorError: HIP error: an illegal memory access"},
+      {"no-available-kernel", "RuntimeError: No available kernel. Aborting execution."},
+      {"out-of-memory", "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2 GiB"},
+  };
+  for (const auto& [id, text] : samples) {
+    auto ids = match_signatures(text);
+    EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
+  }
+  EXPECT_TRUE(match_signatures("all good\npass\n").empty());
+  EXPECT_TRUE(match_signatures("").empty());
+  for (const auto& s : known_signatures()) {
+    EXPECT_FALSE(s.id.empty());
+    EXPECT_FALSE(s.meaning.empty());
+  }
+}
+
+TEST(Environment, ForwardsOnlyTheAllowList) {
+  for (const char* yes : {"PATH", "HOME", "LD_LIBRARY_PATH", "PYTHONPATH", "HIP_VISIBLE_DEVICES",
+                          "HSA_OVERRIDE_GFX_VERSION", "ROCR_VISIBLE_DEVICES", "AMD_SERIALIZE_KERNEL",
+                          "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL", "PYTORCH_TUNABLEOP_ENABLED",
+                          "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "SDPA_DOCTOR_TEST_FAULT",
+                          "LC_ALL"})
+    EXPECT_TRUE(is_forwarded_variable(yes)) << yes;
+  for (const char* no : {"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "http_proxy", "EDITOR", "HIP_",
+                         "PATHX", "DISPLAY"})
+    EXPECT_FALSE(is_forwarded_variable(no)) << no;
+
+  char a[] = "PATH=/bin", b[] = "GITHUB_TOKEN=secret", c[] = "HIP_VISIBLE_DEVICES=0", d[] = "odd";
+  char* parent[] = {a, b, c, d, nullptr};
+  Command cmd{{"x"}, {{"HIP_VISIBLE_DEVICES", "1"}, {"EXTRA", "y"}}, true};
+  EXPECT_EQ(child_environment(cmd, parent),
+            (std::vector<std::string>{"EXTRA=y", "HIP_VISIBLE_DEVICES=1", "PATH=/bin"}));
+  cmd.inherit_env = false;
+  EXPECT_EQ(child_environment(cmd, parent),
+            (std::vector<std::string>{"EXTRA=y", "HIP_VISIBLE_DEVICES=1"}));
+}
+
+TEST(FaultTable, CoversEveryFailureClass) {
+  const auto& table = fault_table();
+  ASSERT_FALSE(table.empty());
+  EXPECT_EQ(table.front().name, "ok");
+  int crash = 0, timeout = 0, error = 0;
+  for (const auto& f : table) {
+    crash += f.expected == Status::crash;
+    timeout += f.expected == Status::timeout;
+    error += f.expected == Status::error;
+  }
+  EXPECT_GE(crash, 5);
+  EXPECT_GE(timeout, 2);
+  EXPECT_GE(error, 3);
+}
+
+} // namespace
