@@ -42,6 +42,8 @@ AttnParams params_for(const Case& c);
 // Copies logical (B,H,L,D) values into the case layout (identity for contiguous).
 std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, int64_t heads,
                              int64_t length);
+// An output in the case layout back to logical (B,Hq,Lq,D), rounded to the case dtype.
+std::vector<float> output_from_layout(const Case& c, const std::vector<float>& laid_out);
 
 // Runs `kernel` on the CPU over inputs in the case layout: `warmup` untimed runs, then `repeat`
 // timed ones (at least one run happens). threads: 0 = all cores.

@@ -60,9 +60,7 @@ std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, i
   return out;
 }
 
-namespace {
-// Output buffer in the case layout back to logical (B,Hq,Lq,D), rounded to the case dtype.
-std::vector<float> from_layout(const Case& c, const std::vector<float>& laid_out) {
+std::vector<float> output_from_layout(const Case& c, const std::vector<float>& laid_out) {
   std::vector<float> out(laid_out.size());
   const AttnParams p = params_for(c);
   for (int64_t b = 0; b < c.b; ++b)
@@ -73,7 +71,6 @@ std::vector<float> from_layout(const Case& c, const std::vector<float>& laid_out
               c.dtype, laid_out[size_t(b * p.o_stride_b + h * p.o_stride_h + l * p.o_stride_l + e)]);
   return out;
 }
-} // namespace
 
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
                             int repeat, int threads) {
@@ -101,7 +98,7 @@ Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& i
     if (r >= std::max(warmup, 0))
       run.times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
-  run.out = from_layout(c, o);
+  run.out = output_from_layout(c, o);
   return run;
 }
 

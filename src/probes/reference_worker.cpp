@@ -1,0 +1,9 @@
+// sdpa-doctor-ref-worker: runs cases through our own ref-math / ref-flash kernels (CPU or HIP) and
+// reports them on the results fd; `--health-check --device cuda:N` probes a device after a crash.
+#include "probes/reference_worker.hpp"
+
+int main(int argc, char** argv) {
+  using namespace sdpa_doctor::probes;
+  if (is_health_check(argc, argv)) return run_health_check(argc, argv);
+  return worker_main(argc, argv, make_reference_executor, WorkerOptions{});
+}

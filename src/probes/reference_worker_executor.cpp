@@ -1,0 +1,108 @@
+#include "probes/reference_worker.hpp"
+
+#include "kernels/kernels.hpp"
+#include "kernels/parallel_for.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+
+namespace sdpa_doctor::probes {
+namespace {
+
+// -1 for "cpu", N for "cuda:N", -2 for anything else.
+int device_index(std::string_view device) {
+  if (device == "cpu") return -1;
+  constexpr std::string_view prefix = "cuda:";
+  if (device.substr(0, prefix.size()) != prefix) return -2;
+  const std::string_view digits = device.substr(prefix.size());
+  int n = -1;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc{} || ptr != digits.data() + digits.size() || n < 0) return -2;
+  return n;
+}
+
+class ReferenceExecutor final : public CaseExecutor {
+public:
+  explicit ReferenceExecutor(const WorkerArgs& args)
+      : m_device(device_index(args.device)), m_kernel(kernels::ref_kernel_from_string(
+                                                 args.variant.name())) {}
+
+  HelloInfo hello() override {
+    HelloInfo info;
+    info.worker = "reference";
+    info.versions["kernels"] = "1";
+    info.facts["hip_built_in"] = kernels::hip_built_in() ? "yes" : "no";
+    info.facts["cpu_threads"] = std::to_string(kernels::default_thread_count());
+    if (!m_kernel) {
+      info.unavailable = "the reference worker runs ref-math and ref-flash only";
+    } else if (m_device == -2) {
+      info.unavailable = "invalid device";
+    } else if (m_device >= 0) {
+      info.unavailable = kernels::hip_unavailable_reason(m_device);
+    }
+    return info;
+  }
+
+  CaseRun run(const CaseLine& line, const HostInputs& inputs) override {
+    CaseRun run;
+    auto result = m_device < 0
+                      ? kernels::run_cpu(*m_kernel, line.kase, inputs, line.warmup, line.repeat)
+                      : kernels::run_hip(*m_kernel, m_device, line.kase, inputs, line.warmup,
+                                         line.repeat);
+    if (!result) {
+      const std::string& why = result.error().message;
+      // "no HIP device ..." and "no ref-flash HIP instance ..." are refusals, not failures.
+      run.status = why.rfind("no ", 0) == 0 ? Status::unsupported : Status::error;
+      run.reason = why;
+      return run;
+    }
+    run.status = Status::pass;
+    run.output = std::move(result->out);
+    run.times_ms = std::move(result->times_ms);
+    run.backend_chosen = std::string(kernels::to_string(*m_kernel));
+    return run;
+  }
+
+private:
+  int m_device;
+  std::optional<kernels::RefKernel> m_kernel;
+};
+
+} // namespace
+
+std::unique_ptr<CaseExecutor> make_reference_executor(const WorkerArgs& args) {
+  return std::make_unique<ReferenceExecutor>(args);
+}
+
+bool is_health_check(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--health-check") return true;
+  return false;
+}
+
+int run_health_check(int argc, const char* const* argv) {
+  std::string_view device;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--health-check") continue;
+    if (arg == "--device" && i + 1 < argc) {
+      device = argv[++i];
+      continue;
+    }
+    std::fprintf(stderr, "usage: --health-check --device cpu|cuda:N (unexpected '%s')\n", argv[i]);
+    return 2;
+  }
+  const int index = device_index(device);
+  if (index == -2) {
+    std::fprintf(stderr, "usage: --health-check --device cpu|cuda:N\n");
+    return 2;
+  }
+  if (index == -1) return 0;
+  const std::string problem = kernels::hip_health_check(index);
+  if (problem.empty()) return 0;
+  std::fprintf(stderr, "%s\n", problem.c_str());
+  return 1;
+}
+
+} // namespace sdpa_doctor::probes

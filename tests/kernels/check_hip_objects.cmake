@@ -1,0 +1,19 @@
+# ctest -P script: the HIP kernel object must carry a code object for every configured arch.
+# -DOBJECT=... -DARCHS=gfx90a;gfx1030 -DOBJCOPY=... -DBUNDLER=...
+file(REMOVE ${WORK}/fatbin.bin)
+execute_process(COMMAND ${OBJCOPY} -O binary --only-section=.hip_fatbin ${OBJECT} ${WORK}/fatbin.bin
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/fatbin.bin)
+  message(FATAL_ERROR "no .hip_fatbin section in ${OBJECT}: ${err}")
+endif()
+execute_process(COMMAND ${BUNDLER} --list --type=o --input=${WORK}/fatbin.bin
+                OUTPUT_VARIABLE listing RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "clang-offload-bundler --list failed: ${err}")
+endif()
+foreach(arch ${ARCHS})
+  if(NOT listing MATCHES "amdgcn-amd-amdhsa--${arch}(\n|$|:)")
+    message(FATAL_ERROR "no code object for ${arch} in ${OBJECT}; bundle holds:\n${listing}")
+  endif()
+endforeach()
+message(STATUS "code objects: ${listing}")
