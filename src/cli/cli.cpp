@@ -100,7 +100,8 @@ int run(int argc, char** argv) {
   // The subcommand table: one entry per subcommand, each in its own <name>_command.cpp.
   constexpr Setup k_subcommands[] = {setup_check,        setup_devices, setup_cases,
                                      setup_self_test,    setup_known_issues,
-                                     setup_repro,        setup_version, setup_workers};
+                                     setup_repro,        setup_version, setup_completion,
+                                     setup_workers};
   for (Setup setup : k_subcommands) setup(app, global, action);
   for (CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_group().empty()) continue; // hidden worker modes take no global flags
