@@ -1,10 +1,122 @@
 #include "cli/commands.hpp"
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/status.hpp"
+#include "probes/probes.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
 
 namespace sdpa_doctor::cli {
 
-void setup_cases(CLI::App& app, const GlobalOptions&, Action& action) {
-  auto* sub = app.add_subcommand("cases", "cases (not implemented in this build yet)");
-  sub->callback([&action] { action = [] { return not_implemented("'cases'"); }; });
+namespace {
+
+struct CasesOptions {
+  std::string suite; // empty: quick, unless custom cases were given
+  std::vector<std::string> case_specs;
+  std::string case_file;
+};
+
+std::string shape(const Case& c) {
+  const std::string heads = c.hq == c.hkv ? fmt::format("{}", c.hq) : fmt::format("{}:{}", c.hq, c.hkv);
+  return fmt::format("{}x{}x{}x{}x{}", c.b, heads, c.lq, c.lkv, c.d);
+}
+
+std::string mib(int64_t bytes) { return fmt::format("{:.1f}", double(bytes) / double(1 << 20)); }
+
+// The planned cases, in order, without duplicates: suite first, then --case, then --case-file.
+std::vector<Case> collect(const CasesOptions& o) {
+  std::vector<Case> all;
+  const bool custom = !o.case_specs.empty() || !o.case_file.empty();
+  if (!o.suite.empty() || !custom) {
+    auto suite = probes::suite_cases(o.suite.empty() ? probes::k_default_suite : o.suite);
+    if (!suite) throw Fatal{suite.error().message, exit_code::usage};
+    all = *suite;
+  }
+  for (const std::string& spec : o.case_specs) {
+    auto c = parse_case_spec(spec);
+    if (!c) throw Fatal{c.error().message, exit_code::usage};
+    all.push_back(*c);
+  }
+  if (!o.case_file.empty()) {
+    auto file = probes::load_case_file(o.case_file);
+    if (!file) throw Fatal{file.error().message, exit_code::usage};
+    all.insert(all.end(), file->begin(), file->end());
+  }
+  std::vector<Case> out;
+  std::set<std::string> seen;
+  for (const Case& c : all)
+    if (seen.insert(c.id()).second) out.push_back(c);
+  return out;
+}
+
+void print_table(const std::vector<Case>& cases) {
+  size_t id_width = 2;
+  for (const Case& c : cases) id_width = std::max(id_width, c.id().size());
+  fmt::print("{:<{}}  {:<5}  {:<22}  {:>10}  {:>16}\n", "id", id_width, "dtype",
+             "shape BxHxLqxLkvxD", "GFLOP", "math scores MiB");
+  double flops = 0;
+  for (const Case& c : cases) {
+    fmt::print("{:<{}}  {:<5}  {:<22}  {:>10.3f}  {:>16}\n", c.id(), id_width, to_string(c.dtype),
+               shape(c), c.flops() / 1e9, mib(c.math_scores_bytes()));
+    flops += c.flops();
+  }
+  fmt::print("{} cases, {:.1f} GFLOP per variant\n", cases.size(), flops / 1e9);
+}
+
+nlohmann::json to_json_list(const std::vector<Case>& cases, const CasesOptions& o) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Case& c : cases) {
+    nlohmann::json j = to_json(c);
+    j["id"] = c.id();
+    j["flops"] = c.flops();
+    j["input_bytes"] = c.input_bytes();
+    j["math_scores_bytes"] = c.math_scores_bytes();
+    list.push_back(std::move(j));
+  }
+  return nlohmann::json{{"schema", "sdpa-doctor/cases/v1"},
+                        {"suite", o.suite.empty() && (!o.case_specs.empty() || !o.case_file.empty())
+                                      ? std::string("custom")
+                                      : o.suite.empty() ? std::string(probes::k_default_suite)
+                                                        : o.suite},
+                        {"cases", std::move(list)}};
+}
+
+int run_cases(const CasesOptions& o, const GlobalOptions& global) {
+  const std::vector<Case> cases = collect(o);
+  if (global.json_path.empty() || global.json_path != "-") print_table(cases);
+  if (!global.json_path.empty()) {
+    const std::string text = to_json_list(cases, o).dump(2);
+    if (global.json_path == "-") {
+      fmt::print("{}\n", text);
+    } else if (auto w = probes::write_cases_file(global.json_path, {text}); !w) {
+      throw Fatal{w.error().message, exit_code::usage};
+    }
+  }
+  return exit_code::ok;
+}
+
+} // namespace
+
+void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
+  auto options = std::make_shared<CasesOptions>();
+  auto* sub = app.add_subcommand("cases", "List the cases a check would run (id, dtype, shape, "
+                                          "FLOPs, memory of the math backend's scores)");
+  sub->add_option("--suite", options->suite,
+                  fmt::format("Case suite: {} (default quick when no --case/--case-file)",
+                              fmt::join(std::begin(probes::k_suites), std::end(probes::k_suites), ", ")))
+      ->type_name("NAME");
+  sub->add_option("--case", options->case_specs,
+                  "A custom case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
+      ->type_name("SPEC");
+  sub->add_option("--case-file", options->case_file, "JSON-lines file of cases, one object a line")
+      ->type_name("FILE");
+  sub->callback([&action, &global, options] {
+    action = [&global, options] { return run_cases(*options, global); };
+  });
 }
 
 } // namespace sdpa_doctor::cli

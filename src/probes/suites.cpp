@@ -1,6 +1,7 @@
 #include "probes/probes.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -56,7 +57,8 @@ std::vector<Case> quick_suite() {
   out.push_back(make(DType::f16, 1, 8, 2, 1, 129, 128, false, Mask::none, Layout::transposed, 1));
   out.push_back(make(DType::bf16, 2, 4, 4, 33, 65, 64, false, Mask::boolean, Layout::contiguous,
                      2));
-  out.push_back(make(DType::f16, 1, 2, 2, 48, 48, 32, true, Mask::additive, Layout::contiguous,
+  // torch refuses an explicit mask together with is_causal, so masked cases are never causal.
+  out.push_back(make(DType::f16, 1, 2, 2, 48, 48, 32, false, Mask::additive, Layout::contiguous,
                      3));
   return out;
 }

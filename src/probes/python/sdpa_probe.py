@@ -1,0 +1,717 @@
+#!/usr/bin/env python3
+"""sdpa-doctor's Python probe worker: runs SDPA cases with the interpreter's own torch.
+
+Run by the doctor as
+    python sdpa_probe.py --device cpu|cuda:N --variant NAME --results-fd N --cases FILE
+and speaks worker protocol v1 (ARCHITECTURE.md): one JSON object per line on the results fd,
+never on stdout/stderr. Standard library and torch only; Python >= 3.8. Without torch every case
+is `unsupported` with the import error, so the doctor reports a missing torch instead of a crash.
+
+The inputs mirror src/core/inputs.hpp bit for bit; keep the two in step.
+"""
+
+import json
+import math
+import os
+import re
+import signal
+import statistics
+import sys
+import time
+import warnings
+
+PROTOCOL_VERSION = 1
+
+TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
+VARIANT_FLAGS = ("ck", "aotriton", "experimental")
+
+# Texts with which torch declines a problem cleanly; kept in step with
+# probes::is_backend_refusal in src/probes/limits.cpp.
+REFUSALS = (
+    "No available kernel",
+    "No viable backend",
+    "not compiled",
+    "not been built",
+    "has not built",
+    "not supported",
+    "does not support",
+    "doesn't support",
+    "unsupported",
+    "Unsupported",
+    "only supports",
+    "is still experimental",
+    "Cannot set preferred SDPA backend",
+    "not a ROCm build",
+    "no GPU",
+    "Expected query, key and value to all be of dtype",
+    "No module named",
+)
+
+MASK32 = 0xFFFFFFFF
+
+
+# --- protocol ----------------------------------------------------------------------------------
+
+class Writer(object):
+    """Writes whole lines with os.write loops: nothing is buffered when the worker dies."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.ok = True
+
+    def _line(self, obj):
+        if not self.ok:
+            return False
+        data = (json.dumps(obj, allow_nan=False) + "\n").encode("utf-8", "replace")
+        try:
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        except OSError:
+            self.ok = False
+        return self.ok
+
+    def event(self, name, **fields):
+        obj = {"v": PROTOCOL_VERSION, "event": name}
+        obj.update(fields)
+        return self._line(obj)
+
+
+def finite_or_none(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def one_line(text, limit=2000):
+    text = " ".join(str(text).splitlines())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- variants and cases ------------------------------------------------------------------------
+
+def parse_variant(text):
+    m = re.match(r"^([A-Za-z_\-]+)(?:\[([a-z,]+)\])?$", text)
+    if not m:
+        raise ValueError("invalid variant '%s'" % text)
+    flags = m.group(2).split(",") if m.group(2) else []
+    for f in flags:
+        if f not in VARIANT_FLAGS:
+            raise ValueError("invalid variant '%s': unknown flag '%s'" % (text, f))
+    return m.group(1), flags
+
+
+def variant_environment(flags):
+    env = {}
+    if "experimental" in flags:
+        env["TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"] = "1"
+    if "ck" in flags:
+        env["TORCH_ROCM_FA_PREFER_CK"] = "1"
+    if "aotriton" in flags:
+        env["TORCH_ROCM_FA_PREFER_CK"] = "0"
+    return env
+
+
+DTYPE_NAMES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
+               "bf16": "bf16", "bfloat16": "bf16",
+               "fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp32"}
+MASK_NAMES = {"none": "none", "bool": "bool", "boolean": "bool",
+              "additive": "additive", "add": "additive", "float": "additive"}
+
+
+def normalise_case(c):
+    out = {"dtype": "fp16", "b": 1, "hq": 8, "hkv": 8, "lq": 128, "lkv": 128, "d": 64,
+           "causal": False, "mask": "none", "layout": "contiguous", "seed": 0}
+    for key, value in c.items():
+        if key == "dtype":
+            out["dtype"] = DTYPE_NAMES[value]
+        elif key == "mask":
+            out["mask"] = MASK_NAMES[value]
+        elif key == "layout":
+            out["layout"] = {"contiguous": "contiguous", "bhld": "contiguous",
+                             "transposed": "transposed", "blhd": "transposed"}[value]
+        elif key == "causal":
+            out["causal"] = bool(value) if not isinstance(value, str) else value in ("1", "true")
+        elif key == "h":
+            out["hq"] = out["hkv"] = int(value)
+        elif key == "l":
+            out["lq"] = out["lkv"] = int(value)
+        elif key in ("b", "hq", "hkv", "lq", "lkv", "d", "seed"):
+            out[key] = int(value)
+        else:
+            raise ValueError("unknown case key '%s'" % key)
+    return out
+
+
+def parse_case_line(text):
+    j = json.loads(text)
+    if not isinstance(j, dict) or j.get("v") != 1:
+        raise ValueError('a case line must be an object with "v":1')
+    case = normalise_case(j["case"])
+    tol = j["tolerance"]
+    line = {
+        "id": j.get("id") or "",
+        "case": case,
+        "atol": float(tol["atol"]),
+        "rtol": float(tol["rtol"]),
+        "oracle": j.get("oracle") or "",
+        "warmup": int(j.get("warmup", 1) if j.get("warmup") is not None else 1),
+        "repeat": int(j.get("repeat", 3) if j.get("repeat") is not None else 3),
+    }
+    if not line["id"]:
+        raise ValueError("a case line needs an id")
+    return line
+
+
+def q_elements(c):
+    return c["b"] * c["hq"] * c["lq"] * c["d"]
+
+
+# --- deterministic inputs (mirror of src/core/inputs.hpp) -----------------------------------
+
+def hash32_int(x):
+    x &= MASK32
+    x ^= x >> 16
+    x = (x * 0x45D9F3B) & MASK32
+    x ^= x >> 16
+    x = (x * 0x45D9F3B) & MASK32
+    x ^= x >> 16
+    return x
+
+
+def input_key(seed, tensor_index):
+    return hash32_int(hash32_int(seed & MASK32) ^ ((tensor_index * 0x9E3779B9) & MASK32))
+
+
+def hash32_tensor(torch, x):
+    # int64 holds every intermediate: x < 2^32 and the multiplier < 2^27.
+    x = x ^ (x >> 16)
+    x = (x * 0x45D9F3B) & MASK32
+    x = x ^ (x >> 16)
+    x = (x * 0x45D9F3B) & MASK32
+    x = x ^ (x >> 16)
+    return x
+
+
+def bits(torch, key, count):
+    idx = torch.arange(count, dtype=torch.int64)
+    return hash32_tensor(torch, (idx + key) & MASK32)
+
+
+def unit_from_bits(torch, u):
+    # (u >> 8) < 2^24 and the scale is a power of two: exact in float32, as in C++.
+    return (u >> 8).to(torch.float32) * (2.0 ** -23) - 1.0
+
+
+def torch_dtype(torch, name):
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[name]
+
+
+def make_inputs(torch, c):
+    """q, k, v (logical B,H,L,D) in the case dtype and the mask (B,1,Lq,Lkv) or None, on CPU."""
+    dt = torch_dtype(torch, c["dtype"])
+    seed = c["seed"]
+
+    def fill(index, count, scale, shape):
+        u = bits(torch, input_key(seed, index), count)
+        return (unit_from_bits(torch, u) * scale).to(dt).reshape(shape)
+
+    q = fill(0, q_elements(c), 4.0, (c["b"], c["hq"], c["lq"], c["d"]))
+    kv = c["b"] * c["hkv"] * c["lkv"] * c["d"]
+    k = fill(1, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
+    v = fill(2, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
+    mask = None
+    if c["mask"] != "none":
+        count = c["b"] * c["lq"] * c["lkv"]
+        u = bits(torch, input_key(seed, 3), count)
+        shape = (c["b"], 1, c["lq"], c["lkv"])
+        if c["mask"] == "bool":
+            first_key = (torch.arange(count, dtype=torch.int64) % c["lkv"]) == 0
+            mask = (first_key | ((u & 3) != 0)).reshape(shape)
+        else:
+            mask = ((unit_from_bits(torch, u) + 1.0) * -2.0).to(dt).reshape(shape)
+    return q, k, v, mask
+
+
+def oracle_attention(torch, c, q, k, v, mask):
+    """float64 math attention with PyTorch's semantics, on the CPU."""
+    q, k, v = q.double(), k.double(), v.double()
+    group = c["hq"] // c["hkv"]
+    if group > 1:
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+    s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(c["d"]))
+    keep = torch.ones(c["lq"], c["lkv"], dtype=torch.bool)
+    if c["causal"]:
+        keep = torch.ones(c["lq"], c["lkv"], dtype=torch.bool).tril()
+    keep = keep.expand(s.shape)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            keep = keep & mask
+        else:
+            s = s + mask.double()
+    s = s.masked_fill(~keep, float("-inf"))
+    row_max = s.amax(dim=-1, keepdim=True)
+    empty = torch.isinf(row_max) & (row_max < 0)
+    p = torch.exp(s - torch.where(empty, torch.zeros_like(row_max), row_max))
+    p = p / p.sum(dim=-1, keepdim=True).clamp_min(1e-300)
+    p = torch.where(empty, torch.zeros_like(p), p)
+    return torch.matmul(p, v)
+
+
+def compare(torch, out, ref, atol, rtol):
+    """Same definitions as probes::compare_to_oracle, in float64."""
+    out = out.double().reshape(-1)
+    ref = ref.double().reshape(-1)
+    n = out.numel()
+    nan = int(torch.isnan(out).sum())
+    inf = int(torch.isinf(out).sum())
+    fin = torch.isfinite(out) & torch.isfinite(ref)
+    err = (out - ref).abs()
+    err_f = torch.where(fin, err, torch.zeros_like(err))
+    ref_f = torch.where(fin, ref, torch.zeros_like(ref))
+    max_abs = float(err_f.max()) if n else 0.0
+    err2 = float((err_f * err_f).sum())
+    ref2 = float((ref_f * ref_f).sum())
+    rel_l2 = math.sqrt(err2 / ref2) if ref2 > 0 else math.sqrt(err2)
+    outside_mask = (~torch.isfinite(out)) | (fin & (err > atol + rtol * ref.abs()))
+    outside = int(outside_mask.sum())
+    metrics = {"max_abs_err": max_abs, "rel_l2_err": rel_l2,
+               "frac_outside_tol": (outside / n) if n else 0.0,
+               "nan_count": nan, "inf_count": inf}
+    if outside:
+        first = int(torch.nonzero(outside_mask)[0][0])
+    if nan + inf:
+        return "nonfinite", ("%d NaN and %d Inf of %d output elements (first at index %d)"
+                             % (nan, inf, n, first)), metrics
+    if outside:
+        return "mismatch", ("%d of %d elements outside atol=%g + rtol=%g*|ref| (first at index %d: "
+                            "got %.6g, expected %.6g); max abs err %.3g, rel L2 err %.3g"
+                            % (outside, n, atol, rtol, first, float(out[first]), float(ref[first]),
+                               max_abs, rel_l2)), metrics
+    return "pass", "", metrics
+
+
+# --- faults (SDPA_DOCTOR_TEST_FAULT, test only) ----------------------------------------------
+
+def parse_fault(text):
+    if not text:
+        return None
+    spec = {"variant": "*", "case": "*", "action": None}
+    for item in text.split(","):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or key not in spec:
+            raise ValueError("SDPA_DOCTOR_TEST_FAULT: bad item '%s'" % item)
+        spec[key] = value
+    if spec["action"] not in ("abort", "segv", "hang", "nan", "perturb", "exit3"):
+        raise ValueError("SDPA_DOCTOR_TEST_FAULT: unknown action '%s'" % spec["action"])
+    return spec
+
+
+def process_fault(action):
+    if action == "abort":
+        os.abort()
+    if action == "segv":
+        import ctypes
+        ctypes.string_at(0)  # a real invalid read
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if action == "hang":
+        while True:
+            time.sleep(3600)
+    if action == "exit3":
+        os._exit(3)
+
+
+# --- torch side --------------------------------------------------------------------------------
+
+BACKEND_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION", "mem_efficient": "EFFICIENT_ATTENTION",
+                "cudnn": "CUDNN_ATTENTION"}
+CHOICE_NAMES = {"MATH": "math", "FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "mem_efficient",
+                "CUDNN_ATTENTION": "cudnn", "OVERRIDEABLE": "overrideable", "ERROR": "error"}
+
+
+class Probe(object):
+    def __init__(self, torch, device, backend, flags):
+        self.torch = torch
+        self.device = device
+        self.backend = backend
+        self.flags = flags
+        self.gpu = device.startswith("cuda")
+
+    def facts(self):
+        torch = self.torch
+        versions = {"torch": str(torch.__version__),
+                    "python": "%d.%d.%d" % sys.version_info[:3]}
+        hip = getattr(torch.version, "hip", None)
+        if hip:
+            versions["hip"] = str(hip)
+        cuda = getattr(torch.version, "cuda", None)
+        if cuda:
+            versions["cuda"] = str(cuda)
+        facts = {"rocm_build": "true" if hip else "false",
+                 "python_executable": sys.executable,
+                 "threads": str(torch.get_num_threads())}
+        aot = self.aotriton_library()
+        if aot:
+            versions["aotriton"] = aot
+        try:
+            available = torch.cuda.is_available()
+            facts["gpu_count"] = str(torch.cuda.device_count() if available else 0)
+            if available:
+                for i in range(torch.cuda.device_count()):
+                    p = torch.cuda.get_device_properties(i)
+                    facts["device_%d_name" % i] = str(p.name)
+                    arch = getattr(p, "gcnArchName", None)
+                    if arch:
+                        facts["device_%d_gcnArchName" % i] = str(arch)
+        except Exception as e:  # a broken GPU stack is a fact, not a crash
+            facts["gpu_error"] = one_line(e)
+        cuda_backends = getattr(torch.backends, "cuda", None)
+        if hip and cuda_backends is not None:
+            pref = getattr(cuda_backends, "preferred_rocm_fa_library", None)
+            if pref is not None:
+                try:
+                    facts["preferred_rocm_fa_library"] = str(pref())
+                except Exception as e:
+                    facts["preferred_rocm_fa_library"] = "error: " + one_line(e)
+            ck = getattr(cuda_backends, "is_ck_sdpa_available", None)
+            if ck is not None:
+                try:
+                    facts["is_ck_sdpa_available"] = "true" if ck() else "false"
+                except Exception as e:
+                    facts["is_ck_sdpa_available"] = "error: " + one_line(e)
+        return versions, facts
+
+    def aotriton_library(self):
+        lib = os.path.join(os.path.dirname(self.torch.__file__), "lib")
+        try:
+            names = sorted(n for n in os.listdir(lib) if n.startswith("libaotriton_v2.so"))
+        except OSError:
+            return ""
+        return names[-1] if names else ""
+
+    def unavailable(self):
+        """Why this (device, variant) cannot run here at all, or ''."""
+        torch = self.torch
+        if self.backend not in TORCH_BACKENDS:
+            return "'%s' is not a torch SDPA backend" % self.backend
+        if self.gpu:
+            if not torch.cuda.is_available():
+                return "no GPU visible to this PyTorch (torch.cuda.is_available() is False)"
+            index = int(self.device.split(":")[1])
+            if index >= torch.cuda.device_count():
+                return "%s is not visible: PyTorch sees %d GPU(s)" % (self.device,
+                                                                       torch.cuda.device_count())
+        if "ck" in self.flags or "aotriton" in self.flags:
+            if not getattr(torch.version, "hip", None):
+                return ("this variant selects a ROCm flash-attention library, but this is not a "
+                        "ROCm build of PyTorch")
+            pref = getattr(torch.backends.cuda, "preferred_rocm_fa_library", None)
+            if pref is None:
+                return "this PyTorch has no preferred_rocm_fa_library(): not supported"
+            want = "ck" if "ck" in self.flags else "aotriton"
+            try:
+                got = pref(want)
+            except Exception as e:
+                return one_line(e)
+            if want not in str(got).lower():
+                return ("PyTorch declined %s as the flash-attention library (preferred is %s): "
+                        "not supported on this GPU or build" % (want, got))
+        return ""
+
+    def _context(self):
+        torch = self.torch
+        if self.backend == "default":
+            return None
+        attention = getattr(getattr(torch, "nn", None), "attention", None)
+        kernel = getattr(attention, "sdpa_kernel", None) if attention is not None else None
+        if kernel is not None:
+            enum = getattr(attention.SDPBackend, BACKEND_ENUM[self.backend], None)
+            if enum is None:
+                raise RuntimeError("%s is not supported by this PyTorch (no SDPBackend.%s)"
+                                   % (self.backend, BACKEND_ENUM[self.backend]))
+            return kernel([enum])
+        # torch < 2.3: the deprecated switches.
+        kwargs = {"enable_flash": self.backend == "flash",
+                  "enable_math": self.backend == "math",
+                  "enable_mem_efficient": self.backend == "mem_efficient"}
+        if self.backend == "cudnn":
+            kwargs["enable_cudnn"] = True
+        return torch.backends.cuda.sdp_kernel(**kwargs)
+
+    def chosen(self, q, k, v, mask, c, gqa):
+        torch = self.torch
+        try:
+            kwargs = {"attn_mask": mask, "dropout_p": 0.0, "is_causal": c["causal"]}
+            if gqa:
+                kwargs["enable_gqa"] = True
+            choice = int(torch._fused_sdp_choice(q, k, v, **kwargs))
+        except Exception as e:
+            return "unknown (%s)" % one_line(e, 200)
+        enum = getattr(getattr(torch.nn, "attention", None), "SDPBackend", None)
+        if enum is not None:
+            for name in CHOICE_NAMES:
+                member = getattr(enum, name, None)
+                if member is not None and int(member) == choice:
+                    return CHOICE_NAMES[name]
+        return "backend#%d" % choice
+
+    def sync(self):
+        if self.gpu:
+            self.torch.cuda.synchronize(self.torch.device(self.device))
+
+    def run(self, line, q, k, v, mask):
+        """(status, reason, output float32 CPU tensor or None, times_ms, backend_chosen)."""
+        torch = self.torch
+        c = line["case"]
+        dev = torch.device(self.device)
+
+        def place(t):
+            if c["layout"] == "transposed":
+                t = t.transpose(1, 2).contiguous().transpose(1, 2)
+            return t.to(dev)
+
+        q, k, v = place(q), place(k), place(v)
+        if mask is not None:
+            mask = mask.to(dev)
+        gqa = c["hq"] != c["hkv"]
+        kwargs = {"attn_mask": mask, "dropout_p": 0.0, "is_causal": c["causal"]}
+        if gqa:
+            kwargs["enable_gqa"] = True
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        chosen = self.chosen(q, k, v, mask, c, gqa) if self.backend == "default" else self.backend
+
+        def call():
+            ctx = self._context()
+            if ctx is None:
+                return sdpa(q, k, v, **kwargs)
+            with ctx:
+                return sdpa(q, k, v, **kwargs)
+
+        out = call()
+        self.sync()
+        # A trailing op on the device surfaces errors a kernel left behind without raising.
+        float(out.float().sum().item())
+        host = out.float().cpu().contiguous()
+        for _ in range(1, line["warmup"]):
+            call()
+        self.sync()
+        times = []
+        for _ in range(line["repeat"]):
+            t0 = time.perf_counter()
+            call()
+            self.sync()
+            times.append((time.perf_counter() - t0) * 1000.0)
+        return host, times, chosen
+
+
+def classify(exc, captured):
+    reason = one_line("%s: %s" % (type(exc).__name__, exc))
+    refusal = any(r in reason for r in REFUSALS)
+    for w in captured:
+        reason += " | " + one_line(w)
+        refusal = refusal or any(r in w for r in REFUSALS)
+    return ("unsupported" if refusal else "error"), reason
+
+
+def timing(times):
+    if not times:
+        return None, None, 0
+    return statistics.median(times), min(times), len(times)
+
+
+def run_worker(args):
+    backend, flags = parse_variant(args["variant"])
+    variant_name = args["variant"]
+    for key, value in variant_environment(flags).items():
+        os.environ.setdefault(key, value)  # before torch reads them, once per process
+    writer = Writer(args["results_fd"])
+    fault = parse_fault(os.environ.get("SDPA_DOCTOR_TEST_FAULT", ""))
+
+    torch = None
+    import_error = ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. NumPy missing: not about SDPA
+        try:
+            import torch  # noqa: F811
+        except Exception as e:  # ImportError, or a torch that fails to initialise
+            import_error = "python: %s" % one_line(e)
+
+    with open(args["cases"], "r") as f:
+        raw = [l for l in f.read().splitlines() if l.strip()]
+    lines = []
+    for number, text in enumerate(raw, 1):
+        try:
+            lines.append(parse_case_line(text))
+        except Exception as e:
+            sys.stderr.write("%s:%d: %s\n" % (args["cases"], number, e))
+            return 2
+
+    versions = {"python": "%d.%d.%d" % sys.version_info[:3]}
+    facts = {"python_executable": sys.executable}
+    probe = None
+    unavailable = import_error
+    if torch is not None:
+        probe = Probe(torch, args["device"], backend, flags)
+        with warnings.catch_warnings(record=True) as startup:
+            warnings.simplefilter("always")
+            try:
+                versions, facts = probe.facts()
+                unavailable = probe.unavailable()
+            except Exception as e:
+                unavailable = one_line(e)
+        if unavailable:
+            for w in startup:
+                unavailable += " | " + one_line(w.message)
+    else:
+        facts["torch"] = "missing"
+    writer.event("hello", worker="python", device=args["device"], variant=variant_name,
+                 versions=versions, facts=facts)
+
+    for line in lines:
+        cid = line["id"]
+        if not writer.event("begin", case=cid):
+            return 1
+        hit = fault is not None and fault["variant"] in ("*", variant_name) and \
+            fault["case"] in ("*", cid)
+        if hit:
+            process_fault(fault["action"])
+        result = {"case": cid, "status": "error", "reason": "", "metrics": {},
+                  "tolerance": {"atol": line["atol"], "rtol": line["rtol"]},
+                  "backend_chosen": "", "warnings": []}
+        metrics = {"max_abs_err": None, "rel_l2_err": None, "frac_outside_tol": None,
+                   "nan_count": 0, "inf_count": 0, "time_ms": None, "time_min_ms": None,
+                   "timed_runs": 0}
+        if unavailable:
+            result["status"], result["reason"] = "unsupported", unavailable
+        else:
+            with warnings.catch_warnings(record=True) as captured:
+                warnings.simplefilter("always")
+                host = None
+                try:
+                    q, k, v, mask = make_inputs(torch, line["case"])
+                    host, times, chosen = probe.run(line, q, k, v, mask)
+                    result["backend_chosen"] = chosen
+                except Exception as e:
+                    texts = [str(w.message) for w in captured]
+                    result["status"], result["reason"] = classify(e, texts)
+            result["warnings"] = []
+            for w in captured:
+                text = one_line(w.message)
+                if text not in result["warnings"]:
+                    result["warnings"].append(text)
+            if host is not None:
+                try:
+                    c = line["case"]
+                    shape = (c["b"], c["hq"], c["lq"], c["d"])
+                    if tuple(host.shape) != shape:
+                        raise RuntimeError("output has shape %s, expected %s"
+                                           % (tuple(host.shape), shape))
+                    host = host.reshape(-1).clone()
+                    if hit and fault["action"] == "nan":
+                        host[host.numel() // 2] = float("nan")
+                    if hit and fault["action"] == "perturb":
+                        host[host.numel() // 2] += 0.5
+                    ref = load_oracle(torch, line, q, k, v, mask)
+                    status, reason, m = compare(torch, host, ref, line["atol"], line["rtol"])
+                    metrics.update(m)
+                    metrics["time_ms"], metrics["time_min_ms"], metrics["timed_runs"] = \
+                        timing(times)
+                    result["status"], result["reason"] = status, reason
+                except Exception as e:
+                    result["status"], result["reason"] = "error", one_line(e)
+        result["metrics"] = {key: (finite_or_none(v) if isinstance(v, float) else v)
+                             for key, v in metrics.items()}
+        if not writer.event("result", **result):
+            return 1
+    writer.event("bye")
+    return 0
+
+
+def load_oracle(torch, line, q, k, v, mask):
+    n = q_elements(line["case"])
+    if line["oracle"]:
+        with open(line["oracle"], "rb") as f:
+            data = f.read()
+        if len(data) != 8 * n:
+            raise RuntimeError("oracle '%s' has %d bytes, expected %d"
+                               % (line["oracle"], len(data), 8 * n))
+        t = torch.frombuffer(bytearray(data), dtype=torch.float64)
+        if sys.byteorder != "little":
+            t = t.byteswap() if hasattr(t, "byteswap") else t
+        return t
+    return oracle_attention(torch, line["case"], q, k, v, mask).reshape(-1)
+
+
+def dump_inputs(case_json, path):
+    """Test hook: the raw float32 values of q, k, v (and mask) for a case, concatenated."""
+    import ctypes
+    import torch
+    c = normalise_case(json.loads(case_json))
+    q, k, v, mask = make_inputs(torch, c)
+    with open(path, "wb") as f:
+        for t in [q, k, v] + ([mask] if mask is not None else []):
+            t = t.to(torch.float32).contiguous().reshape(-1)
+            f.write(ctypes.string_at(t.data_ptr(), t.numel() * 4))
+
+
+def parse_args(argv):
+    args = {"device": None, "variant": None, "results_fd": None, "cases": None}
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        if flag in ("--dump-inputs",) and i + 2 < len(argv):
+            args["dump"] = (argv[i + 1], argv[i + 2])
+            i += 3
+            continue
+        if i + 1 >= len(argv):
+            raise ValueError("'%s' needs a value" % flag)
+        value = argv[i + 1]
+        if flag == "--device":
+            if not re.match(r"^(cpu|cuda:\d+)$", value):
+                raise ValueError("invalid --device '%s' (cpu or cuda:N)" % value)
+            args["device"] = value
+        elif flag == "--variant":
+            parse_variant(value)
+            args["variant"] = value
+        elif flag == "--results-fd":
+            if not value.isdigit() or int(value) < 3:
+                raise ValueError("invalid --results-fd '%s' (a descriptor >= 3)" % value)
+            args["results_fd"] = int(value)
+        elif flag == "--cases":
+            args["cases"] = value
+        else:
+            raise ValueError("unknown argument '%s'" % flag)
+        i += 2
+    if "dump" in args:
+        return args
+    for key in ("device", "variant", "results_fd", "cases"):
+        if args[key] is None:
+            raise ValueError("missing --%s" % key.replace("_", "-"))
+    return args
+
+
+def main(argv):
+    try:
+        args = parse_args(argv)
+    except ValueError as e:
+        sys.stderr.write("sdpa_probe.py: %s\n" % e)
+        return 2
+    if "dump" in args:
+        dump_inputs(args["dump"][0], args["dump"][1])
+        return 0
+    try:
+        os.fstat(args["results_fd"])
+    except OSError:
+        sys.stderr.write("sdpa_probe.py: --results-fd %d is not open\n" % args["results_fd"])
+        return 2
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    return run_worker(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

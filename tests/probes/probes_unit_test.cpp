@@ -1,0 +1,508 @@
+#include "core/inputs.hpp"
+#include "probes/probes.hpp"
+#include "probes/protocol_writer.hpp"
+#include "probes/worker.hpp"
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <functional>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <limits>
+#include <set>
+#include <unistd.h>
+
+using namespace sdpa_doctor;
+using namespace sdpa_doctor::probes;
+
+namespace {
+
+std::vector<Case> suite(std::string_view name) {
+  auto s = suite_cases(name);
+  EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message);
+  return s ? *s : std::vector<Case>{};
+}
+
+Case small_case() {
+  auto c = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
+  EXPECT_TRUE(c.has_value());
+  return *c;
+}
+
+} // namespace
+
+TEST(Suites, QuickCoversEveryGateAndStaysSmall) {
+  const auto cases = suite("quick");
+  EXPECT_GE(cases.size(), 24u);
+  EXPECT_LE(cases.size(), 60u);
+  std::set<DType> dtypes;
+  std::set<int64_t> dims;
+  bool odd = false, decode = false, lq_ne_lkv = false, gqa = false, causal = false,
+       bool_mask = false, add_mask = false, transposed = false;
+  std::set<std::string> ids;
+  for (const Case& c : cases) {
+    EXPECT_EQ(validate(c), "") << c.id();
+    EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
+    EXPECT_LE(std::max(c.lq, c.lkv), 256) << c.id();
+    EXPECT_LE(c.b * c.hq, 8) << c.id();
+    // torch refuses an explicit mask with is_causal.
+    EXPECT_FALSE(c.causal && c.mask != Mask::none) << c.id();
+    dtypes.insert(c.dtype);
+    dims.insert(c.d);
+    odd |= c.lq % 2 == 1 && c.lq > 1;
+    decode |= c.lq == 1;
+    lq_ne_lkv |= c.lq != c.lkv && c.lq > 1;
+    gqa |= c.hq == 8 && c.hkv == 2;
+    causal |= c.causal;
+    bool_mask |= c.mask == Mask::boolean;
+    add_mask |= c.mask == Mask::additive;
+    transposed |= c.layout == Layout::transposed;
+  }
+  EXPECT_EQ(dtypes.size(), 3u);
+  EXPECT_TRUE(dims.count(64) && dims.count(128) && dims.count(256));
+  EXPECT_TRUE(odd && decode && lq_ne_lkv && gqa && causal && bool_mask && add_mask && transposed);
+}
+
+TEST(Suites, FullHasHundredsUpTo8kAndDims32To512) {
+  const auto cases = suite("full");
+  EXPECT_GE(cases.size(), 200u);
+  int64_t max_l = 0, min_d = 1 << 20, max_d = 0;
+  std::set<std::string> ids;
+  bool transposed = false;
+  for (const Case& c : cases) {
+    EXPECT_EQ(validate(c), "") << c.id();
+    EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
+    max_l = std::max({max_l, c.lq, c.lkv});
+    min_d = std::min(min_d, c.d);
+    max_d = std::max(max_d, c.d);
+    transposed |= c.layout == Layout::transposed;
+  }
+  EXPECT_EQ(max_l, 8192);
+  EXPECT_EQ(min_d, 32);
+  EXPECT_EQ(max_d, 512);
+  EXPECT_TRUE(transposed);
+}
+
+TEST(Suites, UnknownSuiteNamesTheKnownOnes) {
+  auto s = suite_cases("fast");
+  ASSERT_FALSE(s.has_value());
+  EXPECT_NE(s.error().message.find("fast"), std::string::npos);
+  EXPECT_NE(s.error().message.find("quick"), std::string::npos);
+  EXPECT_NE(s.error().message.find("full"), std::string::npos);
+}
+
+TEST(CaseFile, ReadsLinesSkippingBlanksAndComments) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("c.jsonl"),
+                        "# my cases\n{\"dtype\":\"bf16\",\"h\":4,\"l\":33,\"d\":64}\n\n"
+                        "{\"dtype\":\"fp32\",\"hq\":8,\"hkv\":2,\"lq\":1,\"lkv\":9,\"d\":32,"
+                        "\"mask\":\"bool\"}\r\n");
+  auto cases = load_case_file(dir.file("c.jsonl"));
+  ASSERT_TRUE(cases.has_value()) << cases.error().message;
+  ASSERT_EQ(cases->size(), 2u);
+  EXPECT_EQ((*cases)[0].id(), "bf16-b1-h4-q33-k33-d64");
+  EXPECT_EQ((*cases)[1].hkv, 2);
+  EXPECT_EQ((*cases)[1].mask, Mask::boolean);
+}
+
+TEST(CaseFile, ErrorsNameTheLine) {
+  sdpa_test::TempDir dir;
+  struct Bad {
+    std::string text;
+    std::string expect;
+  };
+  const Bad bad[] = {
+      {"{\"d\":64}\nnot json\n", ":2: not JSON"},
+      {"{\"d\":64}\n\n[1,2]\n", ":3:"},
+      {"{\"d\":64,\"hq\":8,\"hkv\":3}\n", ":1:"},                // wrong shape (GQA)
+      {"{\"d\":-4}\n", ":1:"},                                     // negative size
+      {"{\"d\":64,\"colour\":\"red\"}\n", ":1: unknown key 'colour'"},
+  };
+  for (const auto& b : bad) {
+    sdpa_test::write_file(dir.file("bad.jsonl"), b.text);
+    auto r = load_case_file(dir.file("bad.jsonl"));
+    ASSERT_FALSE(r.has_value()) << b.text;
+    EXPECT_NE(r.error().message.find(b.expect), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(CaseFile, RefusesEmptyBinaryMissingAndHuge) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("empty"), "");
+  EXPECT_NE(load_case_file(dir.file("empty")).error().message.find("no cases"), std::string::npos);
+  sdpa_test::write_file(dir.file("comments"), "# nothing\n\n");
+  EXPECT_FALSE(load_case_file(dir.file("comments")).has_value());
+  sdpa_test::write_file(dir.file("bin"), std::string("\x7f" "ELF\0\0\x01", 7));
+  EXPECT_NE(load_case_file(dir.file("bin")).error().message.find("binary"), std::string::npos);
+  EXPECT_FALSE(load_case_file(dir.file("missing")).has_value());
+  EXPECT_NE(load_case_file(dir.path()).error().message.find("directory"), std::string::npos);
+  {
+    const int fd = ::open(dir.file("huge").c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, k_max_case_file_bytes + 1), 0);
+    ::close(fd);
+  }
+  EXPECT_NE(load_case_file(dir.file("huge")).error().message.find("limit"), std::string::npos);
+}
+
+TEST(Tolerance, DefaultsFollowTheDtypeRounding) {
+  EXPECT_LT(default_tolerance(DType::f32).rtol, default_tolerance(DType::f16).rtol);
+  EXPECT_LT(default_tolerance(DType::f16).rtol, default_tolerance(DType::bf16).rtol);
+  // Each at least a few units in the last place of the dtype at 1.0, at most ~50 of them.
+  EXPECT_GE(default_tolerance(DType::f16).atol, 0x1p-11);
+  EXPECT_LE(default_tolerance(DType::f16).atol, 50 * 0x1p-11);
+  EXPECT_GE(default_tolerance(DType::bf16).atol, 0x1p-8);
+  EXPECT_LE(default_tolerance(DType::bf16).atol, 50 * 0x1p-8);
+  EXPECT_GE(default_tolerance(DType::f32).atol, 0x1p-24);
+}
+
+TEST(Tolerance, OverridesParseAndRoundTrip) {
+  auto p = parse_tolerance_overrides("bf16=0.02:0.03, float16=1e-4:0");
+  ASSERT_TRUE(p.has_value()) << p.error().message;
+  EXPECT_EQ(p->for_dtype(DType::bf16), (Tolerance{0.02, 0.03}));
+  EXPECT_EQ(p->for_dtype(DType::f16), (Tolerance{1e-4, 0}));
+  EXPECT_EQ(p->for_dtype(DType::f32), k_tolerance_fp32);
+  auto back = parse_tolerance_overrides(to_string(*p));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, *p);
+  EXPECT_EQ(*parse_tolerance_overrides(""), TolerancePolicy{});
+}
+
+TEST(Tolerance, BadOverridesAreErrors) {
+  for (const char* bad : {"bf16", "bf16=0.1", "int8=1:1", "fp16=-1:0", "fp16=a:b", "fp16=1:inf",
+                          "fp16=1:1x"}) {
+    auto p = parse_tolerance_overrides(bad);
+    EXPECT_FALSE(p.has_value()) << bad;
+    if (!p) {
+      EXPECT_NE(p.error().message.find("invalid tolerance"), std::string::npos) << bad;
+    }
+  }
+}
+
+TEST(Compare, ExactIsPass) {
+  const float out[] = {0.5f, -0.25f, 0.0f};
+  const double ref[] = {0.5, -0.25, 0.0};
+  auto c = compare_to_oracle(out, ref, 3, {0, 0});
+  EXPECT_EQ(c.status, Status::pass);
+  EXPECT_EQ(*c.metrics.max_abs_err, 0.0);
+  EXPECT_EQ(*c.metrics.rel_l2_err, 0.0);
+  EXPECT_EQ(*c.metrics.frac_outside_tol, 0.0);
+  EXPECT_EQ(c.reason, "");
+}
+
+TEST(Compare, OutsideUsesAtolPlusRtolTimesRef) {
+  const float out[] = {1.0f + 0.011f, 2.0f + 0.02f, 0.0f};
+  const double ref[] = {1.0, 2.0, 0.0};
+  // 0.01 + 0.0 * |ref|: both non-zero errors are outside.
+  auto a = compare_to_oracle(out, ref, 3, {0.01, 0});
+  EXPECT_EQ(a.status, Status::mismatch);
+  EXPECT_NEAR(*a.metrics.frac_outside_tol, 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(*a.metrics.max_abs_err, 0.02, 1e-6);
+  EXPECT_NE(a.reason.find("2 of 3"), std::string::npos) << a.reason;
+  // 0.001 + 0.01 * |ref|: 0.011 = limit for 1.0 (float rounding puts it just above) and
+  // 0.02 < 0.021 for 2.0.
+  auto b = compare_to_oracle(out, ref, 3, {0.002, 0.01});
+  EXPECT_EQ(b.status, Status::pass);
+  const double rel = std::sqrt((0.011 * 0.011 + 0.02 * 0.02) / 5.0);
+  EXPECT_NEAR(*b.metrics.rel_l2_err, rel, 1e-6);
+}
+
+TEST(Compare, NanAndInfAreNonfinite) {
+  const float out[] = {std::numeric_limits<float>::quiet_NaN(), 1.0f,
+                       std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  const double ref[] = {0.5, 1.0, 0.5, 0.5};
+  auto c = compare_to_oracle(out, ref, 4, {1, 1});
+  EXPECT_EQ(c.status, Status::nonfinite);
+  EXPECT_EQ(c.metrics.nan_count, 1);
+  EXPECT_EQ(c.metrics.inf_count, 2);
+  EXPECT_EQ(*c.metrics.frac_outside_tol, 0.75);
+  EXPECT_EQ(*c.metrics.max_abs_err, 0.0); // over the finite pairs only
+}
+
+TEST(OracleFile, RoundTripAndSizeCheck) {
+  sdpa_test::TempDir dir;
+  const std::vector<double> values = {1.0, -0.5, 1e-300, 3.25};
+  auto w = write_oracle_file(dir.file("o.f64"), values);
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  EXPECT_EQ(*w, 32);
+  EXPECT_EQ(sdpa_test::read_file(dir.file("o.f64")).size(), 32u);
+  auto r = read_oracle_file(dir.file("o.f64"), 4);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, values);
+  EXPECT_FALSE(read_oracle_file(dir.file("o.f64"), 5).has_value());
+  EXPECT_FALSE(read_oracle_file(dir.file("nope"), 4).has_value());
+  EXPECT_FALSE(write_oracle_file(dir.file("no/such/dir/o.f64"), values).has_value());
+  // No temporary left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(OracleFile, ComputedOracleMatchesShape) {
+  const Case c = small_case();
+  const auto o = compute_oracle(c);
+  ASSERT_EQ(o.size(), size_t(c.q_elements()));
+  for (double x : o) {
+    EXPECT_TRUE(std::isfinite(x));
+    EXPECT_LT(std::fabs(x), 1.0); // a convex combination of v in [-1, 1)
+  }
+}
+
+TEST(CaseLine, RoundTrip) {
+  auto c = parse_case_spec("dtype=bf16,b=2,hq=8,hkv=2,lq=1,lkv=77,d=64,mask=bool,layout=transposed,seed=5");
+  ASSERT_TRUE(c.has_value());
+  const std::string text = make_case_line(*c, {1e-2, 2e-2}, "/tmp/x.f64", 2, 7);
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["v"], 1);
+  EXPECT_EQ(j["id"], c->id());
+  auto line = parse_case_line(text);
+  ASSERT_TRUE(line.has_value()) << line.error().message;
+  EXPECT_EQ(line->id, c->id());
+  EXPECT_EQ(line->kase, *c);
+  EXPECT_EQ(line->tolerance, (Tolerance{1e-2, 2e-2}));
+  EXPECT_EQ(line->oracle_path, "/tmp/x.f64");
+  EXPECT_EQ(line->warmup, 2);
+  EXPECT_EQ(line->repeat, 7);
+  auto no_oracle = parse_case_line(make_case_line(*c, {0, 0}, "", 1, 3));
+  ASSERT_TRUE(no_oracle.has_value());
+  EXPECT_EQ(no_oracle->oracle_path, "");
+  EXPECT_EQ(nlohmann::json::parse(make_case_line(*c, {0, 0}, "", 1, 3))["oracle"], nullptr);
+}
+
+TEST(CaseLine, RejectsBadLines) {
+  for (const char* bad :
+       {"", "nope", "[]", "{\"case\":{}}", "{\"v\":2,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0}}",
+        "{\"v\":1,\"case\":{\"d\":0},\"tolerance\":{\"atol\":0,\"rtol\":0}}",
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":-1,\"rtol\":0}}",
+        "{\"v\":1,\"case\":{}}",
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"repeat\":100000}",
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"oracle\":3}"})
+    EXPECT_FALSE(parse_case_line(bad).has_value()) << bad;
+}
+
+TEST(CaseLine, CasesFileErrorsNameTheLine) {
+  sdpa_test::TempDir dir;
+  const std::string good = make_case_line(small_case(), {0, 0}, "", 1, 1);
+  ASSERT_TRUE(write_cases_file(dir.file("cases"), {good, good}).has_value());
+  auto ok = read_cases_file(dir.file("cases"));
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->size(), 2u);
+  sdpa_test::write_file(dir.file("bad"), good + "\n{broken\n");
+  auto bad = read_cases_file(dir.file("bad"));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find(":2:"), std::string::npos) << bad.error().message;
+}
+
+namespace {
+// Everything written to a pipe by `write`, as lines.
+std::vector<nlohmann::json> capture(const std::function<void(ProtocolWriter&)>& write) {
+  int p[2];
+  EXPECT_EQ(::pipe(p), 0);
+  {
+    ProtocolWriter w(p[1]);
+    write(w);
+    EXPECT_TRUE(w.ok());
+  }
+  ::close(p[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  ::close(p[0]);
+  std::vector<nlohmann::json> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    EXPECT_NE(nl, std::string::npos) << "unterminated line";
+    out.push_back(nlohmann::json::parse(text.substr(start, nl - start)));
+    start = nl + 1;
+  }
+  return out;
+}
+} // namespace
+
+TEST(ProtocolWriter, WritesOneVersionedLinePerEvent) {
+  auto lines = capture([](ProtocolWriter& w) {
+    w.hello("libtorch", "cpu", "flash", {{"torch", "2.13.0"}}, {{"threads", "2"}});
+    w.begin("fp16-b1-h2-q8-k8-d16");
+    ResultEvent e;
+    e.case_id = "fp16-b1-h2-q8-k8-d16";
+    e.status = Status::mismatch;
+    e.reason = "1 of 2 \xff outside"; // not UTF-8: still valid JSON
+    e.metrics.max_abs_err = std::numeric_limits<double>::infinity();
+    e.metrics.rel_l2_err = 0.25;
+    e.metrics.frac_outside_tol = std::numeric_limits<double>::quiet_NaN();
+    e.metrics.nan_count = 3;
+    e.metrics.time_ms = 1.5;
+    e.metrics.timed_runs = 3;
+    e.tolerance = Tolerance{1e-3, 2e-3};
+    e.backend_chosen = "flash";
+    e.warnings = {"w1", "w2"};
+    w.result(e);
+    w.bye();
+  });
+  ASSERT_EQ(lines.size(), 4u);
+  for (const auto& l : lines) EXPECT_EQ(l["v"], 1);
+  EXPECT_EQ(lines[0]["event"], "hello");
+  EXPECT_EQ(lines[0]["worker"], "libtorch");
+  EXPECT_EQ(lines[0]["versions"]["torch"], "2.13.0");
+  EXPECT_EQ(lines[1]["event"], "begin");
+  EXPECT_EQ(lines[1]["case"], "fp16-b1-h2-q8-k8-d16");
+  const auto& r = lines[2];
+  EXPECT_EQ(r["event"], "result");
+  EXPECT_EQ(r["status"], "mismatch");
+  EXPECT_TRUE(r["metrics"]["max_abs_err"].is_null());
+  EXPECT_TRUE(r["metrics"]["frac_outside_tol"].is_null());
+  EXPECT_TRUE(r["metrics"]["time_min_ms"].is_null());
+  EXPECT_EQ(r["metrics"]["rel_l2_err"], 0.25);
+  EXPECT_EQ(r["metrics"]["nan_count"], 3);
+  EXPECT_EQ(r["metrics"]["timed_runs"], 3);
+  EXPECT_EQ(r["tolerance"]["rtol"], 2e-3);
+  EXPECT_EQ(r["warnings"].size(), 2u);
+  EXPECT_EQ(lines[3]["event"], "bye");
+}
+
+TEST(ProtocolWriter, ReportsAGoneReader) {
+  std::signal(SIGPIPE, SIG_IGN);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  ::close(p[0]);
+  ProtocolWriter w(p[1]);
+  EXPECT_FALSE(w.begin("x"));
+  EXPECT_FALSE(w.ok());
+  ::close(p[1]);
+}
+
+TEST(Limits, DeadlineGrowsWithSizeAndIsClamped) {
+  Case small = small_case();
+  auto big = parse_case_spec("dtype=bf16,b=1,h=32,l=8192,d=128");
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(default_case_deadline(small, false), std::chrono::milliseconds(15'000));
+  EXPECT_GT(default_case_deadline(*big, false), default_case_deadline(*big, true));
+  EXPECT_GT(default_case_deadline(*big, true), default_case_deadline(small, true));
+  EXPECT_LE(default_case_deadline(*big, false), std::chrono::milliseconds(3'600'000));
+}
+
+TEST(Limits, MemoryGuardGivesTheNumbers) {
+  auto c = parse_case_spec("dtype=fp16,b=1,h=32,l=16384,d=128");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(case_memory_bytes(*c), c->input_bytes() + c->math_scores_bytes());
+  EXPECT_EQ(memory_guard(*c, int64_t{1} << 50), "");
+  const std::string why = memory_guard(*c, int64_t{16} << 30);
+  EXPECT_NE(why.find("math scores"), std::string::npos) << why;
+  EXPECT_NE(why.find(std::to_string(case_memory_bytes(*c))), std::string::npos) << why;
+  EXPECT_NE(why.find("16.0 GiB"), std::string::npos) << why;
+  EXPECT_EQ(memory_guard(*c, int64_t{16} << 30, /*math_scores=*/false), "");
+  EXPECT_GT(case_host_bytes(*c), c->q_elements() * 8);
+}
+
+TEST(Plan, VariantsPerTarget) {
+  auto names = [](const std::vector<Variant>& vs) {
+    std::vector<std::string> out;
+    for (const auto& v : vs) out.push_back(v.name());
+    return out;
+  };
+  EXPECT_EQ(names(torch_variants("cpu")),
+            (std::vector<std::string>{"math", "flash", "mem_efficient", "cudnn", "default"}));
+  const auto gpu = names(torch_variants("cuda:1"));
+  EXPECT_EQ(gpu.size(), 9u);
+  for (const char* v : {"flash[ck]", "flash[aotriton]", "flash[aotriton,experimental]",
+                        "mem_efficient[aotriton,experimental]"})
+    EXPECT_NE(std::find(gpu.begin(), gpu.end(), v), gpu.end()) << v;
+  EXPECT_EQ(names(plan_variants(Probe::reference, "cpu")),
+            (std::vector<std::string>{"ref-math", "ref-flash"}));
+  EXPECT_EQ(plan_variants(Probe::python, "cuda:0").size(), 9u);
+  EXPECT_TRUE(is_gpu_target("cuda:0"));
+  EXPECT_FALSE(is_gpu_target("cuda:"));
+  EXPECT_FALSE(is_gpu_target("cuda:-1"));
+  EXPECT_FALSE(is_valid_target("gpu0"));
+  EXPECT_TRUE(is_valid_target("cpu"));
+}
+
+TEST(Plan, RefusalsAreRecognised) {
+  EXPECT_TRUE(is_backend_refusal("No available kernel. Aborting execution."));
+  EXPECT_TRUE(is_backend_refusal("No viable backend for scaled_dot_product_attention was found."));
+  EXPECT_TRUE(is_backend_refusal("Torch was not compiled with cuDNN attention."));
+  EXPECT_TRUE(is_backend_refusal("Flash attention was not compiled for current AMD GPU architecture"));
+  EXPECT_FALSE(is_backend_refusal("HIP error: invalid argument"));
+  EXPECT_FALSE(is_backend_refusal("Explicit attn_mask should not be set when is_causal=True"));
+}
+
+TEST(Fault, SpecParsesAndMatches) {
+  auto f = parse_fault_spec("variant=flash,case=fp16-b1-h2-q8-k8-d16,action=perturb");
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  EXPECT_EQ(f->action, FaultAction::perturb);
+  EXPECT_TRUE(f->matches("flash", "fp16-b1-h2-q8-k8-d16"));
+  EXPECT_FALSE(f->matches("math", "fp16-b1-h2-q8-k8-d16"));
+  EXPECT_FALSE(f->matches("flash", "other"));
+  auto any = parse_fault_spec("action=nan");
+  ASSERT_TRUE(any.has_value());
+  EXPECT_TRUE(any->matches("x", "y"));
+  EXPECT_FALSE(parse_fault_spec("variant=flash").has_value());
+  EXPECT_FALSE(parse_fault_spec("action=explode").has_value());
+  EXPECT_FALSE(parse_fault_spec("colour=red,action=nan").has_value());
+  std::vector<float> out = {1, 2, 3, 4};
+  corrupt_output(FaultAction::perturb, out);
+  EXPECT_EQ(out[2], 3.5f);
+  corrupt_output(FaultAction::nan, out);
+  EXPECT_TRUE(std::isnan(out[2]));
+}
+
+TEST(Fault, ProcessFaultsReallyHappen) {
+  const std::pair<FaultAction, int> expect[] = {{FaultAction::abort, SIGABRT},
+                                                {FaultAction::segv, SIGSEGV}};
+  for (auto [action, sig] : expect) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      trigger_process_fault(action);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(WTERMSIG(status), sig);
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    trigger_process_fault(FaultAction::exit3);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+}
+
+TEST(Worker, ArgsAreCheckedAndResultsFdIsNeverStdout) {
+  const char* ok[] = {"w", "--device", "cuda:0", "--variant", "flash[ck]", "--results-fd", "2",
+                      "--cases", "f"};
+  auto bad = parse_worker_args(9, ok);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("results-fd"), std::string::npos);
+  const char* missing[] = {"w", "--device", "cpu"};
+  EXPECT_FALSE(parse_worker_args(3, missing).has_value());
+  const char* bad_device[] = {"w", "--device", "gpu", "--variant", "math", "--results-fd", "3",
+                              "--cases", "f"};
+  EXPECT_FALSE(parse_worker_args(9, bad_device).has_value());
+}
+
+TEST(Worker, TimingIsMedianAndMinimum) {
+  Metrics m;
+  set_timing(m, {5, 1, 3});
+  EXPECT_EQ(*m.time_ms, 3);
+  EXPECT_EQ(*m.time_min_ms, 1);
+  EXPECT_EQ(m.timed_runs, 3);
+  Metrics even;
+  set_timing(even, {4, 1, 2, 3});
+  EXPECT_EQ(*even.time_ms, 2.5);
+  Metrics none;
+  set_timing(none, {});
+  EXPECT_FALSE(none.time_ms.has_value());
+}
