@@ -1,10 +1,122 @@
 #include "cli/commands.hpp"
+#include "core/expected.hpp"
+#include "core/status.hpp"
+#include "devices/devices.hpp"
+#include "report/inventory.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <unistd.h>
 
 namespace sdpa_doctor::cli {
 
-void setup_devices(CLI::App& app, const GlobalOptions&, Action& action) {
-  auto* sub = app.add_subcommand("devices", "devices (not implemented in this build yet)");
-  sub->callback([&action] { action = [] { return not_implemented("'devices'"); }; });
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DevicesOptions {
+  std::string sysfs_root; // empty = the live system
+  std::string dev_root;   // empty = /dev on a live system, not checked with --sysfs-root
+  bool require_gpu = false;
+  bool no_hip = false;
+  bool no_rocm_smi = false;
+  double timeout_s = 20;
+};
+
+// Temporary file, then rename: a reader never sees half a report.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Fatal{fmt::format("cannot write '{}': {}", path, std::strerror(errno))};
+    out << text;
+    if (!out.flush()) throw Fatal{fmt::format("cannot write '{}'", path)};
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Fatal{fmt::format("cannot write '{}': {}", path, ec.message())};
+  }
+}
+
+void require_directory(const std::string& path, const char* option) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    throw Fatal{fmt::format("{} '{}' is not a directory", option, path), exit_code::usage};
+}
+
+int run_devices(const DevicesOptions& options, const GlobalOptions& global) {
+  devices::EnumerateOptions enumerate;
+  if (!options.sysfs_root.empty()) {
+    require_directory(options.sysfs_root, "--sysfs-root");
+    enumerate.sysfs_root = options.sysfs_root;
+    enumerate.dev_root.clear();
+    enumerate.use_hip = false;
+    enumerate.use_rocm_smi = false;
+  }
+  if (!options.dev_root.empty()) {
+    require_directory(options.dev_root, "--dev-root");
+    enumerate.dev_root = options.dev_root;
+  }
+  if (options.no_hip) enumerate.use_hip = false;
+  if (options.no_rocm_smi) enumerate.use_rocm_smi = false;
+  if (options.timeout_s <= 0) throw Fatal{"--timeout must be positive", exit_code::usage};
+  enumerate.deadline = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
+
+  const DeviceInventory inventory = devices::enumerate_devices(enumerate);
+
+  const bool json_to_stdout = global.json_path == "-";
+  report::InventoryConsoleOptions console;
+  console.color = global.color_mode() == ColorMode::always && !json_to_stdout;
+  const std::string text = report::render_inventory_console(inventory, console);
+  if (json_to_stdout) {
+    // stdout carries the JSON alone; the human view goes to stderr unless -q.
+    if (!global.quiet) std::fputs(text.c_str(), stderr);
+    std::fputs(report::render_inventory_json(inventory).c_str(), stdout);
+  } else {
+    std::fputs(text.c_str(), stdout);
+    if (!global.json_path.empty())
+      write_file_atomically(global.json_path, report::render_inventory_json(inventory));
+  }
+  std::fflush(stdout);
+  if (inventory.devices.empty() && options.require_gpu) {
+    std::fprintf(stderr, "sdpa-doctor: no AMD GPU found and --require-gpu was given\n");
+    return exit_code::no_gpu;
+  }
+  return exit_code::ok;
+}
+
+} // namespace
+
+void setup_devices(CLI::App& app, const GlobalOptions& global, Action& action) {
+  auto options = std::make_shared<DevicesOptions>();
+  auto* sub = app.add_subcommand(
+      "devices", "List AMD GPUs (HIP, ROCm SMI, sysfs) and check device nodes, groups and the "
+                 "environment variables that change what PyTorch sees");
+  sub->add_option("--sysfs-root", options->sysfs_root,
+                  "Read sys/ and proc/ under DIR instead of / (a captured tree, for bug reports "
+                  "and tests); HIP, ROCm SMI and /dev are then not asked")
+      ->type_name("DIR");
+  sub->add_option("--dev-root", options->dev_root,
+                  "Check kfd and dri/renderD* under DIR instead of /dev (for tests)")
+      ->type_name("DIR");
+  sub->add_flag("--require-gpu", options->require_gpu, "Exit 3 when no AMD GPU is found");
+  sub->add_flag("--no-hip", options->no_hip, "Do not ask the HIP runtime");
+  sub->add_flag("--no-rocm-smi", options->no_rocm_smi, "Do not ask ROCm SMI");
+  sub->add_option("--timeout", options->timeout_s,
+                  "Seconds to wait for the HIP runtime / ROCm SMI child before killing it")
+      ->default_val(20);
+  sub->callback([&action, &global, options] {
+    action = [&global, options] { return run_devices(*options, global); };
+  });
 }
 
 } // namespace sdpa_doctor::cli

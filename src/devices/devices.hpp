@@ -51,7 +51,7 @@ struct GfxArch {
   int wave_size;                // default wavefront size HIP reports (warpSize)
   std::string_view matrix;      // "WMMA", "MFMA" or "none"
   bool integrated;              // only ever shipped as an APU's GPU
-  std::string_view marketing;   // "Radeon RX 9070 / 9070 XT / AI PRO R9700"; "; " separates
+  std::string_view marketing;   // "Radeon RX 9070; Radeon RX 9070 XT; ...", "; " separates
 };
 
 // The table entry for a target ("gfx1201", or a gcnArchName such as "gfx90a:sramecc+:xnack-");

@@ -67,6 +67,8 @@ OpenCheck try_open(const fs::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     check.error = errno;
+    // EACCES on a parent directory: the node may well exist, this user just cannot reach it.
+    check.exists = errno != ENOENT && errno != ENOTDIR;
     return check;
   }
   check.exists = true;

@@ -154,11 +154,18 @@ std::optional<Device> SysfsSource::read_kfd_node(const fs::path& dir, const std:
   for (const std::string& problem : props.problems) malformed(out, file, problem);
 
   std::string problem;
+  // A key that is absent is an older kernel; one that is present and not a number is garbage.
+  const auto number = [&](const char* key) -> std::optional<int64_t> {
+    std::string why;
+    auto value = props.integer(key, &why);
+    if (!value && props.raw.count(key)) malformed(out, file, why);
+    return value;
+  };
   const auto simd = props.integer("simd_count", &problem);
   if (!simd) malformed(out, file, problem);
   const auto version = props.integer("gfx_target_version", &problem);
   if (!version && props.raw.count("gfx_target_version")) malformed(out, file, problem);
-  const auto cpu_cores = props.integer("cpu_cores_count");
+  const auto cpu_cores = number("cpu_cores_count");
   if (!simd && !version) {
     malformed(out, file, "cannot tell whether this node is a CPU or a GPU");
     return std::nullopt;
@@ -183,28 +190,36 @@ std::optional<Device> SysfsSource::read_kfd_node(const fs::path& dir, const std:
   if (device.gfx_target.empty())
     device.sources["gfx_target"]["sysfs"] = "unreadable";
   if (simd && *simd > 0) device.simd_count = static_cast<int>(std::min<int64_t>(*simd, 1 << 20));
-  const auto per_cu = props.integer("simd_per_cu");
+  const auto per_cu = number("simd_per_cu");
   if (device.simd_count && per_cu && *per_cu > 0 && *per_cu <= 16)
     device.compute_units = static_cast<int>(*device.simd_count / *per_cu);
-  if (auto wave = props.integer("wave_front_size"); wave && (*wave == 32 || *wave == 64))
+  if (auto wave = number("wave_front_size"); wave && (*wave == 32 || *wave == 64))
     device.wave_size = static_cast<int>(*wave);
-  if (auto lds = props.integer("lds_size_in_kb"); lds && *lds > 0 && *lds < (1 << 20))
+  if (auto lds = number("lds_size_in_kb"); lds && *lds > 0 && *lds < (1 << 20))
     device.lds_per_cu_bytes = *lds * 1024;
-  if (auto vendor = props.integer("vendor_id"); vendor && *vendor != k_amd_vendor)
+  if (auto vendor = number("vendor_id"); vendor && *vendor != k_amd_vendor)
     device.sources["vendor_id"]["sysfs"] = fmt::format("0x{:04x}", *vendor);
 
-  const auto location = props.integer("location_id");
-  const auto domain = props.integer("domain");
+  const auto location = number("location_id");
+  const auto domain = number("domain");
   if (location && *location > 0 && *location <= 0xffff) {
     device.pci_bdf = pci_bdf_from_location(static_cast<uint32_t>(domain.value_or(0)),
                                            static_cast<uint32_t>(*location));
   } else if (location && *location != 0) {
     malformed(out, file, fmt::format("location_id {} is not a PCI address", *location));
   }
-  if (auto minor = props.integer("drm_render_minor"); minor && *minor >= 128 && *minor < 1024)
+  if (auto minor = number("drm_render_minor"); minor && *minor >= 128 && *minor < 1024)
     device.render_node = fmt::format("/dev/dri/renderD{}", *minor);
   else if (auto it = m_render_by_bdf.find(device.pci_bdf); it != m_render_by_bdf.end())
     device.render_node = it->second;
+  // Without a usable location_id the render minor still pins the PCI address down exactly.
+  if (device.pci_bdf.empty() && !device.render_node.empty()) {
+    for (const auto& [bdf, render] : m_render_by_bdf) {
+      if (render != device.render_node) continue;
+      device.pci_bdf = bdf;
+      device.sources["pci_bdf"]["sysfs"] = "from " + render;
+    }
+  }
 
   // VRAM from the memory banks when the PCI directory does not say (older kernels).
   std::error_code ec;
@@ -229,6 +244,13 @@ void SysfsSource::read_kfd_nodes(SourceResult& out) {
   std::error_code ec;
   if (!fs::exists(nodes, ec)) {
     out.facts["kfd_topology"] = "missing";
+    if (!ec || ec == std::errc::no_such_file_or_directory) return;
+    // ELOOP, EACCES...: the directory is there and broken, which is not the same as absent.
+    out.facts["kfd_topology"] = "unreadable";
+    out.findings.push_back({"sysfs-unreadable", Severity::warning,
+                            fmt::format("cannot read {}: {}", relative_name(m_root, nodes),
+                                        ec.message()),
+                            k_sysfs_remedy, {}, {}});
     return;
   }
   out.facts["kfd_topology"] = "present";

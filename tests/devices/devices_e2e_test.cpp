@@ -1,0 +1,180 @@
+// `sdpa-doctor devices` through the real binary: the captured trees, this machine (real HIP and
+// ROCm SMI answering "no device"), broken trees and a device node the user cannot open.
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using sdpa_test::doctor;
+using sdpa_test::run_binary;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  return sdpa_test::source_path("tests/fixtures/sysfs/" + name);
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// This machine has no AMD GPU; a run on one with a GPU says so and skips.
+bool machine_has_gpu() { return fs::exists("/dev/kfd"); }
+
+} // namespace
+
+TEST(DevicesE2E, Rx9070XtFixture) {
+  const auto r = run_binary({doctor(), "devices", "--sysfs-root", fixture("rx9070xt")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part : {"gfx1201", "RDNA4", "RX 9070 XT", "64", "0000:03:00.0", "wave32"})
+    EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
+  EXPECT_FALSE(contains(r.out, "No AMD GPU"));
+}
+
+TEST(DevicesE2E, EveryFixtureEnumerates) {
+  struct Expect {
+    const char* name;
+    const char* gfx;
+    const char* family;
+    int gpus;
+  };
+  for (const Expect& e : {Expect{"rx9060xt", "gfx1200", "RDNA4", 1},
+                          Expect{"rx7900xtx", "gfx1100", "RDNA3", 1},
+                          Expect{"mi300x", "gfx942", "CDNA3", 4},
+                          Expect{"strix-halo-plus-dgpu", "gfx1151", "RDNA3.5", 2},
+                          Expect{"rx6700xt-hsa-override", "gfx1031", "RDNA2", 1}}) {
+    sdpa_test::RunOptions clean;
+    clean.unset_env = {"HSA_OVERRIDE_GFX_VERSION"};
+    const auto r = run_binary({doctor(), "devices", "--sysfs-root", fixture(e.name), "--json", "-"},
+                              clean);
+    ASSERT_EQ(r.exit_code, 0) << e.name << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    const auto& devices = doc["inventory"]["devices"];
+    ASSERT_EQ(devices.size(), static_cast<std::size_t>(e.gpus)) << e.name;
+    EXPECT_EQ(devices[0]["gfx_target"], e.gfx) << e.name;
+    EXPECT_EQ(devices[0]["family"], e.family) << e.name;
+    EXPECT_TRUE(contains(r.err, e.gfx)) << "console view goes to stderr with --json -";
+  }
+}
+
+TEST(DevicesE2E, HsaOverrideFixture) {
+  sdpa_test::RunOptions spoofed;
+  spoofed.set_env = {{"HSA_OVERRIDE_GFX_VERSION", "10.3.0"}};
+  const auto r =
+      run_binary({doctor(), "devices", "--sysfs-root", fixture("rx6700xt-hsa-override")}, spoofed);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "HSA_OVERRIDE_GFX_VERSION=10.3.0 spoofs")) << r.out;
+  EXPECT_TRUE(contains(r.out, "gfx1031 but runs as gfx1030")) << r.out;
+}
+
+TEST(DevicesE2E, NoGpuOnThisMachine) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has /dev/kfd";
+  const auto r = run_binary({doctor(), "devices"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("No AMD GPU found: ", 0), 0u) << r.out;
+  EXPECT_TRUE(contains(r.out, "no /dev/kfd")) << r.out;
+  EXPECT_TRUE(contains(r.out, "hipErrorNoDevice")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[problem] /dev/kfd does not exist")) << r.out;
+
+  const auto required = run_binary({doctor(), "devices", "--require-gpu"});
+  EXPECT_EQ(required.exit_code, 3);
+  EXPECT_TRUE(contains(required.err, "no AMD GPU found"));
+}
+
+TEST(DevicesE2E, NoGpuJsonCarriesEverySourceAnswer) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has /dev/kfd";
+  sdpa_test::TempDir tmp;
+  const auto r = run_binary({doctor(), "devices", "--json", tmp.file("devices.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(sdpa_test::read_file(tmp.file("devices.json")));
+  const auto& inv = doc["inventory"];
+  EXPECT_EQ(inv["gpu_found"], false);
+  EXPECT_TRUE(inv["devices"].empty());
+  EXPECT_TRUE(contains(inv["no_gpu_reason"].get<std::string>(), "no /dev/kfd"));
+  const std::string hip = inv["sources_status"]["hip"];
+  const std::string rsmi = inv["sources_status"]["rocm_smi"];
+  // Either built in and answering "no device", or not built in, said plainly.
+  EXPECT_TRUE(contains(hip, "hipErrorNoDevice") || contains(hip, "not built in")) << hip;
+  EXPECT_TRUE(contains(rsmi, "rsmi_init") || contains(rsmi, "returned 0") ||
+              contains(rsmi, "not built in"))
+      << rsmi;
+}
+
+TEST(DevicesE2E, EnumWorkerAsksTheRealLibraries) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has /dev/kfd";
+  const auto r = run_binary({sdpa_test::build_path("sdpa-doctor-enum-worker")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out); // stdout holds the one object, nothing else
+  EXPECT_EQ(doc["v"], 1);
+  if (doc["hip"]["built"] == true) {
+    EXPECT_EQ(doc["hip"]["error"], "hipErrorNoDevice") << r.out;
+    EXPECT_EQ(doc["hip"]["count"], 0);
+    EXPECT_TRUE(doc["hip"]["runtime_version"].is_number());
+  }
+  if (doc["rsmi"]["built"] == true) {
+    EXPECT_TRUE(doc["rsmi"]["init"] != "RSMI_STATUS_SUCCESS" || doc["rsmi"]["count"] == 0)
+        << r.out;
+  }
+  const auto usage = run_binary({sdpa_test::build_path("sdpa-doctor-enum-worker"), "--bogus"});
+  EXPECT_EQ(usage.exit_code, 2);
+}
+
+TEST(DevicesE2E, BadSysfsRootIsAUsageError) {
+  const auto r = run_binary({doctor(), "devices", "--sysfs-root", "/nonexistent/tree"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "sdpa-doctor: error: --sysfs-root '/nonexistent/tree' is not a directory\n");
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(DevicesE2E, GarbageInSysfsIsAFindingNotACrash) {
+  sdpa_test::TempDir tmp;
+  const fs::path root = fs::path(tmp.path()) / "tree";
+  fs::copy(fixture("rx9070xt"), root, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  const fs::path props = root / "sys/class/kfd/kfd/topology/nodes/1/properties";
+  sdpa_test::write_file(props.string(), "cpu_cores_count 0\nsimd_count 1x8\ngfx_target_ver");
+  sdpa_test::write_file((root / "sys/bus/pci/devices/0000:03:00.0/mem_info_vram_total").string(),
+                        std::string(1 << 20, '9'));
+  fs::remove(root / "proc/sys/kernel/osrelease");
+  const auto r = run_binary({doctor(), "devices", "--sysfs-root", root.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_TRUE(contains(r.out, "[warning]")) << r.out;
+  EXPECT_TRUE(contains(r.out, "'simd_count' is not a number")) << r.out;
+  EXPECT_TRUE(contains(r.out, "only the start was read")) << r.out;
+}
+
+TEST(DevicesE2E, DeviceNodeTheUserCannotOpen) {
+  // Root opens anything: the check runs the doctor as 'nobody' when this test runs as root.
+  std::vector<std::string> argv;
+  if (::geteuid() == 0) {
+    if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "root without setpriv";
+    argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  }
+  sdpa_test::TempDir tmp;
+  ::chmod(tmp.path().c_str(), 0755);
+  const fs::path dev = fs::path(tmp.path()) / "dev";
+  fs::create_directories(dev / "dri");
+  sdpa_test::write_file((dev / "kfd").string(), "");
+  sdpa_test::write_file((dev / "dri/renderD128").string(), "");
+  ::chmod(dev.c_str(), 0755);
+  ::chmod((dev / "dri").c_str(), 0755);
+  ASSERT_EQ(::chmod((dev / "kfd").c_str(), 0), 0);
+  ASSERT_EQ(::chmod((dev / "dri/renderD128").c_str(), 0), 0);
+  for (const std::string& a : {doctor(), std::string("devices"), std::string("--dev-root"),
+                               dev.string(), std::string("--no-hip"),
+                               std::string("--no-rocm-smi")})
+    argv.push_back(a);
+  const auto r = run_binary(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[problem] " + (dev / "kfd").string() +
+                                  " not readable and writable by this user: Permission denied"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "sudo usermod -aG")) << r.out;
+  EXPECT_TRUE(contains(r.out, "renderD128 not readable and writable")) << r.out;
+  EXPECT_TRUE(contains(r.out, "cannot be opened by this user")) << r.out; // the no-GPU reason
+}
