@@ -1,0 +1,278 @@
+#include "report/common.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace sdpa_doctor::report::detail {
+
+std::string_view status_label(Status s) {
+  switch (s) {
+  case Status::pass: return "PASS";
+  case Status::mismatch: return "MISMATCH";
+  case Status::nonfinite: return "NONFINITE";
+  case Status::unsupported: return "UNSUP";
+  case Status::error: return "ERROR";
+  case Status::crash: return "CRASH";
+  case Status::timeout: return "TIMEOUT";
+  case Status::skipped: return "SKIP";
+  }
+  return "?";
+}
+
+std::string_view status_symbol(Status s, bool unicode) {
+  switch (s) {
+  case Status::pass: return unicode ? "✓" : "+";
+  case Status::mismatch: return unicode ? "≠" : "x";
+  case Status::nonfinite: return unicode ? "∞" : "n";
+  case Status::unsupported: return unicode ? "–" : "-";
+  case Status::error: return "!";
+  case Status::crash: return unicode ? "✗" : "X";
+  case Status::timeout: return "~";
+  case Status::skipped: return "?";
+  }
+  return "?";
+}
+
+std::string_view status_ansi(Status s) {
+  switch (s) {
+  case Status::pass: return "\x1b[32m";
+  case Status::mismatch:
+  case Status::nonfinite: return "\x1b[35m";
+  case Status::unsupported: return "\x1b[2m";
+  case Status::error: return "\x1b[33m";
+  case Status::crash:
+  case Status::timeout: return "\x1b[1;31m";
+  case Status::skipped: return "\x1b[36m";
+  }
+  return "";
+}
+
+int status_order(Status s) {
+  switch (s) {
+  case Status::crash: return 0;
+  case Status::timeout: return 1;
+  case Status::error: return 2;
+  case Status::nonfinite: return 3;
+  case Status::mismatch: return 4;
+  case Status::pass: return 5;
+  case Status::unsupported: return 6;
+  case Status::skipped: return 7;
+  }
+  return 8;
+}
+
+std::vector<DeviceMatrix> build_matrices(const Report& report) {
+  std::vector<DeviceMatrix> out;
+  auto matrix_for = [&](const std::string& device) -> DeviceMatrix& {
+    for (DeviceMatrix& m : out) {
+      if (m.device == device) return m;
+    }
+    out.push_back(DeviceMatrix{device, {}, {}, {}});
+    return out.back();
+  };
+  for (const std::string& t : report.targets) matrix_for(t);
+  for (const CaseResult& r : report.results) {
+    DeviceMatrix& m = matrix_for(r.device);
+    auto row = std::find_if(m.rows.begin(), m.rows.end(), [&](const MatrixRow& x) {
+      return x.probe == r.probe && x.variant == r.variant;
+    });
+    if (row == m.rows.end()) {
+      m.rows.push_back(MatrixRow{r.probe, r.variant, {}});
+      row = m.rows.end() - 1;
+    }
+    ++row->counts[r.kase.dtype][r.status];
+    ++m.totals[r.status];
+    if (std::find(m.dtypes.begin(), m.dtypes.end(), r.kase.dtype) == m.dtypes.end())
+      m.dtypes.push_back(r.kase.dtype);
+  }
+  for (DeviceMatrix& m : out) {
+    std::sort(m.dtypes.begin(), m.dtypes.end());
+    // Stable: within a probe, variants keep the order the plan ran them in.
+    std::stable_sort(m.rows.begin(), m.rows.end(), [](const MatrixRow& a, const MatrixRow& b) {
+      return static_cast<int>(a.probe) < static_cast<int>(b.probe);
+    });
+  }
+  return out;
+}
+
+const Device* device_for_target(const Report& report, const std::string& target) {
+  if (target.rfind("cuda:", 0) != 0) return nullptr;
+  const int index = std::atoi(target.c_str() + 5);
+  for (const Device& d : report.inventory.devices) {
+    if (d.index == index) return &d;
+  }
+  return nullptr;
+}
+
+std::string format_bytes(int64_t bytes) {
+  static constexpr const char* k_units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{} B", bytes);
+  return std::fabs(v) < 10 ? fmt::format("{:.1f} {}", v, k_units[u])
+                           : fmt::format("{:.0f} {}", v, k_units[u]);
+}
+
+std::string format_ms(double ms) {
+  if (!std::isfinite(ms)) return "n/a";
+  if (ms >= 1000) return fmt::format("{:.2f} s", ms / 1000);
+  if (ms >= 10) return fmt::format("{:.0f} ms", ms);
+  return fmt::format("{:.2f} ms", ms);
+}
+
+std::string device_title(const Report& report, const std::string& device) {
+  if (device == "cpu") return "cpu · host CPU";
+  std::vector<std::string> parts{device};
+  if (const Device* d = device_for_target(report, device)) {
+    if (!d->name.empty()) parts.push_back(d->name);
+    if (!d->gfx_target.empty())
+      parts.push_back(d->family.empty() || d->family == "unknown"
+                          ? d->gfx_target
+                          : fmt::format("{} ({})", d->gfx_target, d->family));
+    if (d->vram_total_bytes) parts.push_back(format_bytes(*d->vram_total_bytes));
+    if (!d->pci_bdf.empty()) parts.push_back(d->pci_bdf);
+  }
+  return fmt::format("{}", fmt::join(parts, " · "));
+}
+
+namespace {
+
+std::string get(const std::map<std::string, std::string>& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? std::string{} : it->second;
+}
+
+std::string worker_version(const Report& report, Probe probe, const std::string& key) {
+  for (const WorkerInfo& w : report.workers) {
+    if (w.probe != probe) continue;
+    std::string v = get(w.versions, key);
+    if (!v.empty()) return v;
+  }
+  return {};
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>> environment_lines(const Report& report) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto join_nonempty = [](std::vector<std::string> parts) {
+    parts.erase(std::remove(parts.begin(), parts.end(), std::string{}), parts.end());
+    return parts.empty() ? std::string("unknown") : fmt::format("{}", fmt::join(parts, " · "));
+  };
+  const auto& h = report.host;
+  const auto& v = report.versions;
+  std::string kernel = get(h, "kernel");
+  out.emplace_back("host", join_nonempty({get(h, "hostname"), get(h, "os"),
+                                          kernel.empty() ? "" : "kernel " + kernel}));
+
+  std::string driver = get(v, "amdgpu");
+  if (driver.empty()) driver = get(report.inventory.runtime, "amdgpu_driver_version");
+  if (driver.empty()) {
+    for (const Device& d : report.inventory.devices) {
+      if (!d.driver_version.empty()) {
+        driver = d.driver_version;
+        break;
+      }
+    }
+  }
+  out.emplace_back("driver", driver.empty() ? "unknown" : "amdgpu " + driver);
+
+  std::string rocm = get(v, "rocm");
+  std::string hip = get(v, "hip_runtime");
+  if (hip.empty()) hip = get(report.inventory.runtime, "hip_runtime_version");
+  if (hip.empty()) hip = get(v, "hip");
+  out.emplace_back("rocm", join_nonempty({rocm.empty() ? "" : "ROCm " + rocm,
+                                          hip.empty() ? "" : "HIP runtime " + hip}));
+
+  std::string cpp = get(v, "torch_cpp");
+  if (cpp.empty()) cpp = worker_version(report, Probe::torch, "torch");
+  std::string py = get(v, "torch_python");
+  if (py.empty()) py = worker_version(report, Probe::python, "torch");
+  if (cpp.empty() && py.empty()) py = get(v, "torch");
+  std::string python = get(v, "python");
+  if (python.empty()) python = worker_version(report, Probe::python, "python");
+  std::string aot = get(v, "aotriton");
+  if (aot.empty()) aot = worker_version(report, Probe::python, "aotriton");
+  if (aot.empty()) aot = worker_version(report, Probe::torch, "aotriton");
+  out.emplace_back("torch", join_nonempty({cpp.empty() ? "" : "C++ " + cpp,
+                                           py.empty() ? "" : "Python " + py,
+                                           python.empty() ? "" : "python " + python}));
+  out.emplace_back("aotriton", aot.empty() ? "unknown" : aot);
+  return out;
+}
+
+std::vector<const KnownIssueMatch*> issues_for(const Report& report, const CaseResult& r) {
+  std::vector<const KnownIssueMatch*> out;
+  for (const KnownIssueMatch& m : report.known_issues) {
+    if (m.device != r.device) continue;
+    if (!m.variant.empty() && m.variant != r.variant) continue;
+    if (std::find(m.case_ids.begin(), m.case_ids.end(), r.case_id) != m.case_ids.end())
+      out.push_back(&m);
+  }
+  return out;
+}
+
+std::vector<const CaseResult*> failures(const Report& report) {
+  std::vector<const CaseResult*> out;
+  for (const CaseResult& r : report.results) {
+    if (is_failure_by_default(r.status)) out.push_back(&r);
+  }
+  return out;
+}
+
+std::string process_end_text(const CaseResult& r) {
+  if (!r.process_end) return {};
+  const ProcessEnd& e = *r.process_end;
+  std::vector<std::string> parts;
+  if (e.signal) {
+    parts.push_back(fmt::format("signal {}", e.signal_name.empty() ? std::to_string(*e.signal)
+                                                                   : e.signal_name));
+    if (e.core_dumped) parts.push_back("(core dumped)");
+  } else if (e.exit_code) {
+    parts.push_back(fmt::format("exit {}", *e.exit_code));
+  }
+  if (e.killed_by_doctor) parts.push_back("killed by the doctor");
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
+std::vector<std::string> last_lines(std::string_view text, size_t n) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string line(text.substr(start, nl - start));
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+    start = nl + 1;
+  }
+  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - std::ptrdiff_t(n));
+  return lines;
+}
+
+std::string summary_counts(const std::map<Status, int>& totals) {
+  std::vector<std::pair<Status, int>> items(totals.begin(), totals.end());
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    return status_order(a.first) < status_order(b.first);
+  });
+  std::vector<std::string> parts;
+  for (const auto& [s, n] : items) {
+    if (n > 0) parts.push_back(fmt::format("{} {}", n, to_string(s)));
+  }
+  return parts.empty() ? std::string("no cases") : fmt::format("{}", fmt::join(parts, " · "));
+}
+
+size_t display_width(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) {
+    if ((c & 0xC0) != 0x80) ++n;
+  }
+  return n;
+}
+
+} // namespace sdpa_doctor::report::detail

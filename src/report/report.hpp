@@ -1,0 +1,80 @@
+// report: pure renderers from one in-memory Report to text (console, JSON, Markdown, JUnit XML,
+// a standalone Python repro per case), the environment allow-list and redaction that decide what
+// may reach a report, and the atomic file write. Each format lives in its own file; adding one
+// touches one file plus a declaration here.
+// Depends on core (and nlohmann-json for the JSON form) only; must not depend on isolate,
+// devices, probes, advice, HIP or torch.
+#pragma once
+
+#include "core/expected.hpp"
+#include "core/model.hpp"
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace sdpa_doctor::report {
+
+// The Report keys the renderers read (absent keys are shown as "unknown" or left out):
+//   Report::host      hostname, user, os, kernel
+//   Report::versions  rocm, hip_runtime, hip_driver, amdgpu (driver), torch_cpp, torch_python,
+//                     torch, python, aotriton
+//   WorkerInfo::versions of libtorch workers give torch_cpp, of python workers torch_python and
+//   python, where Report::versions lacks them.
+
+inline constexpr std::string_view k_schema = "sdpa-doctor/report/v1";
+
+struct ConsoleOptions {
+  bool color = false;   // ANSI colours
+  bool unicode = true;  // box drawing and symbols; ASCII otherwise
+  int width = 100;      // columns to fit; narrower tables wrap their cells
+};
+
+// The full human report: header, devices, one matrix per probe target, each failure once,
+// findings, recommendations, known issues, one summary line with the exit code.
+std::string render_console(const Report& report, const ConsoleOptions& options = {});
+// Only the per-device matrices (also used by the Markdown report's text fallback).
+std::string render_matrix(const Report& report, const ConsoleOptions& options = {});
+
+// The whole report as JSON with "schema": "sdpa-doctor/report/v1" (data/report.schema.json).
+// Numbers stay numbers with units in the key; a non-finite number is null and its key is listed
+// in the object's "nonfinite_fields".
+std::string render_json(const Report& report);
+
+// For a bug tracker: environment, matrix, each failure in a <details> block with its repro.
+std::string render_markdown(const Report& report);
+
+// One <testsuite> per (device, probe, variant), one <testcase> per case.
+std::string render_junit(const Report& report);
+
+// A self-contained Python script that rebuilds the case's inputs bit for bit (the generator of
+// core/inputs.hpp, in torch int64 ops), runs SDPA under the result's variant, flags and device,
+// compares with a float64 math reference and prints PASS, MISMATCH, NONFINITE, UNSUPPORTED or
+// ERROR. Exit status 0 only for PASS. `python3 repro.py --checksum` prints the exact float64 sum
+// of each input tensor instead (used to check the generator against core).
+std::string render_repro(const CaseResult& result);
+
+// ---- what may reach a report -----------------------------------------------------------------
+
+// ROCm/HIP/torch variables only (HIP_*, HSA_*, ROCR_*, ROCM_*, AMD_*, CUDA_VISIBLE_DEVICES,
+// PYTORCH_*, TORCH_*, HF_HUB_OFFLINE, OMP_NUM_THREADS), never a name containing TOKEN, SECRET,
+// PASSWORD or KEY (case-insensitive), whatever its prefix.
+bool is_reportable_variable(std::string_view name);
+std::map<std::string, std::string>
+reportable_environment(const std::map<std::string, std::string>& environment);
+
+// Drops host.hostname and host.user and replaces their occurrences (in paths, stderr tails,
+// reasons, messages) with "<host>" and "<user>".
+Report redact(Report report);
+
+// ---- files -----------------------------------------------------------------------------------
+
+struct Written {
+  std::string path; // what was written ("-" for stdout)
+};
+
+// Writes `text` to a temporary file in the target's directory, fsyncs it and renames it over
+// `path`, so a reader never sees half a report. "-" writes to stdout.
+Expected<Written> write_atomically(const std::string& path, std::string_view text);
+
+} // namespace sdpa_doctor::report

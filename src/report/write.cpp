@@ -1,0 +1,156 @@
+#include "report/report.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace sdpa_doctor::report {
+
+namespace {
+
+bool write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    text.remove_prefix(size_t(n));
+  }
+  return true;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return char(std::toupper(c)); });
+  return out;
+}
+
+} // namespace
+
+Expected<Written> write_atomically(const std::string& path, std::string_view text) {
+  if (path == "-") {
+    std::fflush(stdout);
+    if (!write_all(STDOUT_FILENO, text))
+      return make_error(fmt::format("cannot write the report to stdout: {}", std::strerror(errno)));
+    return Written{path};
+  }
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0)
+    return make_error(fmt::format("cannot create a temporary file beside '{}': {}", path,
+                                  std::strerror(errno)));
+  // mkstemp creates 0600; a report is an ordinary file for whoever reads the results (reading
+  // the umask would mean changing it, which races with other threads).
+  ::fchmod(fd, 0644);
+  bool ok = write_all(fd, text);
+  int saved = errno;
+  if (ok && ::fsync(fd) != 0) {
+    ok = false;
+    saved = errno;
+  }
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    saved = errno;
+  }
+  if (ok && std::rename(tmpl.c_str(), path.c_str()) != 0) {
+    ok = false;
+    saved = errno;
+  }
+  if (!ok) {
+    ::unlink(tmpl.c_str());
+    return make_error(fmt::format("cannot write '{}': {}", path, std::strerror(saved)));
+  }
+  // The rename is durable only once the directory entry is on disk too.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Written{path};
+}
+
+bool is_reportable_variable(std::string_view name) {
+  const std::string u = upper(name);
+  for (std::string_view secret : {"TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"}) {
+    if (u.find(secret) != std::string::npos) return false;
+  }
+  static constexpr std::string_view k_prefixes[] = {"HIP_",  "HSA_",     "ROCR_",  "ROCM_",
+                                                    "AMD_",  "PYTORCH_", "TORCH_", "AOTRITON_"};
+  static constexpr std::string_view k_names[] = {"CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE",
+                                                 "OMP_NUM_THREADS"};
+  for (std::string_view p : k_prefixes) {
+    if (name.substr(0, p.size()) == p) return true;
+  }
+  return std::find(std::begin(k_names), std::end(k_names), name) != std::end(k_names);
+}
+
+std::map<std::string, std::string>
+reportable_environment(const std::map<std::string, std::string>& environment) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : environment) {
+    if (is_reportable_variable(k)) out[k] = v;
+  }
+  return out;
+}
+
+namespace {
+
+void scrub(std::string& s, const std::vector<std::pair<std::string, std::string>>& words) {
+  for (const auto& [from, to] : words) {
+    if (from.empty()) continue;
+    for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size())
+      s.replace(p, from.size(), to);
+  }
+}
+
+} // namespace
+
+Report redact(Report report) {
+  std::vector<std::pair<std::string, std::string>> words;
+  // Short names ("a", "ci") would shred unrelated text; only redact what can be told apart.
+  auto take = [&](const char* key, const char* placeholder) {
+    auto it = report.host.find(key);
+    if (it == report.host.end()) return;
+    if (it->second.size() >= 3) words.emplace_back(it->second, placeholder);
+    report.host.erase(it);
+  };
+  take("hostname", "<host>");
+  take("user", "<user>");
+  // Longest first, so "ws1.lab" goes before "ws1".
+  std::sort(words.begin(), words.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  if (words.empty()) return report;
+  for (auto& [k, v] : report.host) scrub(v, words);
+  for (auto& [k, v] : report.environment) scrub(v, words);
+  for (CaseResult& r : report.results) {
+    scrub(r.reason, words);
+    scrub(r.stderr_tail, words);
+    for (std::string& w : r.warnings) scrub(w, words);
+  }
+  for (WorkerInfo& w : report.workers) {
+    scrub(w.available, words);
+    for (auto& [k, v] : w.facts) scrub(v, words);
+  }
+  for (auto* list : {&report.findings, &report.inventory.findings}) {
+    for (Finding& f : *list) {
+      scrub(f.message, words);
+      scrub(f.remedy, words);
+    }
+  }
+  scrub(report.inventory.no_gpu_reason, words);
+  for (auto& [k, v] : report.inventory.sources_status) scrub(v, words);
+  return report;
+}
+
+} // namespace sdpa_doctor::report

@@ -1,0 +1,179 @@
+#include "advice/advice.hpp"
+
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace sdpa_doctor;
+using namespace sdpa_doctor::advice;
+
+namespace {
+
+CaseResult result(const std::string& variant, Status s, const std::string& stderr_tail = "") {
+  CaseResult r;
+  r.kase = parse_case_spec("dtype=fp16,b=1,h=8,l=128,d=64").value();
+  r.case_id = r.kase.id();
+  r.device = "cuda:0";
+  r.variant = variant;
+  r.status = s;
+  r.stderr_tail = stderr_tail;
+  return r;
+}
+
+KnownIssues parse(const std::string& text) {
+  auto k = parse_known_issues(text, "test.json");
+  EXPECT_TRUE(k) << (k ? "" : k.error().message);
+  return k ? *k : KnownIssues{};
+}
+
+const char* k_ck = R"([{"id":"ck","title":"CK assert","link":"https://x/1","advice":"use aotriton",
+  "match":[{"archs":["gfx1200","gfx1201"],"stderr":"Fatal! Attempting to call a CK SDPA kernel",
+            "statuses":["crash"]},
+           {"archs":["gfx115*"],"variants":["flash[ck]"],"torch":{"min":"2.7","max":"2.9"}}]}])";
+
+} // namespace
+
+TEST(Versions, CompareNumericallyIgnoringSuffixes) {
+  EXPECT_EQ(version_numbers("2.7.0+rocm6.3"), (std::vector<int>{2, 7, 0}));
+  EXPECT_EQ(version_numbers("2.14.0a0"), (std::vector<int>{2, 14, 0}));
+  EXPECT_EQ(version_numbers("0.11.1b"), (std::vector<int>{0, 11, 1}));
+  EXPECT_TRUE(version_numbers("rocm").empty());
+  EXPECT_LT(compare_versions("2.9", "2.10"), 0);
+  EXPECT_EQ(compare_versions("2.7", "2.7.0"), 0);
+  VersionRange r{"2.7", true, "2.9", false};
+  EXPECT_FALSE(r.contains("2.6.1"));
+  EXPECT_TRUE(r.contains("2.7.0+rocm6.3"));
+  EXPECT_TRUE(r.contains("2.8.1"));
+  EXPECT_FALSE(r.contains("2.9.0"));
+  EXPECT_FALSE(r.contains(""));
+  r.max_inclusive = true;
+  EXPECT_TRUE(r.contains("2.9.0"));
+}
+
+TEST(KnownIssues, MatchByArchAndStderr) {
+  const KnownIssues k = parse(k_ck);
+  const std::string assert_text = "kentry_pt: Fatal! Attempting to call a CK SDPA kernel on "
+                                  "unsupported hardware";
+  const CaseResult crash = result("flash[ck]", Status::crash, assert_text);
+  EXPECT_TRUE(issue_matches(k.issues[0], crash, {"gfx1201", "2.9.0", ""}));
+  EXPECT_TRUE(issue_matches(k.issues[0], crash, {"gfx1200", "", ""}));
+  EXPECT_FALSE(issue_matches(k.issues[0], crash, {"gfx1100", "2.9.0", ""})) << "arch";
+  EXPECT_FALSE(issue_matches(k.issues[0], crash, {"", "2.9.0", ""})) << "cpu";
+  EXPECT_FALSE(issue_matches(k.issues[0], result("flash[ck]", Status::crash, "segfault"),
+                             {"gfx1201", "", ""}))
+      << "regex";
+  EXPECT_FALSE(issue_matches(k.issues[0], result("flash[ck]", Status::error, assert_text),
+                             {"gfx1201", "", ""}))
+      << "status";
+  CaseResult in_warning = result("flash[ck]", Status::crash);
+  in_warning.warnings = {assert_text};
+  EXPECT_TRUE(issue_matches(k.issues[0], in_warning, {"gfx1201", "", ""}));
+}
+
+TEST(KnownIssues, MatchByVersionRangeVariantAndArchPrefix) {
+  const KnownIssues k = parse(k_ck);
+  const CaseResult err = result("flash[ck]", Status::error);
+  EXPECT_TRUE(issue_matches(k.issues[0], err, {"gfx1151", "2.8.0", ""}));
+  EXPECT_FALSE(issue_matches(k.issues[0], err, {"gfx1151", "2.9.0", ""})) << "max exclusive";
+  EXPECT_FALSE(issue_matches(k.issues[0], err, {"gfx1151", "2.6.0", ""}));
+  EXPECT_FALSE(issue_matches(k.issues[0], err, {"gfx1151", "", ""})) << "unknown torch";
+  EXPECT_FALSE(issue_matches(k.issues[0], result("flash", Status::error), {"gfx1151", "2.8.0", ""}));
+  EXPECT_FALSE(issue_matches(k.issues[0], result("flash[ck]", Status::pass), {"gfx1151", "2.8", ""}))
+      << "a pass is never an issue unless asked for";
+  EXPECT_TRUE(issue_applies_to(k.issues[0], "gfx1153", "2.8"));
+  EXPECT_FALSE(issue_applies_to(k.issues[0], "gfx1100"));
+}
+
+TEST(KnownIssues, MatchesAreGroupedPerIssueDeviceAndVariant) {
+  const KnownIssues k = parse(k_ck);
+  Report report;
+  Device d;
+  d.index = 0;
+  d.gfx_target = "gfx1201";
+  report.inventory.devices = {d};
+  report.results = {result("flash[ck]", Status::crash, "Fatal! Attempting to call a CK SDPA kernel"),
+                    result("flash", Status::pass)};
+  CaseResult second = report.results[0];
+  second.kase.d = 128;
+  second.case_id = second.kase.id();
+  report.results.push_back(second);
+  const auto m = match_known_issues(report, k);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].issue_id, "ck");
+  EXPECT_EQ(m[0].variant, "flash[ck]");
+  EXPECT_EQ(m[0].device, "cuda:0");
+  EXPECT_EQ(m[0].case_ids.size(), 2u);
+  EXPECT_EQ(m[0].link, "https://x/1");
+}
+
+TEST(KnownIssues, ArchComesFromTheWorkerWhenTheInventoryLacksIt) {
+  const KnownIssues k = parse(k_ck);
+  Report report;
+  WorkerInfo w;
+  w.device = "cuda:0";
+  w.variant = "flash[ck]";
+  w.facts["gcnArchName"] = "gfx1201:sramecc-:xnack-";
+  w.versions["torch"] = "2.8.0";
+  report.workers = {w};
+  report.results = {result("flash[ck]", Status::crash, "Fatal! Attempting to call a CK SDPA kernel")};
+  const CaseFacts f = facts_for(report, report.results[0]);
+  EXPECT_EQ(f.arch, "gfx1201");
+  EXPECT_EQ(f.torch, "2.8.0");
+  EXPECT_EQ(match_known_issues(report, k).size(), 1u);
+}
+
+TEST(KnownIssues, LoaderErrorsNameTheEntryOnOneLine) {
+  struct Bad {
+    const char* text;
+    const char* expect;
+  };
+  const Bad cases[] = {
+      {"[{", "invalid JSON"},
+      {"{}", "top level must be an array"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"archs":"gfx1201"}}])", "entry 0 ('a')"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"stderr":"(unclosed"}}])", "bad 'stderr' regex"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"statuses":["exploded"]}}])", "unknown status"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"torch":{"min":"two"}}}])", "'torch.min'"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"arch":["gfx1201"]}}])", "unknown key 'match.arch'"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{}},{"id":"a","title":"t","advice":"x","match":{}}])",
+       "entry 1 ('a'): duplicate id"},
+      {R"([{"title":"t","advice":"x","match":{}}])", "entry 0: missing 'id'"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"variants":["flash[bogus]"]}}])", "bad variant"},
+  };
+  for (const Bad& b : cases) {
+    auto k = parse_known_issues(b.text, "extra.json");
+    ASSERT_FALSE(k) << b.text;
+    EXPECT_NE(k.error().message.find(b.expect), std::string::npos) << k.error().message;
+    EXPECT_NE(k.error().message.find("extra.json"), std::string::npos);
+    EXPECT_EQ(k.error().message.find('\n'), std::string::npos) << k.error().message;
+  }
+  EXPECT_FALSE(load_known_issues("/nonexistent/known_issues.json"));
+}
+
+TEST(KnownIssues, MergeAddsAndLaterFilesReplaceById) {
+  KnownIssues a = parse(R"([{"id":"x","title":"old","advice":"a","match":{}},
+                            {"id":"y","title":"y","advice":"a","match":{}}])");
+  KnownIssues b = parse(R"([{"id":"x","title":"new","advice":"a","match":{}},
+                            {"id":"z","title":"z","advice":"a","match":{}}])");
+  const KnownIssues m = merge_known_issues({a, b});
+  ASSERT_EQ(m.issues.size(), 3u);
+  EXPECT_EQ(m.issues[0].id, "x");
+  EXPECT_EQ(m.issues[0].title, "new");
+  EXPECT_EQ(m.issues[2].id, "z");
+}
+
+TEST(KnownIssues, ShippedFileLoadsWithTheCkAssertFirst) {
+  auto k = load_known_issues(sdpa_test::source_path("data/known_issues.json"));
+  ASSERT_TRUE(k) << k.error().message;
+  ASSERT_GE(k->issues.size(), 10u);
+  EXPECT_EQ(k->issues[0].link, "https://github.com/pytorch/pytorch/issues/188113");
+  for (const KnownIssue& i : k->issues) {
+    EXPECT_FALSE(i.link.empty()) << i.id;
+    EXPECT_FALSE(i.advice.empty()) << i.id;
+  }
+  // The RDNA4 crash is recognised from its assert text, and not on an MI300X.
+  CaseResult crash = result("flash[ck]", Status::crash,
+                            "Fatal! Attempting to call a CK SDPA kernel on unsupported hardware");
+  EXPECT_TRUE(issue_matches(k->issues[0], crash, {"gfx1201", "2.14.0a0", "0.12b"}));
+  EXPECT_FALSE(issue_matches(k->issues[0], crash, {"gfx942", "2.14.0a0", "0.12b"}));
+}

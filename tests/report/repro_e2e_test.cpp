@@ -1,0 +1,128 @@
+// The repro script runs with a real Python + torch (CPU): its inputs match core's generator bit
+// for bit, math on the CPU passes, and a tolerance nobody can meet makes it fail. Skipped when
+// the configured Python has no torch.
+#include "core/inputs.hpp"
+#include "report/report.hpp"
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+
+
+using namespace sdpa_doctor;
+
+namespace {
+
+const std::string k_python = SDPA_DOCTOR_TEST_PYTHON;
+
+bool have_torch() {
+  static const bool ok = [] {
+    if (k_python.empty()) return false;
+    auto r = sdpa_test::run_binary({k_python, "-c", "import torch"});
+    return r.exit_code == 0;
+  }();
+  return ok;
+}
+
+CaseResult cpu_case(const std::string& spec, const std::string& variant = "math") {
+  CaseResult r;
+  r.kase = parse_case_spec(spec).value();
+  r.case_id = r.kase.id();
+  r.device = "cpu";
+  r.probe = Probe::python;
+  r.variant = variant;
+  r.status = Status::pass;
+  return r;
+}
+
+sdpa_test::RunResult run_script(const std::string& script, std::vector<std::string> args = {}) {
+  sdpa_test::TempDir dir;
+  const std::string path = dir.file("repro.py");
+  sdpa_test::write_file(path, script);
+  std::vector<std::string> argv = {k_python, path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return sdpa_test::run_binary(argv, {{{"PYTHONWARNINGS", "ignore"}}, {}, "", 300});
+}
+
+double sum(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x);
+  return s;
+}
+
+const char* k_specs[] = {
+    "dtype=fp32,b=1,h=2,l=16,d=8",
+    "dtype=bf16,b=2,hq=4,hkv=2,lq=5,lkv=33,d=16,causal",
+    "dtype=fp16,b=1,h=2,l=24,d=8,mask=bool,seed=7",
+    "dtype=fp32,b=1,h=2,lq=9,lkv=17,d=32,mask=additive,causal,layout=transposed,seed=12345",
+};
+
+} // namespace
+
+TEST(Repro, InputsMatchCoreBitForBit) {
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  for (const char* spec : k_specs) {
+    const CaseResult r = cpu_case(spec);
+    const HostInputs in = make_inputs(r.kase);
+    auto result = run_script(report::render_repro(r), {"--checksum"});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    std::map<std::string, double> got;
+    size_t start = 0;
+    while (start < result.out.size()) {
+      size_t nl = result.out.find('\n', start);
+      if (nl == std::string::npos) nl = result.out.size();
+      const std::string line = result.out.substr(start, nl - start);
+      const size_t sp = line.find(' ');
+      if (sp != std::string::npos) got[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+      start = nl + 1;
+    }
+    EXPECT_EQ(got["q"], sum(in.q)) << spec;
+    EXPECT_EQ(got["k"], sum(in.k)) << spec;
+    EXPECT_EQ(got["v"], sum(in.v)) << spec;
+    if (r.kase.mask != Mask::none) {
+      EXPECT_EQ(got["mask"], sum(in.mask)) << spec;
+    } else {
+      EXPECT_EQ(got.count("mask"), 0u);
+    }
+  }
+}
+
+TEST(Repro, MathOnTheCpuPasses) {
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  for (const char* spec : k_specs) {
+    auto result = run_script(report::render_repro(cpu_case(spec)));
+    EXPECT_EQ(result.exit_code, 0) << spec << "\n" << result.out << result.err;
+    EXPECT_NE(result.out.find("PASS"), std::string::npos) << result.out;
+  }
+}
+
+TEST(Repro, DefaultDispatchOnTheCpuPasses) {
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  auto result = run_script(report::render_repro(cpu_case("dtype=fp32,b=1,h=4,l=32,d=16", "default")));
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+}
+
+TEST(Repro, ImpossibleToleranceIsAMismatch) {
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  CaseResult r = cpu_case("dtype=fp16,b=1,h=2,l=32,d=16");
+  r.tolerance = {1e-30, 1e-30};
+  auto result = run_script(report::render_repro(r));
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_NE(result.out.find("MISMATCH"), std::string::npos) << result.out;
+}
+
+TEST(Repro, CarriesTheVariantsFlagsAndRefusesToRunWithoutItsGpu) {
+  CaseResult r = cpu_case("dtype=fp16,b=1,h=2,l=32,d=16", "flash[ck]");
+  r.device = "cuda:0";
+  r.status = Status::crash;
+  r.process_end = ProcessEnd{std::nullopt, 6, "SIGABRT", true, false};
+  const std::string script = report::render_repro(r);
+  EXPECT_NE(script.find("os.environ[\"TORCH_ROCM_FA_PREFER_CK\"] = \"1\""), std::string::npos);
+  EXPECT_NE(script.find("FA_LIBRARY = \"ck\""), std::string::npos);
+  EXPECT_NE(script.find("BACKEND = \"flash\""), std::string::npos);
+  EXPECT_NE(script.find("verdict  crash (signal SIGABRT (core dumped))"), std::string::npos);
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  auto result = run_script(script);
+  if (result.out.find("torch sees none") == std::string::npos)
+    GTEST_SKIP() << "a GPU is visible here; not running a crashing case on it";
+  EXPECT_EQ(result.exit_code, 2) << result.out;
+}
