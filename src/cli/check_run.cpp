@@ -58,6 +58,7 @@ public:
   void append(nlohmann::json event) {
     if (m_fd < 0) return;
     event["v"] = 1;
+    event["t_ms"] = ms_since(m_start); // lets a reader time spawn, import and each case
     std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line += '\n';
     std::lock_guard lock(m_mutex);
@@ -75,6 +76,7 @@ public:
 private:
   int m_fd = -1;
   std::mutex m_mutex;
+  Clock::time_point m_start = Clock::now();
 };
 
 // The live progress line (stderr, terminals only): target, variant, case i/N, elapsed.
