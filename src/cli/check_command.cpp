@@ -14,7 +14,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -245,8 +247,15 @@ void check_writable(const std::string& path, const char* flag) {
     throw Fatal{fmt::format("{} {}: is a directory", flag, path)};
   if (!fs::is_directory(dir, ec))
     throw Fatal{fmt::format("{} {}: directory '{}' does not exist", flag, path, dir.string())};
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw Fatal{fmt::format("{} {}: directory '{}' is not writable", flag, path, dir.string())};
+  // The report is written as a temporary file beside it, then renamed: try exactly that now.
+  // access(W_OK) is not enough: root passes it for /proc and read-only mounts.
+  std::string probe = (dir / ".sdpa-doctor-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw Fatal{fmt::format("{} {}: directory '{}' is not writable: {}", flag, path, dir.string(),
+                            std::strerror(errno))};
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 std::string make_run_dir(const std::string& requested) {
@@ -406,6 +415,22 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   return code;
 }
 
+// CLI11's PositiveNumber prints the whole range of a double in its message; ours is one line.
+const CLI::Validator k_positive_seconds(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      try {
+        size_t used = 0;
+        v = std::stod(text, &used);
+        if (used != text.size()) return "expected a number of seconds, got '" + text + "'";
+      } catch (const std::exception&) {
+        return "expected a number of seconds, got '" + text + "'";
+      }
+      if (!(v > 0) || v > 1e6) return "must be more than 0 and at most 1e6 seconds, got " + text;
+      return {};
+    },
+    "SECONDS");
+
 void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--suite", o.suite, "Case suite: quick (seconds on a CPU) or full (hundreds)")
       ->check(CLI::IsMember({"quick", "full"}))
@@ -429,9 +454,9 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_flag("--no-python", o.no_python, "Skip the python probe");
   sub.add_option("--case-timeout", o.case_timeout_s,
                  "Seconds a case may take before its worker is killed (default: from its size)")
-      ->check(CLI::PositiveNumber);
+      ->check(k_positive_seconds);
   sub.add_option("--worker-timeout", o.worker_timeout_s, "Seconds one worker process may live")
-      ->check(CLI::PositiveNumber);
+      ->check(k_positive_seconds);
   sub.add_option("--max-worker-restarts", o.max_worker_restarts,
                  "Fresh workers after crashes, per variant, before the rest is skipped")
       ->check(CLI::Range(0, 1000))

@@ -221,7 +221,7 @@ Expected<Case> parse_case_spec(std::string_view spec) {
 
 Expected<Case> parse_case_id(std::string_view id) {
   auto parts = split(id, '-');
-  if (parts.size() < 7) return make_error(fmt::format("'{}' is not a case id", id));
+  if (parts.size() < 6) return make_error(fmt::format("'{}' is not a case id", id));
   Case c;
   auto bad = [&] { return make_error(fmt::format("'{}' is not a case id", id)); };
   auto dtype = dtype_from_string(parts[0]);

@@ -40,7 +40,8 @@ deb)
   for lib in libfmt libspdlog; do
     echo "$depends" | grep -q "$lib" || fail ".deb does not depend on $lib"
   done
-  dpkg-deb -c "$deb" | grep -q "usr/bin/sdpa-doctor$" || fail "binary missing from the .deb"
+  listing=$(dpkg-deb -c "$deb")
+  grep -q "usr/bin/sdpa-doctor$" <<<"$listing" || fail "binary missing from the .deb"
   dpkg -x "$deb" "$scratch/root"
   smoke "$scratch/root/usr"
   [ -f "$scratch/root/usr/share/man/man1/sdpa-doctor.1" ] || ! command -v help2man >/dev/null \
