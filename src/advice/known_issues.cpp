@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
@@ -195,7 +196,7 @@ Expected<KnownIssues> parse_known_issues(std::string_view text, const std::strin
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) { // parse_error, and out_of_range for "1e999"
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');
     return make_error(fmt::format("known issues '{}': invalid JSON: {}", source, what));
@@ -222,6 +223,16 @@ Expected<KnownIssues> parse_known_issues(std::string_view text, const std::strin
 }
 
 Expected<KnownIssues> load_known_issues(const std::string& path) {
+  // Checked before opening: a FIFO would block the open, a huge file would be read whole.
+  constexpr std::uintmax_t k_max_bytes = std::uintmax_t{16} << 20;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return make_error(fmt::format("known issues '{}': {}", path,
+                                  std::filesystem::exists(path, ec) ? "not a regular file"
+                                                                    : "cannot read the file"));
+  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > k_max_bytes)
+    return make_error(fmt::format("known issues '{}': {} bytes; the limit is {} MiB", path, size,
+                                  k_max_bytes >> 20));
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(fmt::format("known issues '{}': cannot read the file", path));
   std::ostringstream text;

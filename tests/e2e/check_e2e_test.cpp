@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <map>
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
@@ -27,6 +28,13 @@ bool python_has(const std::string& module) {
   if (k_python.empty() || ::access(k_python.c_str(), X_OK) != 0) return false;
   auto r = run_binary({k_python, "-c", "import " + module});
   return r.exit_code == 0;
+}
+
+sdpa_test::RunOptions with_env(std::map<std::string, std::string> env, int timeout_s = 120) {
+  sdpa_test::RunOptions o;
+  o.set_env = std::move(env);
+  o.timeout_s = timeout_s;
+  return o;
 }
 
 #ifdef SDPA_TEST_HAVE_TORCH_WORKER
@@ -51,7 +59,7 @@ protected:
     s_run = new sdpa_test::RunResult(run_binary(
         {doctor(), "check", "--json", s_dir->file("r.json"), "--markdown", s_dir->file("r.md"),
          "--junit", s_dir->file("r.xml"), "--run-dir", s_dir->file("run"), "--python", k_python},
-        {.set_env = {{"NO_COLOR", "1"}}, .timeout_s = 600}));
+        with_env({{"NO_COLOR", "1"}}, 600)));
     s_report = new json(json::parse(read_file(s_dir->file("r.json")), nullptr, false));
   }
   static void TearDownTestSuite() {
@@ -107,8 +115,11 @@ TEST_F(DefaultCheck, ReferenceKernelsPassTheQuickSuiteOnTheCpu) {
   for (const char* variant : {"ref-math", "ref-flash"}) {
     auto rs = results_of(*s_report, "reference", variant);
     ASSERT_GE(rs.size(), 24u) << variant;
-    for (const auto& r : rs)
-      if (r.at("device") == "cpu") EXPECT_EQ(r.at("status"), "pass") << r;
+    for (const auto& r : rs) {
+      if (r.at("device") == "cpu") {
+        EXPECT_EQ(r.at("status"), "pass") << r;
+      }
+    }
   }
 }
 
@@ -169,8 +180,8 @@ TEST(CheckFaults, CrashInOneVariantIsAttributedAndAvoided) {
       {doctor(), "check", "--probe", "libtorch", "--variant", "math,flash", "--case",
        "dtype=fp16,b=1,h=2,l=16,d=32", "--case", "dtype=fp16,b=1,h=2,l=8,d=32", "--case",
        "dtype=fp32,b=1,h=2,l=8,d=32", "--json", dir.file("r.json"), "--run-dir", dir.file("run")},
-      {.set_env = {{"SDPA_DOCTOR_TEST_FAULT", "variant=flash,case=" + culprit + ",action=abort"},
-                   {"NO_COLOR", "1"}}});
+      with_env({{"SDPA_DOCTOR_TEST_FAULT", "variant=flash,case=" + culprit + ",action=abort"},
+                {"NO_COLOR", "1"}}));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("CRASH"), std::string::npos) << r.out;
   auto report = json::parse(read_file(dir.file("r.json")));
@@ -197,7 +208,7 @@ TEST(CheckFaults, CorruptedOutputsAreMismatchAndNonfinite) {
     TempDir dir;
     auto r = run_binary({doctor(), "check", "--probe", "libtorch", "--variant", "math", "--case",
                          "dtype=fp32,b=1,h=2,l=8,d=16", "--json", dir.file("r.json"), "-q"},
-                        {.set_env = {{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=*,action=" + action}}});
+                        with_env({{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=*,action=" + action}}));
     EXPECT_EQ(r.exit_code, 1) << action << r.out << r.err;
     auto report = json::parse(read_file(dir.file("r.json")));
     EXPECT_EQ(report.at("results").at(0).at("status"), status) << action;

@@ -1,0 +1,39 @@
+// `--known-issues FILE` is user data with regexes in it: any text must load or give one error line.
+#include "advice/advice.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+using namespace sdpa_doctor;
+
+namespace {
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  auto issues = advice::parse_known_issues(input, "fuzz.json");
+  if (!issues) {
+    check(!issues.error().message.empty());
+    // Messages quote keys and values as written, so only input without newlines or escapes
+    // (which can decode to newlines) promises a one-line message.
+    if (input.find_first_of("\n\\") == std::string_view::npos)
+      check(issues.error().message.find('\n') == std::string::npos);
+    return 0;
+  }
+  for (const auto& issue : issues->issues) {
+    check(!issue.id.empty());
+    // What `known-issues` does with every entry before anything ran.
+    (void)advice::issue_applies_to(issue, "gfx1201", "2.7.0", "0.9b");
+    (void)advice::issue_applies_to(issue, "", "", "");
+  }
+  (void)advice::merge_known_issues({*issues, *issues});
+  return 0;
+}

@@ -1,0 +1,120 @@
+#include "hardening/hardening_support.hpp"
+
+#include "core/build_info.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace sdpa_hardening {
+
+namespace fs = std::filesystem;
+
+std::string torch_worker() {
+  const std::string path = sdpa_test::build_path("sdpa-doctor-torch-worker");
+  return ::access(path.c_str(), X_OK) == 0 ? path : std::string();
+}
+
+std::string python_with_torch() {
+  const std::string python = sdpa_doctor::build_info::k_python;
+  if (python.empty() || ::access(python.c_str(), X_OK) != 0) return {};
+  auto run = sdpa_test::run_binary({python, "-c", "import torch"}, {{}, {}, {}, 120});
+  return run.exit_code == 0 ? python : std::string();
+}
+
+int count_fds() {
+  int n = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return -1;
+  while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+  ::closedir(dir);
+  return n - 1; // the directory stream itself
+}
+
+long vm_hwm_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long value = 0;
+  while (status >> key)
+    if (key == "VmHWM:" && (status >> value)) return value;
+  return 0;
+}
+
+bool reset_vm_hwm() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return bool(clear);
+}
+
+std::vector<int> processes_with_cmdline(const std::string& needle) {
+  std::vector<int> found;
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return found;
+  while (dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    std::string cmdline = sdpa_test::read_file(dir + "/cmdline");
+    if (cmdline.empty()) continue; // kernel threads and zombies have none
+    std::string stat = sdpa_test::read_file(dir + "/stat");
+    const auto paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') continue;
+    for (char& c : cmdline)
+      if (c == '\0') c = ' ';
+    if (cmdline.find(needle) != std::string::npos) found.push_back(int(pid));
+  }
+  ::closedir(proc);
+  return found;
+}
+
+void make_sparse_file(const std::string& path, long long bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + path);
+  const int rc = ::ftruncate(fd, bytes);
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error("cannot size " + path);
+}
+
+void make_executable(const std::string& path, const std::string& content) {
+  sdpa_test::write_file(path, content);
+  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+}
+
+std::string crash_problem(const sdpa_test::RunResult& run) {
+  if (run.signal != 0) return "killed by signal " + std::to_string(run.signal);
+  for (const char* text : {"terminate called", "Aborted", "AddressSanitizer", "runtime error:",
+                           "LeakSanitizer", "Segmentation fault", "internal error", "#0 0x",
+                           "#1 0x", "[run_binary: killed after timeout]"})
+    if (run.err.find(text) != std::string::npos || run.out.find(text) != std::string::npos)
+      return std::string("output contains '") + text + "'";
+  if (run.exit_code == 4) return "exit 4 (the doctor itself failed)";
+  return {};
+}
+
+std::string usage_error_problem(const sdpa_test::RunResult& run) {
+  if (auto crash = crash_problem(run); !crash.empty()) return crash;
+  if (run.exit_code != 2) return "exit code " + std::to_string(run.exit_code) + ", expected 2";
+  if (!run.out.empty()) return "stdout is not empty: " + run.out.substr(0, 200);
+  std::vector<std::string> lines;
+  std::istringstream in(run.err);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  if (lines.empty()) return "nothing on stderr";
+  if (lines[0].rfind("sdpa-doctor: error: ", 0) != 0)
+    return "stderr does not start with 'sdpa-doctor: error: ': " + lines[0];
+  if (lines.size() > 2 || (lines.size() == 2 && lines[1].find("--help") == std::string::npos))
+    return "more than one error line: " + run.err.substr(0, 400);
+  // One line a reader can take in: a message and a path or two, not a dump of a number.
+  if (lines[0].size() > 320) return "the error line is " + std::to_string(lines[0].size()) +
+                                    " characters long: " + lines[0].substr(0, 160) + "...";
+  return {};
+}
+
+} // namespace sdpa_hardening
