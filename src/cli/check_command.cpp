@@ -41,6 +41,7 @@ struct CheckOptions {
   bool no_python = false;
   double case_timeout_s = 0;
   double worker_timeout_s = 0;
+  double startup_timeout_s = 60;
   int max_worker_restarts = 4;
   bool keep_core_dumps = false;
   std::string fail_on = "default";
@@ -359,6 +360,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   if (o.case_timeout_s > 0)
     exec.case_timeout = std::chrono::milliseconds(int64_t(o.case_timeout_s * 1000));
   exec.worker_timeout = std::chrono::milliseconds(int64_t(o.worker_timeout_s * 1000));
+  exec.startup_timeout = std::chrono::milliseconds(int64_t(o.startup_timeout_s * 1000));
   exec.max_worker_restarts = o.max_worker_restarts;
   exec.keep_core_dumps = o.keep_core_dumps;
   exec.warmup = o.warmup;
@@ -457,6 +459,10 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
       ->check(k_positive_seconds);
   sub.add_option("--worker-timeout", o.worker_timeout_s, "Seconds one worker process may live")
       ->check(k_positive_seconds);
+  sub.add_option("--startup-timeout", o.startup_timeout_s,
+                 "Seconds a worker may take to start (interpreter, import torch) and between cases")
+      ->check(k_positive_seconds)
+      ->default_str("60");
   sub.add_option("--max-worker-restarts", o.max_worker_restarts,
                  "Fresh workers after crashes, per variant, before the rest is skipped")
       ->check(CLI::Range(0, 1000))

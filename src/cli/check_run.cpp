@@ -136,6 +136,14 @@ public:
     m_journal.append(std::move(e));
     m_progress.update(m_where, outcome.case_id, true);
   }
+  // A case decided before any worker ran it (skipped, or its probe is unavailable).
+  void on_unrun(const CaseResult& r) {
+    nlohmann::json e = base("outcome", r.case_id);
+    e["status"] = to_string(r.status);
+    e["reason"] = r.reason;
+    m_journal.append(std::move(e));
+    m_progress.update(m_where, r.case_id, true);
+  }
 
 private:
   nlohmann::json base(const char* event, const std::string& case_id) const {
@@ -317,6 +325,7 @@ TargetOutput run_target(const std::string& target, SharedState& s) {
     info.variant = ctx.variant;
 
     const WorkerLaunch launch = worker_launch(run, s.options);
+    RunJournal observer(s.journal, s.progress, ctx);
     std::vector<isolate::PlannedCase> planned;
     std::vector<size_t> planned_index; // into `results` below
     std::vector<CaseResult> results;
@@ -331,9 +340,11 @@ TargetOutput run_target(const std::string& target, SharedState& s) {
       if (!skip.empty()) {
         r.status = Status::skipped;
         r.reason = skip;
+        observer.on_unrun(r);
       } else if (!launch.command) {
         r.status = Status::unsupported;
         r.reason = launch.why_not;
+        observer.on_unrun(r);
       } else {
         auto oracle = s.oracle_paths.find(r.case_id);
         const bool have_oracle = oracle != s.oracle_paths.end();
@@ -355,6 +366,7 @@ TargetOutput run_target(const std::string& target, SharedState& s) {
       ro.run_dir = s.options.run_dir;
       ro.name = safe_name(fmt::format("{}-{}-{}", target, to_string(run.probe), ctx.variant));
       ro.worker_deadline = s.options.worker_timeout;
+      ro.startup_deadline = s.options.startup_timeout;
       ro.max_restarts = s.options.max_worker_restarts;
       ro.keep_core_dumps = s.options.keep_core_dumps;
       ro.interrupted = s.options.interrupted;
@@ -364,7 +376,6 @@ TargetOutput run_target(const std::string& target, SharedState& s) {
                         {"probe", to_string(run.probe)},
                         {"variant", ctx.variant},
                         {"cases", planned.size()}});
-      RunJournal observer(s.journal, s.progress, ctx);
       isolate::WorkerRunReport report =
           isolate::run_worker(*launch.command, planned, ro, &observer);
       for (size_t i = 0; i < report.outcomes.size() && i < planned_index.size(); ++i) {
@@ -406,21 +417,7 @@ TargetOutput run_target(const std::string& target, SharedState& s) {
       }
     }
     out.workers.push_back(std::move(info));
-    for (auto& r : results) {
-      if (r.status == Status::skipped || r.status == Status::unsupported) {
-        if (std::find(planned_index.begin(), planned_index.end(),
-                      size_t(&r - results.data())) == planned_index.end()) {
-          s.journal.append({{"event", "outcome"},
-                            {"target", target},
-                            {"probe", to_string(run.probe)},
-                            {"variant", ctx.variant},
-                            {"case", r.case_id},
-                            {"status", to_string(r.status)},
-                            {"reason", r.reason}});
-        }
-      }
-      out.results.push_back(std::move(r));
-    }
+    std::move(results.begin(), results.end(), std::back_inserter(out.results));
   }
   return out;
 }

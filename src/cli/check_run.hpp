@@ -22,6 +22,8 @@ struct ExecuteOptions {
   probes::TolerancePolicy tolerances;
   std::optional<std::chrono::milliseconds> case_timeout; // overrides the size-based default
   std::chrono::milliseconds worker_timeout{0};           // 0 = none
+  // Spawn to first `begin` (interpreter start, `import torch`) and between cases.
+  std::chrono::milliseconds startup_timeout{60'000};
   int max_worker_restarts = 4;
   bool keep_core_dumps = false;
   int warmup = 1;

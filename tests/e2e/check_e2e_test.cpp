@@ -10,6 +10,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -229,6 +230,24 @@ TEST(CheckGpu, RequireGpuOnAMachineWithoutOneExitsThree) {
   auto r = run_binary({doctor(), "check", "--require-gpu", "--probe", "reference", "--case",
                        "dtype=fp32,b=1,h=1,l=4,d=8", "-q"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+}
+
+// An interpreter that hangs before its first case costs the start-up timeout, not forever, and
+// its cases are failures of that probe, not of the doctor.
+TEST(CheckHang, InterpreterThatHangsAtStartCostsTheStartupTimeout) {
+  TempDir dir;
+  sdpa_test::write_file(dir.file("python"), "#!/bin/sh\nexec sleep 600\n");
+  ::chmod(dir.file("python").c_str(), 0755);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_binary({doctor(), "check", "--probe", "python", "--variant", "math", "--python",
+                       dir.file("python"), "--startup-timeout", "2", "--case",
+                       "dtype=fp32,b=1,h=1,l=8,d=8", "--json", dir.file("r.json"), "-q"});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(seconds, 20.0);
+  auto report = json::parse(read_file(dir.file("r.json")));
+  EXPECT_EQ(report.at("results").at(0).at("status"), "timeout") << report.at("results").at(0);
 }
 
 // SIGINT mid-run: the workers are killed, the report is written with what finished and
