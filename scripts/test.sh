@@ -1,32 +1,42 @@
 #!/usr/bin/env bash
-# Set up and run the whole test suite: the default build (HIP, ROCm SMI and LibTorch on AUTO) and
-# a build with all three optional dependencies OFF, each with every CTest label.
-#   scripts/test.sh           both builds, all tests
-#   SDPA_DOCTOR_TEST_ASAN=1   also the asan preset (AddressSanitizer + UBSan)
+# Set up and run the whole test suite, in four stages:
+#   1. the default build (HIP, ROCm SMI and LibTorch on AUTO), every CTest label;
+#   2. a build with all three optional dependencies OFF, every CTest label;
+#   3. the asan preset (AddressSanitizer + UBSan + LeakSanitizer), every CTest label;
+#   4. each libFuzzer target for a bounded time (scripts/fuzz.sh); any finding fails.
+# Knobs: SDPA_DOCTOR_TEST_ASAN=0 skips stage 3; SDPA_DOCTOR_TEST_FUZZ=SECONDS per target
+# (default 60, 0 skips stage 4). CI=true builds stage 1 with warnings as errors.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 say() { printf '\033[1mtest:\033[0m %s\n' "$*"; }
 
-# CI builds with warnings as errors; a user's machine does not need to.
 preset=default
 [ "${CI:-}" = true ] && preset=ci
-SDPA_DOCTOR_PRESET=$preset scripts/setup.sh
+asan=${SDPA_DOCTOR_TEST_ASAN:-1}
+fuzz_seconds=${SDPA_DOCTOR_TEST_FUZZ:-60}
+[[ $fuzz_seconds =~ ^[0-9]+$ ]] || { echo "test.sh: SDPA_DOCTOR_TEST_FUZZ must be seconds" >&2; exit 2; }
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
+failed=()
+stage() { # stage NAME COMMAND...: runs it, remembers a failure, goes on
+  local name=$1 start=$SECONDS
+  shift
+  say "$name"
+  if "$@"; then say "$name: passed in $(( SECONDS - start )) s"
+  else status=1; failed+=("$name"); say "$name: FAILED after $(( SECONDS - start )) s"; fi
+}
 
-say "default build: ctest"
-ctest --preset "$preset" -j "$jobs" || status=1
+SDPA_DOCTOR_PRESET=$preset scripts/setup.sh
+stage "default build ($preset): ctest" ctest --preset "$preset" -j "$jobs"
 
-say "minimal build (no HIP, no ROCm SMI, no LibTorch)"
-SDPA_DOCTOR_SKIP_PACKAGES=1 SDPA_DOCTOR_PRESET=minimal scripts/setup.sh
-ctest --preset minimal -j "$jobs" || status=1
+build_and_test() { # build_and_test PRESET
+  SDPA_DOCTOR_SKIP_PACKAGES=1 SDPA_DOCTOR_PRESET=$1 scripts/setup.sh && ctest --preset "$1" -j "$jobs"
+}
+stage "minimal build (no HIP, no ROCm SMI, no LibTorch): ctest" build_and_test minimal
+[ "$asan" = 1 ] && stage "asan build (ASan + UBSan + LSan): ctest" build_and_test asan
+[ "$fuzz_seconds" -gt 0 ] &&
+  stage "fuzz: ${fuzz_seconds} s per target" env SDPA_DOCTOR_FUZZ_JOBS="$jobs" scripts/fuzz.sh "$fuzz_seconds"
 
-if [ "${SDPA_DOCTOR_TEST_ASAN:-0}" = 1 ]; then
-  say "asan build"
-  SDPA_DOCTOR_SKIP_PACKAGES=1 SDPA_DOCTOR_PRESET=asan scripts/setup.sh
-  ctest --preset asan -j "$jobs" || status=1
-fi
-
-[ $status -eq 0 ] && say "all test runs passed" || say "some tests FAILED"
+if [ $status -eq 0 ]; then say "all stages passed"; else say "FAILED: ${failed[*]}"; fi
 exit $status

@@ -322,8 +322,13 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
     if (!t) throw Fatal{"--target: " + t.error().message};
     advice_options.target = *t;
   }
-  for (const auto& v : split_list(o.variants))
+  const std::vector<std::string> variant_filter = split_list(o.variants);
+  for (const auto& v : variant_filter)
     if (!parse_variant(v)) throw Fatal{parse_variant(v).error().message};
+  // A misspelt variant must not select nothing and pass.
+  if (auto unknown = unknown_variants(variant_filter); !unknown.empty())
+    throw Fatal{fmt::format("unknown variant '{}' (known: {})", unknown.front(),
+                            fmt::join(known_variant_names(), ", "))};
   const std::vector<std::string> targets = split_list(o.devices);
   for (const auto& t : targets)
     if (!probes::is_valid_target(t))
@@ -371,8 +376,11 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
     resolve_python(o, exec);
 
   const bool no_gpu = report.inventory.devices.empty();
-  const Plan plan = make_plan({cases, probe_kinds, split_list(o.variants), targets},
-                              report.inventory);
+  const Plan plan = make_plan({cases, probe_kinds, variant_filter, targets}, report.inventory);
+  if (plan.runs.empty() && !variant_filter.empty())
+    throw Fatal{fmt::format("--variant {}: no probe runs it on {} (GPU-only variants need a "
+                            "cuda:N target; the reference probe has ref-math and ref-flash)",
+                            fmt::join(variant_filter, ","), fmt::join(plan.targets, ", "))};
   report.targets = plan.targets;
   spdlog::info("run directory {}", exec.run_dir);
   ExecuteResult executed = execute_plan(plan, report.inventory, exec);

@@ -16,6 +16,27 @@ bool selected(const Variant& v, const std::vector<std::string>& filter) {
 }
 } // namespace
 
+std::vector<std::string> known_variant_names() {
+  std::vector<std::string> names;
+  const auto add = [&](const std::string& name) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  };
+  // A GPU target plans a superset of the CPU's variants.
+  for (Probe probe : {Probe::torch, Probe::reference})
+    for (const Variant& v : probes::plan_variants(probe, "cuda:0")) add(v.name());
+  for (Probe probe : {Probe::torch, Probe::reference})
+    for (const Variant& v : probes::plan_variants(probe, "cuda:0")) add(v.backend);
+  return names;
+}
+
+std::vector<std::string> unknown_variants(const std::vector<std::string>& filter) {
+  const std::vector<std::string> known = known_variant_names();
+  std::vector<std::string> unknown;
+  for (const std::string& f : filter)
+    if (std::find(known.begin(), known.end(), f) == known.end()) unknown.push_back(f);
+  return unknown;
+}
+
 Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
   Plan plan;
   std::set<std::string> seen;

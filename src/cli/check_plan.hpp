@@ -31,6 +31,11 @@ struct PlanRequest {
   std::vector<std::string> targets;        // empty = cpu + every GPU in the inventory
 };
 
+// Every name `--variant` may use: the variants of all probes on any target, then their backends.
+std::vector<std::string> known_variant_names();
+// The filter entries that name no variant or backend any probe has, in the order given.
+std::vector<std::string> unknown_variants(const std::vector<std::string>& filter);
+
 // Builds the plan; cases are de-duplicated by id keeping the first.
 Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory);
 

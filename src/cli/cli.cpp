@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "core/expected.hpp"
 #include "core/status.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -117,7 +118,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion&) {
     return exit_code::ok;
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "sdpa-doctor: error: {}\nRun 'sdpa-doctor --help' for usage.\n", e.what());
+    fmt::print(stderr, "sdpa-doctor: error: {}\nRun 'sdpa-doctor --help' for usage.\n",
+               escape_to_one_line(e.what()));
     return exit_code::usage;
   }
   setup_logging(global);
@@ -133,11 +135,11 @@ int run_cli(int argc, char** argv) {
     return cli::run(argc, argv);
   } catch (const Fatal& fatal) {
     std::fflush(stdout);
-    fmt::print(stderr, "sdpa-doctor: error: {}\n", fatal.message);
+    fmt::print(stderr, "sdpa-doctor: error: {}\n", escape_to_one_line(fatal.message));
     return fatal.exit_code;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "sdpa-doctor: internal error: {}\n", e.what());
+    fmt::print(stderr, "sdpa-doctor: internal error: {}\n", escape_to_one_line(e.what()));
     return exit_code::internal;
   } catch (...) {
     fmt::print(stderr, "sdpa-doctor: internal error: unknown exception\n");

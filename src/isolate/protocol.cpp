@@ -1,27 +1,19 @@
 #include "isolate/protocol.hpp"
 
+#include "core/text.hpp"
+
 #include <fmt/format.h>
 
 namespace sdpa_doctor::isolate::detail {
 
 namespace {
 
-// Length of the valid UTF-8 sequence starting at text[i], or 0 when it is not one.
-std::size_t utf8_length(std::string_view text, std::size_t i) {
-  const auto c = static_cast<unsigned char>(text[i]);
-  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > text.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return 0;
-  return n;
-}
-
 std::string clean(std::string_view text, bool keep_newlines) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t n = utf8_length(text, i);
+    std::size_t n = utf8_sequence_length(text, i);
     if (n == 0) {
       out += '?';
       ++i;

@@ -78,6 +78,9 @@ public:
     put("issues-unknownkey.json",
         R"([{"id":"x","title":"t","link":"","advice":"a","match":{},"severity":"high"}])");
     put("issues-strings.json", R"(["a","b"])");
+    put("newline.jsonl", R"({"dtype":"fp\n16"})" "\n");
+    put("issues-newline.json",
+        R"([{"id":"x\ny","title":"t","link":"","advice":"a","match":{"stderr_regex":"(un\nclosed"}}])");
     put("issues-overflow.json", "[1e999]");
     put("overflow.jsonl", "{\"dtype\":\"fp16\",\"d\":1e999}\n");
     put("issues-dim.json",
@@ -117,6 +120,13 @@ std::vector<Row> rows() {
       {"probe_fault_is_internal", {"check", "--probe", "fault"}, false},
       {"variant_unknown_flag", {"check", "--variant", "flash[bogus]"}},
       {"variant_unclosed", {"check", "--variant", "flash[ck"}},
+      {"variant_unknown_backend", {"check", "--variant", "flahs"}},
+      {"variant_not_in_probe",
+       {"check", "--probe", "reference", "--variant", "math", "--case", "l=8,d=8"}, false},
+      {"variant_gpu_only_on_cpu",
+       {"check", "--probe", "libtorch", "--device", "cpu", "--variant", "flash[ck]", "--case",
+        "l=8,d=8"},
+       false},
       {"device_unknown", {"check", "--device", "gpu7"}},
       {"device_negative", {"check", "--device", "cuda:-1"}},
       {"fail_on_unknown", {"check", "--fail-on", "sometimes"}},
@@ -209,6 +219,17 @@ std::vector<Row> rows() {
       {"sysfs_root_missing", {"check", "--sysfs-root", "@/no-such-root"}},
       {"sysfs_root_is_a_file", {"check", "--sysfs-root", "@/empty.jsonl"}},
       {"devices_sysfs_root_missing", {"devices", "--sysfs-root", "@/no-such-root"}, false},
+      // control characters in what the user typed or wrote: still one line, the bytes escaped
+      {"flag_with_newline", {"check", "--bo\ngus"}},
+      {"case_with_newline", {"check", "--case", "dtype=fp16\nb=1"}},
+      {"case_with_carriage_return", {"check", "--case", "dtype=fp\r16"}},
+      {"case_with_terminal_escape", {"check", "--case", "dtype=\x1b[2J\x1b[31mred"}},
+      {"variant_with_newline", {"check", "--variant", "fla\nsh"}},
+      {"device_with_newline", {"check", "--device", "cuda:\n0"}},
+      {"json_path_with_newline", {"check", "--json", "/nonexistent-sdpa-dir\n/r.json"}},
+      {"python_path_with_newline", {"check", "--probe", "python", "--python", "@/no\nsuch"}},
+      {"case_file_value_with_newline", {"check", "--case-file", "@/newline.jsonl"}},
+      {"issues_regex_with_newline", {"check", "--known-issues", "@/issues-newline.json"}},
   };
 }
 

@@ -111,6 +111,9 @@ std::string usage_error_problem(const sdpa_test::RunResult& run) {
     return "stderr does not start with 'sdpa-doctor: error: ': " + lines[0];
   if (lines.size() > 2 || (lines.size() == 2 && lines[1].find("--help") == std::string::npos))
     return "more than one error line: " + run.err.substr(0, 400);
+  for (char c : run.err)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7F)
+      return "a control character reaches the terminal: " + run.err.substr(0, 400);
   // One line a reader can take in: a message and a path or two, not a dump of a number.
   if (lines[0].size() > 320) return "the error line is " + std::to_string(lines[0].size()) +
                                     " characters long: " + lines[0].substr(0, 160) + "...";

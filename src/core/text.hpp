@@ -1,0 +1,18 @@
+#pragma once
+// Text helpers for what reaches a terminal: user input and worker output are arbitrary bytes.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace sdpa_doctor {
+
+// Length of the valid UTF-8 sequence starting at text[i], or 0 when there is none.
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
+
+// The text on one printable line: newline, carriage return and tab become \n \r \t, any other
+// control byte or byte that is not valid UTF-8 becomes \xNN, so an error message shows what was
+// typed without breaking the line or driving the terminal.
+std::string escape_to_one_line(std::string_view text);
+
+} // namespace sdpa_doctor
