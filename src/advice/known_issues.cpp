@@ -19,9 +19,11 @@ std::vector<int> version_numbers(std::string_view v) {
   std::vector<int> out;
   size_t i = 0;
   while (i < v.size() && v[i] >= '0' && v[i] <= '9') {
+    // A part too long for an int saturates: it still compares above every real version part.
+    constexpr int k_max_part = 999'999'999;
     int n = 0;
     while (i < v.size() && v[i] >= '0' && v[i] <= '9') {
-      n = n * 10 + (v[i] - '0');
+      n = n > (k_max_part - 9) / 10 ? k_max_part : n * 10 + (v[i] - '0');
       ++i;
     }
     out.push_back(n);
