@@ -1,6 +1,8 @@
 // `--case-file` through the public loader: the input is written to a file, as a user's would be.
 #include "probes/probes.hpp"
 
+#include "fuzz_check.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -10,12 +12,9 @@
 #include <unistd.h>
 
 using namespace sdpa_doctor;
+using sdpa_fuzz::check;
 
 namespace {
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
 
 const std::string& scratch_path() {
   static const std::string path = [] {

@@ -2,6 +2,8 @@
 #include "core/case.hpp"
 #include "probes/probes.hpp"
 
+#include "fuzz_check.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -10,14 +12,7 @@
 #include <string_view>
 
 using namespace sdpa_doctor;
-
-namespace {
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-
-} // namespace
+using sdpa_fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

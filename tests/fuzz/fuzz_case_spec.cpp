@@ -3,6 +3,8 @@
 #include "core/case.hpp"
 #include "core/text.hpp"
 
+#include "fuzz_check.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -11,12 +13,9 @@
 #include <string_view>
 
 using namespace sdpa_doctor;
+using sdpa_fuzz::check;
 
 namespace {
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
 
 void check_round_trips(const Case& c) {
   check(validate(c).empty());

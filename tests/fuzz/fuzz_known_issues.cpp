@@ -1,6 +1,8 @@
 // `--known-issues FILE` is user data with regexes in it: any text must load or give one error line.
 #include "advice/advice.hpp"
 
+#include "fuzz_check.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -8,14 +10,7 @@
 #include <string_view>
 
 using namespace sdpa_doctor;
-
-namespace {
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-
-} // namespace
+using sdpa_fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

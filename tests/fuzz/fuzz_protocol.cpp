@@ -2,6 +2,8 @@
 // `broken`), never an exception, a crash or unbounded memory.
 #include "isolate/protocol.hpp"
 
+#include "fuzz_check.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include <string_view>
 
 using namespace sdpa_doctor::isolate::detail;
+using sdpa_fuzz::check;
 
 namespace {
 
@@ -24,10 +27,6 @@ bool valid_utf8_single_line(std::string_view s) {
     i += n;
   }
   return true;
-}
-
-void check(bool ok) {
-  if (!ok) std::abort();
 }
 
 } // namespace

@@ -28,24 +28,6 @@ std::string python_with_torch() {
   return run.exit_code == 0 ? python : std::string();
 }
 
-int count_fds() {
-  int n = 0;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir) return -1;
-  while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
-  ::closedir(dir);
-  return n - 1; // the directory stream itself
-}
-
-long vm_hwm_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  long value = 0;
-  while (status >> key)
-    if (key == "VmHWM:" && (status >> value)) return value;
-  return 0;
-}
-
 bool reset_vm_hwm() {
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";

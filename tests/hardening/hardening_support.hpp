@@ -14,10 +14,6 @@ std::string torch_worker();
 // A python that imports torch (the one the build was configured with), or empty.
 std::string python_with_torch();
 
-// Open file descriptors of this process.
-int count_fds();
-// Peak resident set (VmHWM) of this process, KiB.
-long vm_hwm_kib();
 // Resets VmHWM to the current RSS (clear_refs 5); false where the kernel does not allow it.
 bool reset_vm_hwm();
 

@@ -158,14 +158,14 @@ TEST(Stress, RandomFaultsEveryCaseOneStatusNoLeaks) {
 
   // One small warm-up run so that lazily opened fds (logging, locale) exist before counting.
   (void)run_on_thread(cmd, {fault_case("warm", "ok", milliseconds(10'000))}, options, nullptr);
-  const int fds_before = sdpa_hardening::count_fds();
-  const long hwm_before = sdpa_hardening::vm_hwm_kib();
+  const int fds_before = sdpa_test::count_fds();
+  const long hwm_before = sdpa_test::vm_hwm_kib();
   const auto start = Clock::now();
   CountingObserver observer;
   const WorkerRunReport report = run_on_thread(cmd, plan, options, &observer);
   const double seconds = seconds_since(start);
-  const int fds_after = sdpa_hardening::count_fds();
-  const long hwm_after = sdpa_hardening::vm_hwm_kib();
+  const int fds_after = sdpa_test::count_fds();
+  const long hwm_after = sdpa_test::vm_hwm_kib();
 
   ASSERT_EQ(report.outcomes.size(), plan.size());
   std::map<Status, int> statuses;
@@ -209,12 +209,12 @@ TEST(Stress, TwoHundredMiBOfStderrDoesNotGrowMemory) {
   options.log_cap_bytes = std::size_t{32} << 20; // the 200 MiB must be cut on disk too
   const WorkerCommand cmd = fault_worker_command();
   const bool reset = sdpa_hardening::reset_vm_hwm();
-  const long hwm_before = sdpa_hardening::vm_hwm_kib();
+  const long hwm_before = sdpa_test::vm_hwm_kib();
   const auto report = run_on_thread(
       cmd, {fault_case("flood", "stderr-flood", milliseconds(60'000)),
             fault_case("after", "ok", milliseconds(10'000))},
       options, nullptr);
-  const long grown = sdpa_hardening::vm_hwm_kib() - hwm_before;
+  const long grown = sdpa_test::vm_hwm_kib() - hwm_before;
   ASSERT_EQ(report.outcomes.size(), 2u);
   EXPECT_EQ(report.outcomes[0].status, Status::pass) << report.outcomes[0].reason;
   EXPECT_EQ(report.outcomes[1].status, Status::pass) << report.outcomes[1].reason;
@@ -244,7 +244,7 @@ TEST(Stress, WorkersKilledMidLine) {
   }
   WorkerCommand cmd;
   cmd.argv = {SDPA_HALF_LINE_WORKER};
-  const int fds_before = sdpa_hardening::count_fds();
+  const int fds_before = sdpa_test::count_fds();
   const auto report = run_on_thread(cmd, plan, stress_options(int(n) + 1), nullptr);
   ASSERT_EQ(report.outcomes.size(), plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -258,7 +258,7 @@ TEST(Stress, WorkersKilledMidLine) {
   }
   EXPECT_EQ(int(report.worker_pgids.size()), int(n) + 1);
   EXPECT_TRUE(children_left().empty());
-  EXPECT_EQ(sdpa_hardening::count_fds(), fds_before);
+  EXPECT_EQ(sdpa_test::count_fds(), fds_before);
 }
 
 // ---- the doctor killed mid-run ---------------------------------------------------------------

@@ -23,26 +23,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int count_fds() {
-  int n = 0;
-  DIR* dir = ::opendir("/proc/self/fd");
-  while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
-  ::closedir(dir);
-  return n - 1; // the directory stream itself
-}
-
-long vm_hwm_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  long value = 0;
-  while (status >> key) {
-    if (key == "VmHWM:") {
-      status >> value;
-      return value;
-    }
-  }
-  return 0;
-}
+using sdpa_test::count_fds;
+using sdpa_test::vm_hwm_kib;
 
 // Processes left behind: members of any worker group, or children of this test process.
 std::vector<int> strays(const std::vector<int>& pgids) {

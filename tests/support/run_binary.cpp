@@ -1,6 +1,7 @@
 #include "support/run_binary.hpp"
 
 #include <cerrno>
+#include <dirent.h>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
@@ -138,6 +139,24 @@ int line_count(const std::string& text) {
   for (char c : text) n += c == '\n';
   if (!text.empty() && text.back() != '\n') ++n;
   return n;
+}
+
+int count_fds() {
+  int n = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return -1;
+  while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+  ::closedir(dir);
+  return n - 1; // the directory stream itself
+}
+
+long vm_hwm_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long value = 0;
+  while (status >> key)
+    if (key == "VmHWM:" && (status >> value)) return value;
+  return 0;
 }
 
 } // namespace sdpa_test

@@ -49,4 +49,9 @@ void write_file(const std::string& path, const std::string& content);
 // Number of lines in `text`, and whether every line is at most `max` characters.
 int line_count(const std::string& text);
 
+// Open file descriptors of this process.
+int count_fds();
+// Peak resident set (VmHWM) of this process, KiB.
+long vm_hwm_kib();
+
 } // namespace sdpa_test
