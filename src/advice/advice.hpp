@@ -126,9 +126,6 @@ struct AdviceResult {
 // cleanly passed it; unmeasured cases disqualify it.
 AdviceResult advise(const Report& report, const KnownIssues& issues, const AdviceOptions& options);
 
-// "1.0 GiB", "512 MiB", "12 KiB", "100 B" (binary units, one decimal below 10).
-std::string format_bytes(int64_t bytes);
-
 // ---- exit code -------------------------------------------------------------------------------
 
 // mismatch, nonfinite, error, crash, timeout (DESIGN.md contract).

@@ -1,4 +1,5 @@
 #include "advice/advice.hpp"
+#include "core/io.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,19 +7,6 @@
 #include <map>
 
 namespace sdpa_doctor::advice {
-
-std::string format_bytes(int64_t bytes) {
-  static constexpr const char* k_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (std::fabs(v) >= 1024.0 && u < 5) {
-    v /= 1024.0;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{} B", bytes);
-  return std::fabs(v) < 10 ? fmt::format("{:.1f} {}", v, k_units[u])
-                           : fmt::format("{:.0f} {}", v, k_units[u]);
-}
 
 namespace {
 

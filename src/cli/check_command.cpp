@@ -1,13 +1,14 @@
 #include "advice/advice.hpp"
-#include "cli/check_plan.hpp"
-#include "cli/check_run.hpp"
 #include "cli/commands.hpp"
 #include "core/build_info.hpp"
+#include "core/io.hpp"
+#include "core/text.hpp"
 #include "core/paths.hpp"
 #include "devices/devices.hpp"
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
 #include "report/report.hpp"
+#include "run/run.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,11 +18,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 namespace sdpa_doctor::cli {
@@ -139,106 +137,6 @@ std::vector<Probe> planned_probes(const CheckOptions& o) {
   return out;
 }
 
-bool imports_torch_quickly(const std::string& python) {
-  // find_spec does not import torch (seconds); it answers whether the import could work.
-  isolate::Command cmd;
-  cmd.argv = {python, "-c",
-              "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch') is None)"};
-  auto run = isolate::run_simple(cmd, std::chrono::seconds(20));
-  return run && !run->timed_out && run->end.exit_code == 0;
-}
-
-std::optional<std::string> on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (!path) return std::nullopt;
-  std::string_view rest = path;
-  while (!rest.empty()) {
-    const size_t colon = rest.find(':');
-    fs::path candidate = fs::path(std::string(rest.substr(0, colon))) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    if (colon == std::string_view::npos) break;
-    rest.remove_prefix(colon + 1);
-  }
-  return std::nullopt;
-}
-
-// The interpreter for the python probe: --python, else $SDPA_DOCTOR_PYTHON, the active venv, the
-// first python3 on PATH whose torch can be imported, and the one the doctor was built against.
-void resolve_python(const CheckOptions& o, ExecuteOptions& exec) {
-  if (o.no_python) return;
-  if (!o.python.empty()) {
-    fs::path p = o.python;
-    if (o.python.find('/') == std::string::npos) {
-      auto found = on_path(o.python);
-      if (!found) throw Fatal{fmt::format("--python: '{}' is not on PATH", o.python)};
-      p = *found;
-    }
-    std::error_code ec;
-    if (!fs::exists(p, ec)) throw Fatal{fmt::format("--python: '{}' does not exist", o.python)};
-    if (fs::is_directory(p, ec) || ::access(p.c_str(), X_OK) != 0)
-      throw Fatal{fmt::format("--python: '{}' is not an executable", o.python)};
-    exec.python = p.string();
-    return;
-  }
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("SDPA_DOCTOR_PYTHON"); env && *env) candidates.push_back(env);
-  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv)
-    candidates.push_back(std::string(venv) + "/bin/python");
-  if (auto p = on_path("python3")) candidates.push_back(*p);
-  if (*build_info::k_python) candidates.push_back(build_info::k_python);
-  for (const auto& c : candidates) {
-    if (::access(c.c_str(), X_OK) == 0 && imports_torch_quickly(c)) {
-      exec.python = c;
-      return;
-    }
-  }
-  exec.python_reason = "no python3 that can import torch was found (use --python PATH)";
-}
-
-// Box drawing needs a UTF-8 terminal; anything else gets the ASCII table.
-bool utf8_locale() {
-  for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"}) {
-    const char* v = std::getenv(name);
-    if (v && *v) {
-      std::string s = v;
-      return s.find("UTF-8") != std::string::npos || s.find("utf8") != std::string::npos ||
-             s.find("UTF8") != std::string::npos || s.find("utf-8") != std::string::npos;
-    }
-  }
-  return false;
-}
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::map<std::string, std::string> host_facts() {
-  std::map<std::string, std::string> host;
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) == 0) host["hostname"] = name;
-  if (const char* user = std::getenv("USER"); user && *user) host["user"] = user;
-  struct utsname u {};
-  if (uname(&u) == 0) {
-    host["kernel"] = fmt::format("{} {}", u.sysname, u.release);
-    host["machine"] = u.machine;
-  }
-  std::ifstream os_release("/etc/os-release");
-  std::string line;
-  while (std::getline(os_release, line)) {
-    if (line.rfind("PRETTY_NAME=", 0) == 0) {
-      std::string v = line.substr(12);
-      if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
-      host["os"] = v;
-    }
-  }
-  return host;
-}
-
 void check_writable(const std::string& path, const char* flag) {
   if (path.empty() || path == "-") return;
   fs::path p(path);
@@ -259,24 +157,11 @@ void check_writable(const std::string& path, const char* flag) {
   ::unlink(probe.c_str());
 }
 
-std::string make_run_dir(const std::string& requested) {
-  std::error_code ec;
-  if (!requested.empty()) {
-    fs::create_directories(requested, ec);
-    if (ec || !fs::is_directory(requested))
-      throw Fatal{fmt::format("--run-dir {}: cannot create it: {}", requested, ec.message())};
-    return requested;
-  }
-  std::string tmpl = (fs::temp_directory_path(ec) / "sdpa-doctor-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) throw Fatal{"cannot create a run directory in the temp directory", 4};
-  return tmpl;
-}
-
 std::vector<advice::KnownIssues> load_issue_files(const CheckOptions& o) {
   std::vector<advice::KnownIssues> files;
   if (auto data = data_dir()) {
     auto shipped = advice::load_known_issues((*data / "known_issues.json").string());
-    if (!shipped) throw Fatal{shipped.error().message, 4};
+    if (!shipped) throw Fatal{shipped.error().message, exit_code::internal};
     files.push_back(std::move(*shipped));
   } else {
     spdlog::warn("the doctor's data directory was not found: shipped known issues not loaded");
@@ -300,15 +185,12 @@ void write_reports(const Report& report, const GlobalOptions& global) {
   for (const auto& out : outputs) {
     if (out.path.empty()) continue;
     auto written = report::write_atomically(out.path, out.render(report));
-    if (!written) throw Fatal{written.error().message, 4};
+    if (!written) throw Fatal{written.error().message, exit_code::internal};
   }
 }
 
 int run_check(const CheckOptions& o, const GlobalOptions& global) {
   const auto start = std::chrono::steady_clock::now();
-  auto ms_since = [](auto t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
   // Every input is checked before anything runs: a bad flag costs nothing.
   const std::vector<Case> cases = planned_cases(o);
   const std::vector<Probe> probe_kinds = planned_probes(o);
@@ -326,9 +208,9 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   for (const auto& v : variant_filter)
     if (!parse_variant(v)) throw Fatal{parse_variant(v).error().message};
   // A misspelt variant must not select nothing and pass.
-  if (auto unknown = unknown_variants(variant_filter); !unknown.empty())
+  if (auto unknown = run::unknown_variants(variant_filter); !unknown.empty())
     throw Fatal{fmt::format("unknown variant '{}' (known: {})", unknown.front(),
-                            fmt::join(known_variant_names(), ", "))};
+                            fmt::join(run::known_variant_names(), ", "))};
   const std::vector<std::string> targets = split_list(o.devices);
   for (const auto& t : targets)
     if (!probes::is_valid_target(t))
@@ -347,7 +229,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   report.tool_version = build_info::k_version;
   report.git_revision = build_info::k_git_revision;
   report.started_at = utc_now();
-  report.host = host_facts();
+  report.host = devices::host_facts();
   report.environment = report::reportable_environment(devices::process_environment());
   report.suite = o.case_specs.empty() && o.case_file.empty() ? o.suite : "custom";
 
@@ -359,8 +241,12 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   report.timings.enumerate_ms = ms_since(enum_start);
   for (const auto& [k, v] : report.inventory.runtime) report.versions[k] = v;
 
-  ExecuteOptions exec;
-  exec.run_dir = make_run_dir(o.run_dir);
+  run::ExecuteOptions exec;
+  auto run_dir = run::make_run_dir(o.run_dir);
+  // A directory the user named is an input error; the system's temp directory is ours.
+  if (!run_dir) throw Fatal{run_dir.error().message, o.run_dir.empty() ? exit_code::internal
+                                                                        : exit_code::usage};
+  exec.run_dir = *run_dir;
   exec.tolerances = *tolerances;
   if (o.case_timeout_s > 0)
     exec.case_timeout = std::chrono::milliseconds(int64_t(o.case_timeout_s * 1000));
@@ -372,18 +258,23 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   exec.repeat = o.repeat;
   exec.progress = !global.quiet && ::isatty(STDERR_FILENO);
   exec.interrupted = &g_interrupted;
-  if (std::find(probe_kinds.begin(), probe_kinds.end(), Probe::python) != probe_kinds.end())
-    resolve_python(o, exec);
+  if (!o.no_python &&
+      std::find(probe_kinds.begin(), probe_kinds.end(), Probe::python) != probe_kinds.end()) {
+    auto python = run::choose_python(o.python);
+    if (!python) throw Fatal{python.error().message};
+    exec.python = python->path;
+    exec.python_reason = python->reason;
+  }
 
   const bool no_gpu = report.inventory.devices.empty();
-  const Plan plan = make_plan({cases, probe_kinds, variant_filter, targets}, report.inventory);
+  const run::Plan plan = run::make_plan({cases, probe_kinds, variant_filter, targets}, report.inventory);
   if (plan.runs.empty() && !variant_filter.empty())
     throw Fatal{fmt::format("--variant {}: no probe runs it on {} (GPU-only variants need a "
                             "cuda:N target; the reference probe has ref-math and ref-flash)",
                             fmt::join(variant_filter, ","), fmt::join(plan.targets, ", "))};
   report.targets = plan.targets;
   spdlog::info("run directory {}", exec.run_dir);
-  ExecuteResult executed = execute_plan(plan, report.inventory, exec);
+  run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
   report.results = std::move(executed.results);
   report.workers = std::move(executed.workers);
   report.timings.oracle_ms = executed.oracle_ms;

@@ -37,4 +37,18 @@ std::optional<fs::path> find_worker(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<fs::path> find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (!path) return std::nullopt;
+  std::string_view rest = path;
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    fs::path candidate = fs::path(std::string(rest.substr(0, colon))) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return std::nullopt;
+}
+
 } // namespace sdpa_doctor

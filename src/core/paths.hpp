@@ -18,4 +18,7 @@ std::optional<std::filesystem::path> data_dir();
 // A worker executable beside the doctor (e.g. "sdpa-doctor-torch-worker"), nullopt if absent.
 std::optional<std::filesystem::path> find_worker(const std::string& name);
 
+// The first executable `name` in the directories of $PATH, as `sh` would find it; nullopt if none.
+std::optional<std::filesystem::path> find_on_path(const std::string& name);
+
 } // namespace sdpa_doctor

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 namespace sdpa_doctor {
 
 std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
@@ -31,6 +33,18 @@ std::string escape_to_one_line(std::string_view text) {
     ++i;
   }
   return out;
+}
+
+bool utf8_locale() {
+  for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) {
+      const std::string_view s = v;
+      return s.find("UTF-8") != s.npos || s.find("utf8") != s.npos || s.find("UTF8") != s.npos ||
+             s.find("utf-8") != s.npos;
+    }
+  }
+  return false;
 }
 
 } // namespace sdpa_doctor

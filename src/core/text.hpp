@@ -15,4 +15,7 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
 // typed without breaking the line or driving the terminal.
 std::string escape_to_one_line(std::string_view text);
 
+// Whether the locale (LC_ALL, else LC_CTYPE, else LANG) is UTF-8: box drawing needs it.
+bool utf8_locale();
+
 } // namespace sdpa_doctor

@@ -21,6 +21,10 @@ namespace sdpa_doctor::devices {
 // The doctor's own environment as a map (what `environ` holds right now).
 std::map<std::string, std::string> process_environment();
 
+// Facts about this host for a report: hostname, user, kernel, machine, os (from /etc/os-release);
+// a fact that cannot be read is left out.
+std::map<std::string, std::string> host_facts();
+
 struct EnumerateOptions {
   // Filesystem root that holds sys/ and proc/: "/" on a live machine, a captured tree in bug
   // reports and tests.

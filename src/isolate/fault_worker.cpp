@@ -1,6 +1,7 @@
 // The fault-injection worker: speaks protocol v1 like a real worker and, per case line, makes a
 // real failure happen, so the runner is tested against the kernel's behaviour, not a model of it.
 #include "isolate/isolate.hpp"
+#include "core/io.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -45,14 +46,6 @@ const std::vector<FaultSpec>& fault_table() {
 
 namespace {
 
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
 
 // One write per event: a line reaches the runner whole or not at all, even if we die next.
 void emit(int fd, nlohmann::json event) {

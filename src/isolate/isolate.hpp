@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -151,6 +152,17 @@ public:
 // long-lived thread: the workers' parent-death signal is tied to the thread that spawned them.
 WorkerRunReport run_worker(const WorkerCommand& cmd, const std::vector<PlannedCase>& cases,
                            const RunnerOptions& options, RunObserver* observer = nullptr);
+
+// ---- result events ---------------------------------------------------------------------------
+
+// Folds a worker's `result` event (protocol v1: metrics, tolerance, backend_chosen, warnings)
+// into `out`. A field that is missing or of another type leaves `out` as it was: the event comes
+// from a process that may be half broken.
+void apply_result_event(const nlohmann::json& result, CaseResult& out);
+
+// The entries of the object hello[key] as text (numbers and booleans as JSON); empty values and a
+// missing or non-object key give nothing.
+std::map<std::string, std::string> hello_strings(const nlohmann::json& hello, const char* key);
 
 // ---- the fault-injection worker ------------------------------------------------------------
 

@@ -1,4 +1,5 @@
 #include "isolate/process.hpp"
+#include "core/io.hpp"
 
 #include "isolate/isolate.hpp"
 
@@ -53,18 +54,6 @@ LogSink::~LogSink() {
   if (m_fd >= 0) ::close(m_fd);
 }
 
-namespace {
-
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
-} // namespace
 
 void LogSink::write(std::string_view data) {
   if (m_fd < 0 || m_capped) return;

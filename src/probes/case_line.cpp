@@ -1,4 +1,5 @@
 #include "probes/probes.hpp"
+#include "core/io.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -112,19 +113,7 @@ Expected<int64_t> write_cases_file(const std::string& path, const std::vector<st
   if (fd < 0) return make_error(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
   std::string text;
   for (const auto& l : lines) text += l + "\n";
-  const char* p = text.data();
-  size_t left = text.size();
-  bool ok = true;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ok = false;
-      break;
-    }
-    p += n;
-    left -= size_t(n);
-  }
+  bool ok = write_all(fd, text);
   if (::close(fd) != 0) ok = false;
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;

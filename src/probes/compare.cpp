@@ -1,4 +1,5 @@
 #include "kernels/kernels.hpp"
+#include "core/io.hpp"
 #include "probes/probes.hpp"
 
 #include <fmt/format.h>
@@ -63,23 +64,8 @@ std::vector<double> compute_oracle(const Case& c) {
   return kernels::oracle_attention(c, make_inputs(c));
 }
 
-namespace {
-
 static_assert(std::endian::native == std::endian::little,
               "oracle files are little-endian float64; add byte swapping for this host");
-
-bool write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= size_t(n);
-  }
-  return true;
-}
-
-} // namespace
 
 Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<double>& values) {
   std::string tmp = path + ".tmp-XXXXXX";
@@ -87,7 +73,7 @@ Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<d
   if (fd < 0)
     return make_error(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
   const size_t bytes = values.size() * sizeof(double);
-  const bool written = write_all(fd, reinterpret_cast<const char*>(values.data()), bytes);
+  const bool written = write_all(fd, std::string_view(reinterpret_cast<const char*>(values.data()), bytes));
   const int saved = errno;
   const bool closed = ::close(fd) == 0;
   if (!written || !closed) {

@@ -1,4 +1,5 @@
 #include "probes/protocol_writer.hpp"
+#include "core/io.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -30,19 +31,8 @@ bool ProtocolWriter::write_line(const std::string& line) {
   if (!m_ok) return false;
   std::string text = line;
   text.push_back('\n');
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(m_fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      m_ok = false;
-      return false;
-    }
-    p += n;
-    left -= size_t(n);
-  }
-  return true;
+  m_ok = write_all(m_fd, text);
+  return m_ok;
 }
 
 bool ProtocolWriter::hello(std::string_view worker, std::string_view device,

@@ -105,19 +105,6 @@ const Device* device_for_target(const Report& report, const std::string& target)
   return nullptr;
 }
 
-std::string format_bytes(int64_t bytes) {
-  static constexpr const char* k_units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (std::fabs(v) >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{} B", bytes);
-  return std::fabs(v) < 10 ? fmt::format("{:.1f} {}", v, k_units[u])
-                           : fmt::format("{:.0f} {}", v, k_units[u]);
-}
-
 std::string format_ms(double ms) {
   if (!std::isfinite(ms)) return "n/a";
   if (ms >= 1000) return fmt::format("{:.2f} s", ms / 1000);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/model.hpp"
+#include "core/io.hpp"
 
 #include <map>
 #include <string>
@@ -52,7 +53,6 @@ std::string process_end_text(const CaseResult& r);
 // The last `n` non-empty lines of `text`.
 std::vector<std::string> last_lines(std::string_view text, size_t n);
 
-std::string format_bytes(int64_t bytes);
 std::string format_ms(double ms);
 
 // "1 crash · 23 skipped · 72 pass" (statuses with non-zero counts, failure first).

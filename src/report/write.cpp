@@ -1,4 +1,5 @@
 #include "report/report.hpp"
+#include "core/io.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,18 +14,6 @@
 namespace sdpa_doctor::report {
 
 namespace {
-
-bool write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    text.remove_prefix(size_t(n));
-  }
-  return true;
-}
 
 std::string upper(std::string_view s) {
   std::string out(s);

@@ -1,4 +1,4 @@
-#include "cli/check_plan.hpp"
+#include "run/run.hpp"
 
 #include "probes/probes.hpp"
 
@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <set>
 
-namespace sdpa_doctor::cli {
+namespace sdpa_doctor::run {
 
 namespace {
 bool selected(const Variant& v, const std::vector<std::string>& filter) {
@@ -56,4 +56,4 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
   return plan;
 }
 
-} // namespace sdpa_doctor::cli
+} // namespace sdpa_doctor::run

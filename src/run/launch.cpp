@@ -1,0 +1,88 @@
+#include "run/launch.hpp"
+
+#include "core/paths.hpp"
+#include "probes/probes.hpp"
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+namespace sdpa_doctor::run {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// argv of the worker of `probe`, or why it cannot start.
+WorkerLaunch probe_executable(Probe probe, const ExecuteOptions& options) {
+  WorkerLaunch launch;
+  isolate::Command cmd;
+  switch (probe) {
+  case Probe::torch:
+    if (auto exe = find_worker("sdpa-doctor-torch-worker")) cmd.argv = {exe->string()};
+    else launch.why_not = "the libtorch worker is not built in (LibTorch was not found at build time)";
+    break;
+  case Probe::reference:
+    if (auto exe = find_worker("sdpa-doctor-ref-worker")) cmd.argv = {exe->string()};
+    else launch.why_not = "the reference worker sdpa-doctor-ref-worker is missing beside the doctor";
+    break;
+  case Probe::python: {
+    const auto data = data_dir();
+    if (options.python.empty()) launch.why_not = options.python_reason;
+    else if (!data || !fs::exists(*data / "sdpa_probe.py"))
+      launch.why_not = "sdpa_probe.py is missing from the doctor's data directory";
+    else cmd.argv = {options.python, (*data / "sdpa_probe.py").string()};
+    break;
+  }
+  case Probe::fault: launch.why_not = "not a probe"; break;
+  }
+  if (launch.why_not.empty()) launch.command = std::move(cmd);
+  return launch;
+}
+
+} // namespace
+
+WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options) {
+  WorkerLaunch launch = probe_executable(run.probe, options);
+  if (!launch.command) return launch;
+  auto& argv = launch.command->argv;
+  argv.insert(argv.end(), {"--device", run.target, "--variant", run.variant.name()});
+  // The variant's flags reach the worker before it starts: torch latches them on first use.
+  launch.command->env = run.variant.environment();
+  return launch;
+}
+
+std::optional<isolate::Command> health_check_for(const std::string& target) {
+  if (!probes::is_gpu_target(target)) return std::nullopt;
+  auto exe = find_worker("sdpa-doctor-ref-worker");
+  if (!exe) return std::nullopt;
+  isolate::Command cmd;
+  cmd.argv = {exe->string(), "--health-check", "--device", target};
+  return cmd;
+}
+
+int64_t host_memory_budget() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024 / 2;
+  return int64_t{4} << 30;
+}
+
+int64_t device_memory_budget(const std::string& target, const DeviceInventory& inventory) {
+  if (!probes::is_gpu_target(target)) return host_memory_budget();
+  const int index = std::stoi(target.substr(5));
+  for (const Device& d : inventory.devices)
+    if (d.index == index && d.vram_total_bytes) return *d.vram_total_bytes;
+  return int64_t{1} << 40; // unknown: let the backend answer for itself
+}
+
+std::string safe_name(std::string text) {
+  for (char& ch : text)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
+  return text;
+}
+
+} // namespace sdpa_doctor::run

@@ -1,0 +1,36 @@
+// run/launch: how each worker is started (argv, environment), how a GPU's health is checked after
+// a crash, and how much memory a case may take on a target. Internal to run.
+#pragma once
+
+#include "core/model.hpp"
+#include "isolate/isolate.hpp"
+#include "run/run.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sdpa_doctor::run {
+
+struct WorkerLaunch {
+  std::optional<isolate::Command> command;
+  std::string why_not; // set when command is empty
+};
+
+// The command of the worker for `run`, or why it cannot be started on this install.
+WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options);
+
+// The reference worker's device health check for a GPU target; nullopt on the CPU.
+std::optional<isolate::Command> health_check_for(const std::string& target);
+
+// Bytes the host can give a case: half of what the kernel says is available, so the doctor,
+// the worker and the oracle copies fit beside each other.
+int64_t host_memory_budget();
+
+// The host budget on the CPU, the device's VRAM on a GPU (or unbounded when unknown).
+int64_t device_memory_budget(const std::string& target, const DeviceInventory& inventory);
+
+// `text` with every byte but [A-Za-z0-9_-] replaced by '_', for file names.
+std::string safe_name(std::string text);
+
+} // namespace sdpa_doctor::run

@@ -1,0 +1,101 @@
+// run: the scheduler of a `check`. Builds the Plan (pure data: targets x probes x variants x
+// cases), then executes it: the shared float64 oracles, one worker process per (target, probe,
+// variant) through the isolation runner (targets in parallel, one worker per target at a time),
+// the journal of every outcome as it lands, the progress line, and the CaseResults.
+// Depends on core, isolate and probes. Knows nothing of the CLI (no CLI11, no argv) and nothing of
+// advice or reports; nothing below cli includes it.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/model.hpp"
+#include "core/variant.hpp"
+#include "probes/tolerance.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sdpa_doctor::run {
+
+// ---- the plan (pure) ------------------------------------------------------------------------
+
+// One worker process's worth of work: a probe and a variant on one target, over cases.
+struct PlannedRun {
+  std::string target; // "cpu", "cuda:0"
+  Probe probe = Probe::torch;
+  Variant variant;
+};
+
+struct Plan {
+  std::vector<std::string> targets;
+  std::vector<Case> cases;       // unique by id, in planned order
+  std::vector<PlannedRun> runs;  // grouped by target, in the order they run
+};
+
+struct PlanRequest {
+  std::vector<Case> cases;
+  std::vector<Probe> probes;               // which probe kinds
+  std::vector<std::string> variant_filter; // empty = all; else variant names or backends
+  std::vector<std::string> targets;        // empty = cpu + every GPU in the inventory
+};
+
+// Every name `--variant` may use: the variants of all probes on any target, then their backends.
+std::vector<std::string> known_variant_names();
+// The filter entries that name no variant or backend any probe has, in the order given.
+std::vector<std::string> unknown_variants(const std::vector<std::string>& filter);
+
+// Builds the plan; cases are de-duplicated by id keeping the first.
+Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory);
+
+// ---- what the execution needs from the machine ------------------------------------------------
+
+// The interpreter for the python probe, or why there is none.
+struct PythonChoice {
+  std::string path;   // empty = not available
+  std::string reason; // why not, when path is empty
+};
+
+// `requested` (--python: a path, or a name looked up on PATH) must exist and be executable, else
+// an error. Empty: $SDPA_DOCTOR_PYTHON, the active venv, the first python3 on PATH whose torch can
+// be found, and the one the doctor was built against, in that order.
+Expected<PythonChoice> choose_python(const std::string& requested);
+
+// `requested` created if missing, or a new temporary directory when empty.
+Expected<std::string> make_run_dir(const std::string& requested);
+
+// ---- the execution --------------------------------------------------------------------------
+
+struct ExecuteOptions {
+  std::string run_dir;       // journal, oracles, worker logs
+  std::string python;        // interpreter for the python probe; empty = not available
+  std::string python_reason; // why there is none, when empty
+  probes::TolerancePolicy tolerances;
+  std::optional<std::chrono::milliseconds> case_timeout; // overrides the size-based default
+  std::chrono::milliseconds worker_timeout{0};           // 0 = none
+  // Spawn to first `begin` (interpreter start, `import torch`) and between cases.
+  std::chrono::milliseconds startup_timeout{60'000};
+  int max_worker_restarts = 4;
+  bool keep_core_dumps = false;
+  int warmup = 1;
+  int repeat = 3;
+  bool progress = false; // live progress line on stderr
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+struct ExecuteResult {
+  std::vector<CaseResult> results;
+  std::vector<WorkerInfo> workers;
+  std::vector<Finding> findings; // wedged/unhealthy devices, missing workers
+  double oracle_ms = 0;
+  double probes_ms = 0;
+  std::string journal_path;
+};
+
+// Runs every planned (run, case) pair; every one ends in `results` with exactly one status.
+ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
+                           const ExecuteOptions& options);
+
+} // namespace sdpa_doctor::run
