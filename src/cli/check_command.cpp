@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <unistd.h>
 
 namespace sdpa_doctor::cli {
@@ -189,30 +190,46 @@ void write_reports(const Report& report, const GlobalOptions& global) {
   }
 }
 
-int run_check(const CheckOptions& o, const GlobalOptions& global) {
-  const auto start = std::chrono::steady_clock::now();
-  // Every input is checked before anything runs: a bad flag costs nothing.
-  const std::vector<Case> cases = planned_cases(o);
-  const std::vector<Probe> probe_kinds = planned_probes(o);
+// Everything a check needs from its flags, each checked before anything runs: a bad flag costs
+// nothing.
+struct CheckInputs {
+  std::vector<Case> cases;
+  std::vector<Probe> probes;
+  probes::TolerancePolicy tolerances;
+  std::set<Status> fail_on;
+  advice::AdviceOptions advice;
+  std::vector<std::string> variant_filter;
+  std::vector<std::string> targets;
+  advice::KnownIssues issues;
+};
+
+std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
+  std::vector<std::string> filter = split_list(o.variants);
+  for (const auto& v : filter)
+    if (!parse_variant(v)) throw Fatal{parse_variant(v).error().message};
+  // A misspelt variant must not select nothing and pass.
+  if (auto unknown = run::unknown_variants(filter); !unknown.empty())
+    throw Fatal{fmt::format("unknown variant '{}' (known: {})", unknown.front(),
+                            fmt::join(run::known_variant_names(), ", "))};
+  return filter;
+}
+
+CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
+  CheckInputs in{planned_cases(o), planned_probes(o), {}, {}, {}, {}, {}, {}};
   auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
   if (!tolerances) throw Fatal{tolerances.error().message};
+  in.tolerances = *tolerances;
   auto fail_on = advice::parse_fail_on(o.fail_on);
   if (!fail_on) throw Fatal{fail_on.error().message};
-  advice::AdviceOptions advice_options;
+  in.fail_on = *fail_on;
   if (!o.target.empty()) {
     auto t = parse_case_spec(o.target);
     if (!t) throw Fatal{"--target: " + t.error().message};
-    advice_options.target = *t;
+    in.advice.target = *t;
   }
-  const std::vector<std::string> variant_filter = split_list(o.variants);
-  for (const auto& v : variant_filter)
-    if (!parse_variant(v)) throw Fatal{parse_variant(v).error().message};
-  // A misspelt variant must not select nothing and pass.
-  if (auto unknown = run::unknown_variants(variant_filter); !unknown.empty())
-    throw Fatal{fmt::format("unknown variant '{}' (known: {})", unknown.front(),
-                            fmt::join(run::known_variant_names(), ", "))};
-  const std::vector<std::string> targets = split_list(o.devices);
-  for (const auto& t : targets)
+  in.variant_filter = checked_variant_filter(o);
+  in.targets = split_list(o.devices);
+  for (const auto& t : in.targets)
     if (!probes::is_valid_target(t))
       throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
   if (o.repeat < 1 || o.repeat > probes::k_max_repeat || o.warmup < 1)
@@ -220,11 +237,14 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   check_writable(global.json_path, "--json");
   check_writable(global.markdown_path, "--markdown");
   check_writable(global.junit_path, "--junit");
-  const auto issues = advice::merge_known_issues(load_issue_files(o));
+  in.issues = advice::merge_known_issues(load_issue_files(o));
   if (o.sysfs_root != "/" && !fs::is_directory(o.sysfs_root))
     throw Fatal{fmt::format("--sysfs-root {}: not a directory", o.sysfs_root)};
+  return in;
+}
 
-  InterruptGuard interrupt_guard;
+// The report's header facts and the device inventory.
+Report started_report(const CheckOptions& o) {
   Report report;
   report.tool_version = build_info::k_version;
   report.git_revision = build_info::k_git_revision;
@@ -240,14 +260,19 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   report.inventory = devices::enumerate_devices(eo);
   report.timings.enumerate_ms = ms_since(enum_start);
   for (const auto& [k, v] : report.inventory.runtime) report.versions[k] = v;
+  return report;
+}
 
+run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& global,
+                                    const CheckInputs& in) {
   run::ExecuteOptions exec;
   auto run_dir = run::make_run_dir(o.run_dir);
   // A directory the user named is an input error; the system's temp directory is ours.
-  if (!run_dir) throw Fatal{run_dir.error().message, o.run_dir.empty() ? exit_code::internal
-                                                                        : exit_code::usage};
+  if (!run_dir)
+    throw Fatal{run_dir.error().message,
+                o.run_dir.empty() ? exit_code::internal : exit_code::usage};
   exec.run_dir = *run_dir;
-  exec.tolerances = *tolerances;
+  exec.tolerances = in.tolerances;
   if (o.case_timeout_s > 0)
     exec.case_timeout = std::chrono::milliseconds(int64_t(o.case_timeout_s * 1000));
   exec.worker_timeout = std::chrono::milliseconds(int64_t(o.worker_timeout_s * 1000));
@@ -258,23 +283,26 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   exec.repeat = o.repeat;
   exec.progress = !global.quiet && ::isatty(STDERR_FILENO);
   exec.interrupted = &g_interrupted;
-  if (!o.no_python &&
-      std::find(probe_kinds.begin(), probe_kinds.end(), Probe::python) != probe_kinds.end()) {
+  if (!o.no_python && std::find(in.probes.begin(), in.probes.end(), Probe::python) != in.probes.end()) {
     auto python = run::choose_python(o.python);
     if (!python) throw Fatal{python.error().message};
     exec.python = python->path;
     exec.python_reason = python->reason;
   }
+  return exec;
+}
 
-  const bool no_gpu = report.inventory.devices.empty();
-  const run::Plan plan = run::make_plan({cases, probe_kinds, variant_filter, targets}, report.inventory);
-  if (plan.runs.empty() && !variant_filter.empty())
+run::Plan checked_plan(const CheckInputs& in, const DeviceInventory& inventory) {
+  run::Plan plan = run::make_plan({in.cases, in.probes, in.variant_filter, in.targets}, inventory);
+  if (plan.runs.empty() && !in.variant_filter.empty())
     throw Fatal{fmt::format("--variant {}: no probe runs it on {} (GPU-only variants need a "
                             "cuda:N target; the reference probe has ref-math and ref-flash)",
-                            fmt::join(variant_filter, ","), fmt::join(plan.targets, ", "))};
-  report.targets = plan.targets;
-  spdlog::info("run directory {}", exec.run_dir);
-  run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
+                            fmt::join(in.variant_filter, ","), fmt::join(plan.targets, ", "))};
+  return plan;
+}
+
+// Moves what the workers measured into the report; versions keyed by the probe that saw them.
+void take_results(Report& report, run::ExecuteResult& executed) {
   report.results = std::move(executed.results);
   report.workers = std::move(executed.workers);
   report.timings.oracle_ms = executed.oracle_ms;
@@ -286,21 +314,42 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
                                                                            : k;
       report.versions.try_emplace(key, v);
     }
+}
 
-  const auto report_start = std::chrono::steady_clock::now();
-  advice::AdviceResult advised = advice::advise(report, issues, advice_options);
+// Advice, findings and the exit code of a finished (or interrupted) run.
+void advise_and_decide(Report& report, const CheckInputs& in, const CheckOptions& o,
+                       std::vector<Finding> run_findings) {
+  advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
   // Device findings stay in the inventory; these are the run's own.
-  report.findings = executed.findings;
+  report.findings = std::move(run_findings);
   report.findings.insert(report.findings.end(), advised.findings.begin(), advised.findings.end());
   report.recommendations = std::move(advised.recommendations);
   report.known_issues = std::move(advised.known_issues);
   report.interrupted = g_interrupted.load();
 
-  int code = advice::exit_code_for(report, *fail_on);
-  if (o.require_gpu && no_gpu) code = exit_code::no_gpu;
+  int code = advice::exit_code_for(report, in.fail_on);
+  if (o.require_gpu && report.inventory.devices.empty()) code = exit_code::no_gpu;
   if (report.interrupted)
     code = g_signal.load() == SIGTERM ? exit_code::interrupted_term : exit_code::interrupted_int;
   report.exit_code = code;
+}
+
+// parse -> plan -> execute -> advise -> render.
+int run_check(const CheckOptions& o, const GlobalOptions& global) {
+  const auto start = std::chrono::steady_clock::now();
+  const CheckInputs in = checked_inputs(o, global);
+
+  InterruptGuard interrupt_guard;
+  Report report = started_report(o);
+  const run::ExecuteOptions exec = execute_options(o, global, in);
+  const run::Plan plan = checked_plan(in, report.inventory);
+  report.targets = plan.targets;
+  spdlog::info("run directory {}", exec.run_dir);
+  run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
+  take_results(report, executed);
+
+  const auto report_start = std::chrono::steady_clock::now();
+  advise_and_decide(report, in, o, std::move(executed.findings));
   report.timings.total_ms = ms_since(start);
   report.timings.report_ms = ms_since(report_start);
   if (global.redact) report = report::redact(std::move(report));
@@ -313,7 +362,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
     fmt::print("journal: {}\n", executed.journal_path);
   }
   write_reports(report, global);
-  return code;
+  return report.exit_code;
 }
 
 // CLI11's PositiveNumber prints the whole range of a double in its message; ours is one line.
