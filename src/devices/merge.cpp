@@ -99,18 +99,9 @@ std::string device_label(const Device& d, std::size_t position) {
   return fmt::format("GPU #{}", position);
 }
 
-} // namespace
-
-DeviceInventory merge_sources(const std::vector<NamedResult>& results,
-                              const EnumerateOptions& options) {
-  DeviceInventory inv;
-  for (const NamedResult& r : results) {
-    inv.sources_status[r.source] = r.skipped ? "skipped: " + r.result.status : r.result.status;
-    for (const auto& [key, value] : r.result.runtime) inv.runtime.emplace(key, value);
-    for (const Finding& f : r.result.findings) inv.findings.push_back(f);
-  }
-
-  // Join: a device is one slot per PCI address; a device without one keeps a slot of its own.
+// Join: a device is one slot per PCI address; a device without one keeps a slot of its own. HIP
+// order is the order PyTorch numbers devices in; the rest keep their discovery order.
+std::vector<Slot> join_by_pci(const std::vector<NamedResult>& results) {
   std::vector<Slot> slots;
   for (const NamedResult& r : results) {
     if (r.skipped) continue;
@@ -126,163 +117,208 @@ DeviceInventory merge_sources(const std::vector<NamedResult>& results,
       absorb(*it, d, r.source);
     }
   }
-  // HIP order is the order PyTorch numbers devices in; the rest keep their discovery order.
   std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
     const int ia = a.device.index < 0 ? 1 << 30 : a.device.index;
     const int ib = b.device.index < 0 ? 1 << 30 : b.device.index;
     return ia < ib;
   });
+  return slots;
+}
 
-  const NamedResult* hip = find_result(results, "hip");
-  const NamedResult* rsmi = find_result(results, "rocm_smi");
-  const NamedResult* sysfs = find_result(results, "sysfs");
-  const NamedResult* env = find_result(results, "environment");
+// What every device's settling reads: the sources and the facts of the machine around them.
+struct MergeContext {
+  const NamedResult* hip = nullptr;
+  const NamedResult* rsmi = nullptr;
+  const NamedResult* sysfs = nullptr;
+  const NamedResult* env = nullptr;
+  std::string hiding;          // "ROCR_VISIBLE_DEVICES=..." when a variable hides GPUs from HIP
+  std::string override_value;  // HSA_OVERRIDE_GFX_VERSION's value
+  std::string override_target; // the gfx target it names
+  std::string amdgpu_version;
+  std::string kernel;
+};
+
+MergeContext merge_context(const std::vector<NamedResult>& results, const EnumerateOptions& options,
+                           const DeviceInventory& inv) {
+  MergeContext c;
+  c.hip = find_result(results, "hip");
+  c.rsmi = find_result(results, "rocm_smi");
+  c.sysfs = find_result(results, "sysfs");
+  c.env = find_result(results, "environment");
   const auto env_var = [&](const char* name) -> std::string {
     auto it = options.environment.find(name);
     return it == options.environment.end() ? std::string() : name + ("=" + it->second);
   };
-  std::string hiding = env_var("ROCR_VISIBLE_DEVICES");
-  if (hiding.empty()) hiding = env_var("HIP_VISIBLE_DEVICES");
-  if (hiding.empty()) hiding = env_var("CUDA_VISIBLE_DEVICES");
-  const std::string override_value = fact(env, "hsa_override_gfx_version");
-  const std::string override_target = fact(env, "hsa_override_target");
-  const std::string amdgpu_version = sysfs ? [&] {
-    auto it = sysfs->result.runtime.find("amdgpu_version");
-    return it == sysfs->result.runtime.end() ? std::string() : it->second;
-  }() : std::string();
-  const std::string kernel = inv.runtime.count("kernel_release") ? inv.runtime["kernel_release"]
-                                                                 : std::string();
+  for (const char* name : {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"})
+    if (c.hiding.empty()) c.hiding = env_var(name);
+  c.override_value = fact(c.env, "hsa_override_gfx_version");
+  c.override_target = fact(c.env, "hsa_override_target");
+  if (c.sysfs) {
+    auto it = c.sysfs->result.runtime.find("amdgpu_version");
+    if (it != c.sysfs->result.runtime.end()) c.amdgpu_version = it->second;
+  }
+  if (auto it = inv.runtime.find("kernel_release"); it != inv.runtime.end()) c.kernel = it->second;
+  return c;
+}
 
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    Slot& slot = slots[i];
-    Device& d = slot.device;
-    const std::string label = device_label(d, i);
-
-    // Physical target: sysfs reads the hardware; HIP reports what the runtime was told.
-    auto& gfx = d.sources["gfx_target"];
-    const std::string from_sysfs = gfx.count("sysfs") ? gfx["sysfs"] : "";
-    const std::string from_hip = gfx.count("hip") ? gfx["hip"] : "";
-    d.gfx_target = !from_sysfs.empty() && from_sysfs != "unreadable" ? from_sysfs : from_hip;
-    if (!from_sysfs.empty() && !from_hip.empty() && from_sysfs != from_hip &&
-        from_sysfs != "unreadable") {
-      if (from_hip == override_target) {
-        gfx["override"] = fmt::format("HSA_OVERRIDE_GFX_VERSION={}", override_value);
-      } else {
-        inv.findings.push_back(
-            {"gfx-target-mismatch", Severity::problem,
-             fmt::format("{}: the KFD topology says {} but the HIP runtime says {}", label,
-                         from_sysfs, from_hip),
-             "the ROCm user-space and the kernel driver disagree: reinstall a ROCm release that "
-             "matches the driver",
-             {}, label});
-      }
-    }
-    if (!override_target.empty() && !d.gfx_target.empty() && override_target != d.gfx_target) {
-      gfx["effective"] = override_target;
-      inv.findings.push_back(
-          {"hsa-override-device", Severity::warning,
-           fmt::format("{} is {} but runs as {} because HSA_OVERRIDE_GFX_VERSION={}: kernels "
-                       "built for {} run on {} hardware",
-                       label, d.gfx_target, override_target, override_value, override_target,
-                       d.gfx_target),
-           find_gfx_arch(d.gfx_target) && find_gfx_arch(override_target) &&
-                   find_gfx_arch(d.gfx_target)->family != find_gfx_arch(override_target)->family
-               ? "the override names a different GPU family: unset HSA_OVERRIDE_GFX_VERSION"
-               : "keep it only if this GPU has no native ROCm support",
-           {}, label});
-    }
-    // Keep the per-source view only where it says something.
-    if (std::all_of(gfx.begin(), gfx.end(), [&](const auto& kv) { return kv.second == d.gfx_target; }))
-      d.sources.erase("gfx_target");
-
-    if (auto arch = find_gfx_arch(d.gfx_target)) {
-      d.family = std::string(arch->family);
-      d.marketing_names = marketing_names(*arch);
-      d.matrix_instructions = std::string(arch->matrix);
-      if (!d.wave_size) d.wave_size = arch->wave_size;
-      d.integrated = d.integrated || arch->integrated;
+// Physical target: sysfs reads the hardware; HIP reports what the runtime was told.
+void settle_gfx_target(Device& d, const std::string& label, const MergeContext& c,
+                       DeviceInventory& inv) {
+  auto& gfx = d.sources["gfx_target"];
+  const std::string from_sysfs = gfx.count("sysfs") ? gfx["sysfs"] : "";
+  const std::string from_hip = gfx.count("hip") ? gfx["hip"] : "";
+  d.gfx_target = !from_sysfs.empty() && from_sysfs != "unreadable" ? from_sysfs : from_hip;
+  if (!from_sysfs.empty() && !from_hip.empty() && from_sysfs != from_hip &&
+      from_sysfs != "unreadable") {
+    if (from_hip == c.override_target) {
+      gfx["override"] = fmt::format("HSA_OVERRIDE_GFX_VERSION={}", c.override_value);
     } else {
-      d.family = "unknown";
       inv.findings.push_back(
-          {"unknown-gfx-target", Severity::warning,
-           d.gfx_target.empty()
-               ? fmt::format("{}: no source could tell its gfx target", label)
-               : fmt::format("{}: {} is not in this sdpa-doctor's arch table (family, wave size "
-                             "and names unknown)",
-                             label, d.gfx_target),
-           d.gfx_target.empty() ? "" : "a newer sdpa-doctor may know it", {}, label});
-    }
-    if (d.name.empty() && !d.marketing_names.empty())
-      d.name = "AMD " + d.marketing_names.front() + " (by gfx target)";
-    if (d.driver_version.empty()) {
-      if (!amdgpu_version.empty())
-        d.driver_version = "amdgpu " + amdgpu_version;
-      else if (fact(sysfs, "amdgpu_module") == "loaded")
-        d.driver_version = kernel.empty() ? "amdgpu (in-tree)" : "amdgpu in kernel " + kernel;
-    }
-
-    // Which source listed it; a source that answered and missed it is worth a finding.
-    for (const NamedResult* r : {hip, rsmi, sysfs}) {
-      if (!r || r->skipped) continue;
-      const bool seen = slot.seen_by.count(r->source) != 0;
-      d.sources["seen_by"][r->source] = seen ? "yes" : (answered(r) ? "no" : r->result.status);
-      if (seen || !answered(r)) continue;
-      if (r->source == "hip" && !hiding.empty()) {
-        d.sources["seen_by"]["hip"] = "hidden by " + hiding;
-        continue;
-      }
-      inv.findings.push_back(
-          {fmt::format("not-seen-by-{}", r->source == "rocm_smi" ? "rocm-smi" : r->source),
-           r->source == "hip" ? Severity::problem : Severity::warning,
-           fmt::format("{} ({}) is not listed by {}", label,
-                       d.pci_bdf.empty() ? "no PCI address" : d.pci_bdf, r->source),
-           r->source == "hip" ? "PyTorch will not see this GPU either: check `sudo dmesg | grep "
-                                "-i amdgpu` and that ROCm supports this GPU"
-                              : "",
+          {"gfx-target-mismatch", Severity::problem,
+           fmt::format("{}: the KFD topology says {} but the HIP runtime says {}", label,
+                       from_sysfs, from_hip),
+           "the ROCm user-space and the kernel driver disagree: reinstall a ROCm release that "
+           "matches the driver",
            {}, label});
     }
   }
-
-  for (Slot& slot : slots) inv.devices.push_back(std::move(slot.device));
-
-  // HIP failed outright while the kernel lists GPUs: the one failure users need explained.
-  if (hip && !hip->skipped && !inv.devices.empty() && hip->result.devices.empty() &&
-      fact(hip, "hip_error").size()) {
-    const std::string kfd = fact(env, "dev_kfd");
+  if (!c.override_target.empty() && !d.gfx_target.empty() && c.override_target != d.gfx_target) {
+    gfx["effective"] = c.override_target;
+    const auto physical = find_gfx_arch(d.gfx_target);
+    const auto effective = find_gfx_arch(c.override_target);
     inv.findings.push_back(
-        {"hip-sees-no-gpu", Severity::problem,
-         fmt::format("the kernel lists {} AMD GPU(s) but the HIP runtime says {}",
-                     inv.devices.size(), hip->result.status),
-         kfd == "inaccessible" ? "fix the /dev/kfd permission problem above"
-         : !hiding.empty()     ? "unset " + hiding.substr(0, hiding.find('='))
-                               : "the ROCm user-space may not support this GPU or kernel driver: "
-                                 "install a ROCm release that lists it",
-         {}, ""});
+        {"hsa-override-device", Severity::warning,
+         fmt::format("{} is {} but runs as {} because HSA_OVERRIDE_GFX_VERSION={}: kernels "
+                     "built for {} run on {} hardware",
+                     label, d.gfx_target, c.override_target, c.override_value, c.override_target,
+                     d.gfx_target),
+         physical && effective && physical->family != effective->family
+             ? "the override names a different GPU family: unset HSA_OVERRIDE_GFX_VERSION"
+             : "keep it only if this GPU has no native ROCm support",
+         {}, label});
   }
+  // Keep the per-source view only where it says something.
+  if (std::all_of(gfx.begin(), gfx.end(), [&](const auto& kv) { return kv.second == d.gfx_target; }))
+    d.sources.erase("gfx_target");
+}
 
-  if (inv.devices.empty()) {
-    std::vector<std::string> why;
-    const std::string dev_kfd = fact(env, "dev_kfd");
-    if (dev_kfd == "missing")
-      why.push_back(fmt::format("no {}/kfd", options.dev_root));
-    else if (dev_kfd == "inaccessible")
-      why.push_back(fmt::format("{}/kfd cannot be opened by this user", options.dev_root));
-    if (sysfs && !sysfs->skipped) {
-      if (fact(sysfs, "amdgpu_module") == "missing")
-        why.push_back("the amdgpu kernel driver is not loaded (no /sys/module/amdgpu)");
-      if (fact(sysfs, "kfd_topology") == "missing")
-        why.push_back("no KFD topology (/sys/class/kfd)");
-      else if (fact(sysfs, "kfd_topology") == "present")
-        why.push_back("the KFD topology lists no GPU node");
-    }
-    if (hip && !hip->skipped && hip->result.status != "ok")
-      why.push_back("HIP says " + hip->result.status);
-    if (rsmi && !rsmi->skipped && rsmi->result.status != "ok")
-      why.push_back("ROCm SMI: " + rsmi->result.status);
-    if (why.empty()) why.push_back("no source listed an AMD GPU");
-    inv.no_gpu_reason.clear();
-    for (const std::string& w : why) inv.no_gpu_reason += (inv.no_gpu_reason.empty() ? "" : "; ") + w;
+// Family, names, wave size from the arch table; the driver from the kernel when no source said.
+void apply_arch_facts(Device& d, const std::string& label, const MergeContext& c,
+                      DeviceInventory& inv) {
+  if (auto arch = find_gfx_arch(d.gfx_target)) {
+    d.family = std::string(arch->family);
+    d.marketing_names = marketing_names(*arch);
+    d.matrix_instructions = std::string(arch->matrix);
+    if (!d.wave_size) d.wave_size = arch->wave_size;
+    d.integrated = d.integrated || arch->integrated;
+  } else {
+    d.family = "unknown";
+    inv.findings.push_back(
+        {"unknown-gfx-target", Severity::warning,
+         d.gfx_target.empty()
+             ? fmt::format("{}: no source could tell its gfx target", label)
+             : fmt::format("{}: {} is not in this sdpa-doctor's arch table (family, wave size "
+                           "and names unknown)",
+                           label, d.gfx_target),
+         d.gfx_target.empty() ? "" : "a newer sdpa-doctor may know it", {}, label});
   }
+  if (d.name.empty() && !d.marketing_names.empty())
+    d.name = "AMD " + d.marketing_names.front() + " (by gfx target)";
+  if (d.driver_version.empty()) {
+    if (!c.amdgpu_version.empty())
+      d.driver_version = "amdgpu " + c.amdgpu_version;
+    else if (fact(c.sysfs, "amdgpu_module") == "loaded")
+      d.driver_version = c.kernel.empty() ? "amdgpu (in-tree)" : "amdgpu in kernel " + c.kernel;
+  }
+}
+
+// Which source listed it; a source that answered and missed it is worth a finding.
+void note_sources(Slot& slot, const std::string& label, const MergeContext& c,
+                  DeviceInventory& inv) {
+  Device& d = slot.device;
+  for (const NamedResult* r : {c.hip, c.rsmi, c.sysfs}) {
+    if (!r || r->skipped) continue;
+    const bool seen = slot.seen_by.count(r->source) != 0;
+    d.sources["seen_by"][r->source] = seen ? "yes" : (answered(r) ? "no" : r->result.status);
+    if (seen || !answered(r)) continue;
+    if (r->source == "hip" && !c.hiding.empty()) {
+      d.sources["seen_by"]["hip"] = "hidden by " + c.hiding;
+      continue;
+    }
+    inv.findings.push_back(
+        {fmt::format("not-seen-by-{}", r->source == "rocm_smi" ? "rocm-smi" : r->source),
+         r->source == "hip" ? Severity::problem : Severity::warning,
+         fmt::format("{} ({}) is not listed by {}", label,
+                     d.pci_bdf.empty() ? "no PCI address" : d.pci_bdf, r->source),
+         r->source == "hip" ? "PyTorch will not see this GPU either: check `sudo dmesg | grep "
+                              "-i amdgpu` and that ROCm supports this GPU"
+                            : "",
+         {}, label});
+  }
+}
+
+// HIP failed outright while the kernel lists GPUs: the one failure users need explained.
+void explain_hip_failure(const MergeContext& c, DeviceInventory& inv) {
+  if (!c.hip || c.hip->skipped || inv.devices.empty() || !c.hip->result.devices.empty() ||
+      fact(c.hip, "hip_error").empty())
+    return;
+  const std::string kfd = fact(c.env, "dev_kfd");
+  inv.findings.push_back(
+      {"hip-sees-no-gpu", Severity::problem,
+       fmt::format("the kernel lists {} AMD GPU(s) but the HIP runtime says {}",
+                   inv.devices.size(), c.hip->result.status),
+       kfd == "inaccessible" ? "fix the /dev/kfd permission problem above"
+       : !c.hiding.empty()   ? "unset " + c.hiding.substr(0, c.hiding.find('='))
+                             : "the ROCm user-space may not support this GPU or kernel driver: "
+                               "install a ROCm release that lists it",
+       {}, ""});
+}
+
+// Every reason the sources give for finding no GPU, joined with "; ".
+std::string no_gpu_reason(const MergeContext& c, const EnumerateOptions& options) {
+  std::vector<std::string> why;
+  const std::string dev_kfd = fact(c.env, "dev_kfd");
+  if (dev_kfd == "missing")
+    why.push_back(fmt::format("no {}/kfd", options.dev_root));
+  else if (dev_kfd == "inaccessible")
+    why.push_back(fmt::format("{}/kfd cannot be opened by this user", options.dev_root));
+  if (c.sysfs && !c.sysfs->skipped) {
+    if (fact(c.sysfs, "amdgpu_module") == "missing")
+      why.push_back("the amdgpu kernel driver is not loaded (no /sys/module/amdgpu)");
+    if (fact(c.sysfs, "kfd_topology") == "missing")
+      why.push_back("no KFD topology (/sys/class/kfd)");
+    else if (fact(c.sysfs, "kfd_topology") == "present")
+      why.push_back("the KFD topology lists no GPU node");
+  }
+  if (c.hip && !c.hip->skipped && c.hip->result.status != "ok")
+    why.push_back("HIP says " + c.hip->result.status);
+  if (c.rsmi && !c.rsmi->skipped && c.rsmi->result.status != "ok")
+    why.push_back("ROCm SMI: " + c.rsmi->result.status);
+  if (why.empty()) why.push_back("no source listed an AMD GPU");
+  return fmt::format("{}", fmt::join(why, "; "));
+}
+
+} // namespace
+
+DeviceInventory merge_sources(const std::vector<NamedResult>& results,
+                              const EnumerateOptions& options) {
+  DeviceInventory inv;
+  for (const NamedResult& r : results) {
+    inv.sources_status[r.source] = r.skipped ? "skipped: " + r.result.status : r.result.status;
+    for (const auto& [key, value] : r.result.runtime) inv.runtime.emplace(key, value);
+    for (const Finding& f : r.result.findings) inv.findings.push_back(f);
+  }
+  std::vector<Slot> slots = join_by_pci(results);
+  const MergeContext context = merge_context(results, options, inv);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::string label = device_label(slots[i].device, i);
+    settle_gfx_target(slots[i].device, label, context, inv);
+    apply_arch_facts(slots[i].device, label, context, inv);
+    note_sources(slots[i], label, context, inv);
+  }
+  for (Slot& slot : slots) inv.devices.push_back(std::move(slot.device));
+  explain_hip_failure(context, inv);
+  if (inv.devices.empty()) inv.no_gpu_reason = no_gpu_reason(context, options);
   return inv;
 }
 

@@ -148,17 +148,15 @@ std::string render_line(const std::vector<Segment>& line, std::string_view sep, 
   return painted + (w < width ? std::string(width - w, ' ') : std::string{});
 }
 
-std::string render_one_matrix(const DeviceMatrix& m, const ConsoleOptions& o) {
-  const Box& box = o.unicode ? k_unicode_box : k_ascii_box;
-  const std::string_view sep = o.unicode ? " · " : ", ";
-  const size_t n = m.dtypes.size();
+// One line of the matrix table before layout: a probe group header, or a variant with its cells.
+struct TableRow {
+  bool header = false;
+  std::string label;
+  std::vector<std::vector<Segment>> cells; // one per dtype column
+};
 
-  struct Row {
-    bool header = false; // a probe group line
-    std::string label;
-    std::vector<std::vector<Segment>> cells;
-  };
-  std::vector<Row> rows;
+std::vector<TableRow> table_rows(const DeviceMatrix& m, bool unicode) {
+  std::vector<TableRow> rows;
   Probe current = Probe::fault;
   bool first = true;
   for (const MatrixRow& r : m.rows) {
@@ -167,20 +165,31 @@ std::string render_one_matrix(const DeviceMatrix& m, const ConsoleOptions& o) {
       current = r.probe;
       first = false;
     }
-    Row row{false, "  " + r.variant, {}};
+    TableRow row{false, "  " + r.variant, {}};
     for (DType d : m.dtypes) {
       auto it = r.counts.find(d);
       row.cells.push_back(it == r.counts.end() ? std::vector<Segment>{}
-                                               : cell_segments(it->second, o.unicode));
+                                               : cell_segments(it->second, unicode));
     }
     rows.push_back(std::move(row));
   }
+  return rows;
+}
 
-  // Natural and minimum widths; shrink the widest cell column first, then the labels.
+struct TableWidths {
+  size_t label = 0;
+  std::vector<size_t> columns;
+};
+
+// Natural and minimum widths; shrink the widest cell column first, then the labels, until the
+// table fits `width` or nothing can shrink any more.
+TableWidths fit_widths(const DeviceMatrix& m, const std::vector<TableRow>& rows,
+                       std::string_view sep, int width) {
+  const size_t n = m.dtypes.size();
   size_t label_w = display_width("variant"), label_min = 12;
   std::vector<size_t> col_w(n, 4), col_min(n, 4);
   for (size_t c = 0; c < n; ++c) col_w[c] = col_min[c] = display_width(to_string(m.dtypes[c]));
-  for (const Row& r : rows) {
+  for (const TableRow& r : rows) {
     label_w = std::max(label_w, display_width(r.label));
     for (size_t c = 0; c < r.cells.size(); ++c) {
       size_t natural = 0;
@@ -198,7 +207,7 @@ std::string render_one_matrix(const DeviceMatrix& m, const ConsoleOptions& o) {
     for (size_t w : col_w) t += w + 3;
     return t;
   };
-  const size_t target = size_t(std::max(o.width, 20));
+  const size_t target = size_t(std::max(width, 20));
   while (total() > target) {
     size_t widest = n;
     for (size_t c = 0; c < n; ++c) {
@@ -212,62 +221,79 @@ std::string render_one_matrix(const DeviceMatrix& m, const ConsoleOptions& o) {
       break; // narrower than the shortest cells: let it overflow rather than garble them
     }
   }
+  return {label_w, col_w};
+}
+
+// A variant label wrapped to the column, continuation lines indented under the name.
+std::vector<std::string> label_lines(const TableRow& r, size_t label_w) {
+  std::vector<std::string> lines = wrap(r.label, label_w);
+  if (r.header) return lines;
+  for (size_t i = 1; i < lines.size(); ++i) lines[i] = "    " + lines[i];
+  // Re-wrap when the continuation indent pushed a line past the column.
+  std::vector<std::string> fixed;
+  for (const std::string& l : lines)
+    for (const std::string& part : wrap(l, label_w)) fixed.push_back(part);
+  return fixed;
+}
+
+std::string render_table_row(const TableRow& r, const TableWidths& w, const Box& box,
+                             std::string_view sep, const ConsoleOptions& o) {
+  const size_t n = w.columns.size();
+  const std::vector<std::string> labels = label_lines(r, w.label);
+  std::vector<std::vector<std::vector<Segment>>> cells;
+  size_t height = labels.size();
+  for (size_t c = 0; c < n; ++c) {
+    cells.push_back(c < r.cells.size() ? cell_lines(r.cells[c], w.columns[c], sep)
+                                       : std::vector<std::vector<Segment>>{});
+    height = std::max(height, cells.back().size());
+  }
+  std::string out;
+  for (size_t line = 0; line < height; ++line) {
+    std::string s =
+        fmt::format("{} {} ", box.v, pad(line < labels.size() ? labels[line] : "", w.label));
+    for (size_t c = 0; c < n; ++c) {
+      std::string content;
+      if (r.header) {
+        content = std::string(w.columns[c], ' ');
+      } else if (cells[c].empty()) {
+        content = pad(line == 0 ? (o.unicode ? "·" : ".") : "", w.columns[c]);
+      } else if (line < cells[c].size()) {
+        content = render_line(cells[c][line], sep, o.color, w.columns[c]);
+      } else {
+        content = std::string(w.columns[c], ' ');
+      }
+      s += fmt::format("{} {} ", box.v, content);
+    }
+    out += s + std::string(box.v) + "\n";
+  }
+  return out;
+}
+
+std::string render_one_matrix(const DeviceMatrix& m, const ConsoleOptions& o) {
+  const Box& box = o.unicode ? k_unicode_box : k_ascii_box;
+  const std::string_view sep = o.unicode ? " · " : ", ";
+  const std::vector<TableRow> rows = table_rows(m, o.unicode);
+  const TableWidths w = fit_widths(m, rows, sep, o.width);
 
   auto rule = [&](std::string_view l, std::string_view mid, std::string_view r) {
     std::string s(l);
-    s += repeat(box.h, label_w + 2);
-    for (size_t w : col_w) {
+    s += repeat(box.h, w.label + 2);
+    for (size_t cw : w.columns) {
       s += mid;
-      s += repeat(box.h, w + 2);
+      s += repeat(box.h, cw + 2);
     }
     s += r;
     return s + "\n";
   };
 
   std::string out = rule(box.tl, box.tm, box.tr);
-  {
-    std::string line = fmt::format("{} {} ", box.v, pad("variant", label_w));
-    for (size_t c = 0; c < n; ++c)
-      line += fmt::format("{} {} ", box.v, pad(std::string(to_string(m.dtypes[c])), col_w[c]));
-    out += line + std::string(box.v) + "\n";
-  }
-  for (const Row& r : rows) {
+  std::string head = fmt::format("{} {} ", box.v, pad("variant", w.label));
+  for (size_t c = 0; c < m.dtypes.size(); ++c)
+    head += fmt::format("{} {} ", box.v, pad(std::string(to_string(m.dtypes[c])), w.columns[c]));
+  out += head + std::string(box.v) + "\n";
+  for (const TableRow& r : rows) {
     if (r.header) out += rule(box.ml, box.mm, box.mr);
-    std::vector<std::string> label_lines = wrap(r.label, label_w);
-    if (!r.header) {
-      for (size_t i = 1; i < label_lines.size(); ++i) label_lines[i] = "    " + label_lines[i];
-      // Re-wrap when the continuation indent pushed a line past the column.
-      std::vector<std::string> fixed;
-      for (const std::string& l : label_lines) {
-        for (const std::string& part : wrap(l, label_w)) fixed.push_back(part);
-      }
-      label_lines = fixed;
-    }
-    std::vector<std::vector<std::vector<Segment>>> cells;
-    size_t height = label_lines.size();
-    for (size_t c = 0; c < n; ++c) {
-      cells.push_back(c < r.cells.size() ? cell_lines(r.cells[c], col_w[c], sep)
-                                         : std::vector<std::vector<Segment>>{});
-      height = std::max(height, cells.back().size());
-    }
-    for (size_t line = 0; line < height; ++line) {
-      std::string s = fmt::format("{} {} ", box.v,
-                                  pad(line < label_lines.size() ? label_lines[line] : "", label_w));
-      for (size_t c = 0; c < n; ++c) {
-        std::string content;
-        if (r.header) {
-          content = std::string(col_w[c], ' ');
-        } else if (cells[c].empty()) {
-          content = pad(line == 0 ? (o.unicode ? "·" : ".") : "", col_w[c]);
-        } else if (line < cells[c].size()) {
-          content = render_line(cells[c][line], sep, o.color, col_w[c]);
-        } else {
-          content = std::string(col_w[c], ' ');
-        }
-        s += fmt::format("{} {} ", box.v, content);
-      }
-      out += s + std::string(box.v) + "\n";
-    }
+    out += render_table_row(r, w, box, sep, o);
   }
   out += rule(box.bl, box.bm, box.br);
   return out;

@@ -68,20 +68,20 @@ std::string matrix_cell(const std::map<Status, int>& counts) {
   return fmt::format("{}", fmt::join(parts, " · "));
 }
 
-} // namespace
+using FirstInCell = std::map<std::tuple<std::string, int, std::string, int, int>, std::string>;
 
-std::string render_markdown(const Report& report) {
-  std::string out = "# sdpa-doctor report\n\n";
-  {
-    std::vector<std::string> parts{fmt::format("sdpa-doctor {}", report.tool_version)};
-    if (!report.git_revision.empty()) parts.back() += fmt::format(" ({})", report.git_revision);
-    if (!report.started_at.empty()) parts.push_back("started " + report.started_at);
-    if (!report.suite.empty()) parts.push_back("suite " + code(report.suite));
-    parts.push_back(fmt::format("exit code {}", report.exit_code));
-    if (report.interrupted) parts.push_back("**interrupted**");
-    out += fmt::format("{}\n\n", fmt::join(parts, " · "));
-  }
+std::string header_line(const Report& report) {
+  std::vector<std::string> parts{fmt::format("sdpa-doctor {}", report.tool_version)};
+  if (!report.git_revision.empty()) parts.back() += fmt::format(" ({})", report.git_revision);
+  if (!report.started_at.empty()) parts.push_back("started " + report.started_at);
+  if (!report.suite.empty()) parts.push_back("suite " + code(report.suite));
+  parts.push_back(fmt::format("exit code {}", report.exit_code));
+  if (report.interrupted) parts.push_back("**interrupted**");
+  return fmt::format("{}\n\n", fmt::join(parts, " · "));
+}
 
+std::string environment_section(const Report& report) {
+  std::string out;
   out += "## Environment\n\n| | |\n|---|---|\n";
   for (const auto& [label, value] : environment_lines(report))
     out += fmt::format("| {} | {} |\n", label, cell_escape(value));
@@ -93,7 +93,11 @@ std::string render_markdown(const Report& report) {
       out += fmt::format("| {} | {} |\n", code(k), cell_escape(v.empty() ? "(empty)" : code(v)));
     out += "\n</details>\n\n";
   }
+  return out;
+}
 
+std::string devices_section(const Report& report) {
+  std::string out;
   out += "## Devices\n\n";
   for (const Device& d : report.inventory.devices) {
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : "(no HIP index)";
@@ -107,6 +111,11 @@ std::string render_markdown(const Report& report) {
     if (f.severity != Severity::ok)
       out += fmt::format("- **{}** {}: {}\n", to_string(f.severity), code(f.id), f.message);
   }
+  return out;
+}
+
+std::string results_section(const Report& report) {
+  std::string out;
   out += "\n## Results\n\n";
   for (const DeviceMatrix& m : build_matrices(report)) {
     out += fmt::format("### {}\n\n", device_title(report, m.device));
@@ -134,57 +143,70 @@ std::string render_markdown(const Report& report) {
                            w.available);
     }
   }
+  return out;
+}
 
-  const auto fails = failures(report);
-  if (!fails.empty()) {
-    out += fmt::format("## Failures ({})\n\n", fails.size());
-    // One repro per failing cell (device, probe, variant, dtype, status); the other cases of the
-    // cell differ only in CASE.
-    std::map<std::tuple<std::string, int, std::string, int, int>, std::string> first_in_cell;
-    for (const CaseResult* r : fails) {
-      auto key = std::make_tuple(r->device, static_cast<int>(r->probe), r->variant,
-                                 static_cast<int>(r->kase.dtype), static_cast<int>(r->status));
-      out += fmt::format("<details><summary>{} {} · {} · {} · {} · {}</summary>\n\n",
-                         status_symbol(r->status, true), status_label(r->status),
-                         html_escape(r->device), to_string(r->probe), html_escape(r->variant),
-                         html_escape(r->case_id));
-      if (std::string end = process_end_text(*r); !end.empty())
-        out += fmt::format("- process: {}\n", end);
-      if (!r->reason.empty()) out += fmt::format("- reason: {}\n", html_escape(r->reason));
-      if (r->metrics.max_abs_err)
-        out += fmt::format("- max_abs_err {:.3g}, rel_l2_err {}, tolerance atol {:g} rtol {:g}\n",
-                           *r->metrics.max_abs_err,
-                           r->metrics.rel_l2_err ? fmt::format("{:.3g}", *r->metrics.rel_l2_err)
-                                                 : "n/a",
-                           r->tolerance.atol, r->tolerance.rtol);
-      if (r->metrics.nan_count || r->metrics.inf_count)
-        out += fmt::format("- {} NaN, {} Inf in the output\n", r->metrics.nan_count,
-                           r->metrics.inf_count);
-      if (!r->signatures.empty()) {
-        std::vector<std::string> sigs;
-        for (const std::string& s : r->signatures) sigs.push_back(code(s));
-        out += fmt::format("- signature: {}\n", fmt::join(sigs, ", "));
-      }
-      for (const KnownIssueMatch* m : issues_for(report, *r)) {
-        out += m->link.empty()
-                   ? fmt::format("- known issue: {} — {}\n", code(m->issue_id), m->title)
-                   : fmt::format("- known issue: [{}]({}) — {}\n", m->issue_id, m->link, m->title);
-      }
-      if (!r->stderr_tail.empty())
-        out += "\nstderr (last lines):\n\n" + fenced(r->stderr_tail, "text");
-      auto [it, fresh] = first_in_cell.emplace(key, r->case_id);
-      if (fresh) {
-        out += fmt::format("\nRepro (save as `repro.py`, run with `python3 repro.py`; needs only "
-                           "torch):\n\n{}",
-                           fenced(render_repro(*r), "python"));
-      } else {
-        out += fmt::format("\nSame cell as {}: use its repro with this case's shape.\n",
-                           code(it->second));
-      }
-      out += "\n</details>\n\n";
-    }
+// One failing case: what happened, the evidence, and a repro for the first case of its cell.
+std::string failure_detail(const Report& report, const CaseResult* r,
+                           FirstInCell& first_in_cell) {
+  std::string out;
+  const auto key = std::make_tuple(r->device, static_cast<int>(r->probe), r->variant,
+                             static_cast<int>(r->kase.dtype), static_cast<int>(r->status));
+  out += fmt::format("<details><summary>{} {} · {} · {} · {} · {}</summary>\n\n",
+                     status_symbol(r->status, true), status_label(r->status),
+                     html_escape(r->device), to_string(r->probe), html_escape(r->variant),
+                     html_escape(r->case_id));
+  if (std::string end = process_end_text(*r); !end.empty())
+    out += fmt::format("- process: {}\n", end);
+  if (!r->reason.empty()) out += fmt::format("- reason: {}\n", html_escape(r->reason));
+  if (r->metrics.max_abs_err)
+    out += fmt::format("- max_abs_err {:.3g}, rel_l2_err {}, tolerance atol {:g} rtol {:g}\n",
+                       *r->metrics.max_abs_err,
+                       r->metrics.rel_l2_err ? fmt::format("{:.3g}", *r->metrics.rel_l2_err)
+                                             : "n/a",
+                       r->tolerance.atol, r->tolerance.rtol);
+  if (r->metrics.nan_count || r->metrics.inf_count)
+    out += fmt::format("- {} NaN, {} Inf in the output\n", r->metrics.nan_count,
+                       r->metrics.inf_count);
+  if (!r->signatures.empty()) {
+    std::vector<std::string> sigs;
+    for (const std::string& s : r->signatures) sigs.push_back(code(s));
+    out += fmt::format("- signature: {}\n", fmt::join(sigs, ", "));
   }
+  for (const KnownIssueMatch* m : issues_for(report, *r)) {
+    out += m->link.empty()
+               ? fmt::format("- known issue: {} — {}\n", code(m->issue_id), m->title)
+               : fmt::format("- known issue: [{}]({}) — {}\n", m->issue_id, m->link, m->title);
+  }
+  if (!r->stderr_tail.empty())
+    out += "\nstderr (last lines):\n\n" + fenced(r->stderr_tail, "text");
+  auto [it, fresh] = first_in_cell.emplace(key, r->case_id);
+  if (fresh) {
+    out += fmt::format("\nRepro (save as `repro.py`, run with `python3 repro.py`; needs only "
+                       "torch):\n\n{}",
+                       fenced(render_repro(*r), "python"));
+  } else {
+    out += fmt::format("\nSame cell as {}: use its repro with this case's shape.\n",
+                       code(it->second));
+  }
+  out += "\n</details>\n\n";
+  return out;
+}
 
+std::string failures_section(const Report& report) {
+  std::string out;
+  const auto fails = failures(report);
+  if (fails.empty()) return out;
+  out += fmt::format("## Failures ({})\n\n", fails.size());
+  // One repro per failing cell (device, probe, variant, dtype, status); the other cases of the
+  // cell differ only in CASE.
+  FirstInCell first_in_cell;
+  for (const CaseResult* r : fails) out += failure_detail(report, r, first_in_cell);
+  return out;
+}
+
+std::string findings_section(const Report& report) {
+  std::string out;
   if (!report.findings.empty()) {
     out += "## Findings\n\n";
     for (const Finding& f : report.findings) {
@@ -196,7 +218,11 @@ std::string render_markdown(const Report& report) {
     }
     out += "\n";
   }
+  return out;
+}
 
+std::string known_issues_section(const Report& report) {
+  std::string out;
   if (!report.known_issues.empty()) {
     out += "## Known issues\n\n";
     for (const KnownIssueMatch& m : report.known_issues) {
@@ -209,7 +235,11 @@ std::string render_markdown(const Report& report) {
     }
     out += "\n";
   }
+  return out;
+}
 
+std::string recommendations_section(const Report& report) {
+  std::string out;
   if (!report.recommendations.empty()) {
     out += "## Recommendations\n\n";
     for (const Recommendation& r : report.recommendations) {
@@ -223,12 +253,27 @@ std::string render_markdown(const Report& report) {
       out += "\n";
     }
   }
+  return out;
+}
 
+std::string summary_line(const Report& report) {
+  std::string out;
   std::map<Status, int> totals;
   for (const CaseResult& r : report.results) ++totals[r.status];
   out += fmt::format("**Summary:** {} case{} · {} · exit code {}\n", report.results.size(),
                      report.results.size() == 1 ? "" : "s", summary_counts(totals),
                      report.exit_code);
+  return out;
+}
+
+} // namespace
+
+std::string render_markdown(const Report& report) {
+  std::string out = "# sdpa-doctor report\n\n";
+  for (auto* section : {header_line, environment_section, devices_section, results_section,
+                        failures_section, findings_section, known_issues_section,
+                        recommendations_section, summary_line})
+    out += section(report);
   return out;
 }
 
