@@ -97,28 +97,16 @@ std::vector<Variant> plan_variants(Probe probe, std::string_view target) {
   return {};
 }
 
-bool is_backend_refusal(std::string_view message) {
-  // Texts from PyTorch's sdp_utils, the ROCm FA selection and the AOTriton/CK entry points
-  // (see the facts memo); matched as substrings because their framing changes between versions.
-  static constexpr std::string_view k_refusals[] = {
-      "No available kernel",
-      "No viable backend",
-      "not compiled",
-      "not been built",
-      "has not built",
-      "not supported",
-      "does not support",
-      "doesn't support",
-      "unsupported",
-      "Unsupported",
-      "only supports",
-      "is still experimental",
-      "Cannot set preferred SDPA backend",
-      "not a ROCm build",
-      "no GPU",
-      "Expected query, key and value to all be of dtype",
+const std::vector<std::string_view>& backend_refusals() {
+  // Generated at configure time from data/backend_refusals.json, which the Python worker reads.
+  static const std::vector<std::string_view> k_refusals = {
+#include "probes/backend_refusals.inc"
   };
-  for (std::string_view r : k_refusals)
+  return k_refusals;
+}
+
+bool is_backend_refusal(std::string_view message) {
+  for (std::string_view r : backend_refusals())
     if (message.find(r) != std::string_view::npos) return true;
   return false;
 }

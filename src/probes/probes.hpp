@@ -117,6 +117,8 @@ std::vector<Variant> torch_variants(std::string_view target);
 std::vector<Variant> reference_variants();
 std::vector<Variant> plan_variants(Probe probe, std::string_view target);
 
+// The refusal texts, in data/backend_refusals.json order.
+const std::vector<std::string_view>& backend_refusals();
 // True for the texts with which a library declines a problem cleanly ("No available kernel",
 // "not compiled", unsupported dtype/arch, ...): such a case is `unsupported`, not `error`.
 bool is_backend_refusal(std::string_view message);

@@ -248,6 +248,21 @@ TEST(PythonWorker, WithoutTorchEveryCaseIsUnsupported) {
   }
 }
 
+TEST(PythonWorker, RefusalsAreTheCppList) {
+  // The Python worker reads the installed data file; it must hold what the C++ side compiled.
+  const std::string python = k_python.empty() ? "/usr/bin/python3" : k_python;
+  const std::string dir = std::filesystem::path(k_script).parent_path().string();
+  auto r = sdpa_test::run_binary(
+      {python, "-c",
+       "import json,sys; sys.path.insert(0, sys.argv[1]); import sdpa_probe; "
+       "print(json.dumps(list(sdpa_probe.REFUSALS)))",
+       dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  std::vector<std::string> compiled(backend_refusals().begin(), backend_refusals().end());
+  EXPECT_EQ(nlohmann::json::parse(r.out).get<std::vector<std::string>>(), compiled);
+}
+
 TEST(PythonWorker, InputsAreBitExactWithCore) {
   if (!python_has_torch()) GTEST_SKIP() << "no python with torch configured";
   sdpa_test::TempDir dir;

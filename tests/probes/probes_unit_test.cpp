@@ -433,6 +433,16 @@ TEST(Plan, RefusalsAreRecognised) {
   EXPECT_FALSE(is_backend_refusal("Explicit attn_mask should not be set when is_causal=True"));
 }
 
+TEST(Plan, RefusalsAreTheDataFilesList) {
+  // The one source both workers read; the C++ list is generated from it at configure time.
+  const auto data = nlohmann::json::parse(
+      sdpa_test::read_file(sdpa_test::source_path("data/backend_refusals.json")));
+  std::vector<std::string> expected = data.at("refusals").get<std::vector<std::string>>();
+  std::vector<std::string> compiled(backend_refusals().begin(), backend_refusals().end());
+  EXPECT_EQ(compiled, expected);
+  EXPECT_FALSE(expected.empty());
+}
+
 TEST(Fault, SpecParsesAndMatches) {
   auto f = parse_fault_spec("variant=flash,case=fp16-b1-h2-q8-k8-d16,action=perturb");
   ASSERT_TRUE(f.has_value()) << f.error().message;

@@ -25,27 +25,21 @@ PROTOCOL_VERSION = 1
 TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
 VARIANT_FLAGS = ("ck", "aotriton", "experimental")
 
-# Texts with which torch declines a problem cleanly; kept in step with
-# probes::is_backend_refusal in src/probes/limits.cpp.
-REFUSALS = (
-    "No available kernel",
-    "No viable backend",
-    "not compiled",
-    "not been built",
-    "has not built",
-    "not supported",
-    "does not support",
-    "doesn't support",
-    "unsupported",
-    "Unsupported",
-    "only supports",
-    "is still experimental",
-    "Cannot set preferred SDPA backend",
-    "not a ROCm build",
-    "no GPU",
-    "Expected query, key and value to all be of dtype",
-    "No module named",
-)
+
+def load_refusals():
+    """The texts with which torch declines a problem cleanly, from backend_refusals.json beside
+    this file: the one list the LibTorch worker is built from too."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "backend_refusals.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return tuple(json.load(f)["refusals"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        # Without the list every refusal reads as an error: loud, never a silent pass.
+        sys.stderr.write("sdpa_probe: cannot read %s: %s\n" % (path, e))
+        return ()
+
+
+REFUSALS = load_refusals()
 
 MASK32 = 0xFFFFFFFF
 
