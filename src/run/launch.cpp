@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 namespace sdpa_doctor::run {
 
@@ -13,17 +14,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::optional<fs::path> locate_worker(const std::string& name, const ExecuteOptions& options) {
+  if (options.worker_dir.empty()) return find_worker(name);
+  const fs::path candidate = fs::path(options.worker_dir) / name;
+  if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  return std::nullopt;
+}
+
 // argv of the worker of `probe`, or why it cannot start.
 WorkerLaunch probe_executable(Probe probe, const ExecuteOptions& options) {
   WorkerLaunch launch;
   isolate::Command cmd;
   switch (probe) {
   case Probe::torch:
-    if (auto exe = find_worker("sdpa-doctor-torch-worker")) cmd.argv = {exe->string()};
+    if (auto exe = locate_worker("sdpa-doctor-torch-worker", options)) cmd.argv = {exe->string()};
     else launch.why_not = "the libtorch worker is not built in (LibTorch was not found at build time)";
     break;
   case Probe::reference:
-    if (auto exe = find_worker("sdpa-doctor-ref-worker")) cmd.argv = {exe->string()};
+    if (auto exe = locate_worker("sdpa-doctor-ref-worker", options)) cmd.argv = {exe->string()};
     else launch.why_not = "the reference worker sdpa-doctor-ref-worker is missing beside the doctor";
     break;
   case Probe::python: {

@@ -70,6 +70,7 @@ Expected<std::string> make_run_dir(const std::string& requested);
 
 struct ExecuteOptions {
   std::string run_dir;       // journal, oracles, worker logs
+  std::string worker_dir;    // where the worker executables are; empty = beside the doctor
   std::string python;        // interpreter for the python probe; empty = not available
   std::string python_reason; // why there is none, when empty
   probes::TolerancePolicy tolerances;

@@ -1,0 +1,117 @@
+// The plan is pure data from the request and the inventory: no process, no file.
+#include "run/run.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+using namespace sdpa_doctor;
+using namespace sdpa_doctor::run;
+
+namespace {
+
+Case spec(const char* text) { return *parse_case_spec(text); }
+
+DeviceInventory two_gpus() {
+  DeviceInventory inv;
+  for (int i : {0, 1}) {
+    Device d;
+    d.index = i;
+    d.gfx_target = "gfx1201";
+    inv.devices.push_back(d);
+  }
+  Device hidden; // HIP did not see it: no cuda:N target for it
+  hidden.gfx_target = "gfx1036";
+  inv.devices.push_back(hidden);
+  return inv;
+}
+
+std::vector<std::string> variant_names(const Plan& plan, const std::string& target, Probe probe) {
+  std::vector<std::string> out;
+  for (const PlannedRun& r : plan.runs)
+    if (r.target == target && r.probe == probe) out.push_back(r.variant.name());
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+} // namespace
+
+TEST(Plan, TargetsAreTheCpuAndEveryGpuHipSees) {
+  const Plan plan = make_plan({{spec("h=1,l=8,d=16")}, {Probe::torch}, {}, {}}, two_gpus());
+  EXPECT_EQ(plan.targets, (std::vector<std::string>{"cpu", "cuda:0", "cuda:1"}));
+}
+
+TEST(Plan, RunsAreGroupedByTargetInOrder) {
+  const Plan plan =
+      make_plan({{spec("h=1,l=8,d=16")}, {Probe::torch, Probe::reference}, {}, {}}, two_gpus());
+  std::vector<std::string> order;
+  for (const PlannedRun& r : plan.runs)
+    if (order.empty() || order.back() != r.target) order.push_back(r.target);
+  EXPECT_EQ(order, plan.targets) << "a target's runs must be contiguous";
+}
+
+TEST(Plan, GpuOnlyVariantsAreOnlyPlannedOnGpus) {
+  const Plan plan = make_plan({{spec("h=1,l=8,d=16")}, {Probe::torch}, {}, {}}, two_gpus());
+  const auto cpu = variant_names(plan, "cpu", Probe::torch);
+  const auto gpu = variant_names(plan, "cuda:0", Probe::torch);
+  EXPECT_TRUE(contains(cpu, "math"));
+  EXPECT_TRUE(contains(cpu, "flash"));
+  EXPECT_FALSE(contains(cpu, "flash[ck]"));
+  EXPECT_TRUE(contains(gpu, "flash[ck]"));
+  EXPECT_TRUE(contains(gpu, "flash[aotriton,experimental]"));
+  for (const auto& v : cpu) EXPECT_TRUE(contains(gpu, v)) << v;
+}
+
+TEST(Plan, CasesAreUniqueByIdKeepingTheFirst) {
+  Case a = spec("dtype=fp16,h=2,l=8,d=16");
+  Case b = spec("dtype=bf16,h=2,l=8,d=16");
+  const Plan plan = make_plan({{a, b, a, b, a}, {Probe::reference}, {}, {"cpu"}}, {});
+  ASSERT_EQ(plan.cases.size(), 2u);
+  EXPECT_EQ(plan.cases[0].id(), a.id());
+  EXPECT_EQ(plan.cases[1].id(), b.id());
+}
+
+TEST(Plan, FilterByBackendSelectsEveryVariantOfIt) {
+  const Plan plan =
+      make_plan({{spec("h=1,l=8,d=16")}, {Probe::torch}, {"flash"}, {"cuda:0"}}, two_gpus());
+  ASSERT_FALSE(plan.runs.empty());
+  for (const PlannedRun& r : plan.runs) EXPECT_EQ(r.variant.backend, "flash") << r.variant.name();
+  EXPECT_GT(plan.runs.size(), 1u) << "flash, flash[ck], flash[aotriton], ...";
+}
+
+TEST(Plan, FilterByExactNameSelectsOne) {
+  const Plan plan = make_plan(
+      {{spec("h=1,l=8,d=16")}, {Probe::torch, Probe::reference}, {"flash[ck]"}, {}}, two_gpus());
+  ASSERT_EQ(plan.runs.size(), 2u); // cuda:0 and cuda:1, libtorch only
+  for (const PlannedRun& r : plan.runs) {
+    EXPECT_EQ(r.variant.name(), "flash[ck]");
+    EXPECT_EQ(r.probe, Probe::torch);
+  }
+}
+
+TEST(Plan, ExplicitTargetsReplaceTheInventory) {
+  const Plan plan = make_plan({{spec("h=1,l=8,d=16")}, {Probe::reference}, {}, {"cpu"}}, two_gpus());
+  EXPECT_EQ(plan.targets, std::vector<std::string>{"cpu"});
+  for (const PlannedRun& r : plan.runs) EXPECT_EQ(r.target, "cpu");
+  EXPECT_EQ(variant_names(plan, "cpu", Probe::reference),
+            (std::vector<std::string>{"ref-math", "ref-flash"}));
+}
+
+TEST(Plan, NoProbesPlansNoRuns) {
+  const Plan plan = make_plan({{spec("h=1,l=8,d=16")}, {}, {}, {}}, two_gpus());
+  EXPECT_TRUE(plan.runs.empty());
+  EXPECT_EQ(plan.cases.size(), 1u);
+}
+
+TEST(Plan, UnknownVariantsAreNamedInOrder) {
+  EXPECT_TRUE(unknown_variants({"flash", "math", "flash[ck]", "ref-flash"}).empty());
+  EXPECT_EQ(unknown_variants({"flahs", "math", "fast"}),
+            (std::vector<std::string>{"flahs", "fast"}));
+  const auto known = known_variant_names();
+  EXPECT_TRUE(contains(known, "mem_efficient[aotriton,experimental]"));
+  EXPECT_TRUE(contains(known, "ref-math"));
+}
