@@ -27,6 +27,8 @@ inline constexpr int failures = 1;
 inline constexpr int usage = 2;
 inline constexpr int no_gpu = 3;
 inline constexpr int internal = 4;
+// A child whose exec failed exits with this (the shell's "command not found or not runnable").
+inline constexpr int exec_failed = 127;
 inline constexpr int interrupted_int = 130;
 inline constexpr int interrupted_term = 143;
 } // namespace exit_code

@@ -1,6 +1,8 @@
 // sdpa-doctor-enum-worker [--hip] [--rocm-smi]: prints one JSON object on stdout, then exits 0.
 // With neither flag both parts run. Anything the libraries print goes to stderr.
 #include "devices/enum_worker.hpp"
+#include "core/io.hpp"
+#include "core/status.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -17,7 +19,7 @@ int main(int argc, char** argv) {
       rsmi = true;
     } else {
       std::fprintf(stderr, "usage: sdpa-doctor-enum-worker [--hip] [--rocm-smi]\n");
-      return 2;
+      return sdpa_doctor::exit_code::usage;
     }
   }
   if (!hip && !rsmi) hip = rsmi = true;
@@ -25,7 +27,8 @@ int main(int argc, char** argv) {
   // The runtimes may write to stdout; keep stdout for our one JSON object.
   std::fflush(stdout);
   const int result_fd = ::dup(STDOUT_FILENO);
-  if (result_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return 4;
+  if (result_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+    return sdpa_doctor::exit_code::internal;
 
   nlohmann::json out = {{"v", 1}};
   try {
@@ -35,11 +38,6 @@ int main(int argc, char** argv) {
     out["error"] = e.what();
   }
   const std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  std::size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(result_fd, text.data() + written, text.size() - written);
-    if (n <= 0) return 4;
-    written += static_cast<std::size_t>(n);
-  }
-  return 0;
+  return sdpa_doctor::write_all(result_fd, text) ? sdpa_doctor::exit_code::ok
+                                                 : sdpa_doctor::exit_code::internal;
 }

@@ -1,6 +1,7 @@
 // The fault-injection worker: speaks protocol v1 like a real worker and, per case line, makes a
 // real failure happen, so the runner is tested against the kernel's behaviour, not a model of it.
 #include "isolate/isolate.hpp"
+#include "core/status.hpp"
 #include "core/io.hpp"
 
 #include <nlohmann/json.hpp>
@@ -158,7 +159,7 @@ int run_fault_worker(int results_fd, const std::string& cases_path) {
   std::ifstream cases(cases_path);
   if (!cases) {
     std::fprintf(stderr, "fault worker: cannot read %s\n", cases_path.c_str());
-    return 2;
+    return exit_code::usage;
   }
   emit(results_fd, {{"event", "hello"},
                     {"worker", "fault"},
@@ -172,7 +173,7 @@ int run_fault_worker(int results_fd, const std::string& cases_path) {
     nlohmann::json c = nlohmann::json::parse(line, nullptr, false);
     if (!c.is_object() || !c.contains("id") || !c["id"].is_string()) {
       std::fprintf(stderr, "fault worker: bad case line\n");
-      return 2;
+      return exit_code::usage;
     }
     const std::string id = c["id"].get<std::string>();
     emit(results_fd, {{"event", "begin"}, {"case", id}});

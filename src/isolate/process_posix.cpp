@@ -130,12 +130,12 @@ std::string resolve_program(const std::string& name, const std::vector<std::stri
     int payload[2] = {stage, errno};
     ssize_t ignored = ::write(error_fd, payload, sizeof payload);
     (void)ignored;
-    ::_exit(127);
+    ::_exit(exit_code::exec_failed);
   };
   if (::setpgid(0, 0) != 0) fail(1);
   // The doctor may be SIGKILLed itself; the worker must not outlive it and keep the GPU busy.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(2);
-  if (::getppid() != parent) ::_exit(127);
+  if (::getppid() != parent) ::_exit(exit_code::exec_failed);
 
   sigset_t empty;
   sigemptyset(&empty);
@@ -170,7 +170,7 @@ std::string resolve_program(const std::string& name, const std::vector<std::stri
   }
   ::execve(path, argv, envp);
   fail(5);
-  ::_exit(127);
+  ::_exit(exit_code::exec_failed);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "probes/reference_worker.hpp"
+#include "core/status.hpp"
 
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
@@ -91,18 +92,18 @@ int run_health_check(int argc, const char* const* argv) {
       continue;
     }
     std::fprintf(stderr, "usage: --health-check --device cpu|cuda:N (unexpected '%s')\n", argv[i]);
-    return 2;
+    return exit_code::usage;
   }
   const int index = device_index(device);
   if (index == -2) {
     std::fprintf(stderr, "usage: --health-check --device cpu|cuda:N\n");
-    return 2;
+    return exit_code::usage;
   }
   if (index == -1) return 0;
   const std::string problem = kernels::hip_health_check(index);
   if (problem.empty()) return 0;
   std::fprintf(stderr, "%s\n", problem.c_str());
-  return 1;
+  return exit_code::failures;
 }
 
 } // namespace sdpa_doctor::probes

@@ -1,4 +1,5 @@
 #include "probes/worker.hpp"
+#include "core/status.hpp"
 
 #include "kernels/kernels.hpp"
 #include "probes/protocol_writer.hpp"
@@ -116,7 +117,7 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
     auto f = fault_from_environment();
     if (!f) {
       std::fprintf(stderr, "%s\n", f.error().message.c_str());
-      return 2;
+      return exit_code::usage;
     }
     fault = *f;
   }
@@ -125,11 +126,11 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
   out.hello(info.worker, args.device, args.variant.name(), info.versions, info.facts);
   if (!lines) {
     std::fprintf(stderr, "%s\n", lines.error().message.c_str());
-    return 2;
+    return exit_code::usage;
   }
   const std::string variant = args.variant.name();
   for (const CaseLine& line : *lines) {
-    if (!out.begin(line.id)) return 1;
+    if (!out.begin(line.id)) return exit_code::failures;
     const bool faulty = fault.matches(variant, line.id);
     if (faulty) trigger_process_fault(fault.action);
     CaseRun run;
@@ -154,7 +155,7 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
       ev.status = Status::error;
       ev.reason = fmt::format("comparing with the oracle failed: {}", e.what());
     }
-    if (!out.result(ev)) return 1;
+    if (!out.result(ev)) return exit_code::failures;
   }
   out.bye();
   return 0;
@@ -165,7 +166,7 @@ int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_e
   auto args = parse_worker_args(argc, argv);
   if (!args) {
     std::fprintf(stderr, "%s: %s\n", argc > 0 ? argv[0] : "worker", args.error().message.c_str());
-    return 2;
+    return exit_code::usage;
   }
   // Libraries latch some variables once per process (TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL,
   // TORCH_ROCM_FA_PREFER_CK): set them before the executor loads anything. The runner's own
@@ -176,7 +177,7 @@ int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_e
     return run_worker(*args, *executor, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worker failed: %s\n", e.what());
-    return 4;
+    return exit_code::internal;
   }
 }
 
