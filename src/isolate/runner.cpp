@@ -1,4 +1,5 @@
 #include "isolate/isolate.hpp"
+#include "core/io.hpp"
 #include "isolate/process.hpp"
 #include "isolate/protocol.hpp"
 
@@ -28,10 +29,6 @@ constexpr milliseconds k_drain{1'000};
 constexpr milliseconds k_tick{100}; // the longest the runner sleeps: interrupts are seen this fast
 
 std::string seconds(milliseconds d) { return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0); }
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 // The last lines of `text`, bounded in lines and bytes, printable.
 std::string tail_lines(std::string_view text) {
@@ -180,280 +177,7 @@ private:
   }
 
   // Runs one worker process over the remaining cases. false: stop, nothing more will be started.
-  bool run_attempt(int attempt) {
-    const std::string cases_path = m_dir.path().empty() ? std::string{} : write_cases_file(attempt);
-    if (cases_path.empty()) {
-      fail_rest(Status::error, "cannot write the cases file for the worker", std::nullopt, {}, {},
-                attempt);
-      return false;
-    }
-    detail::SpawnSpec spec;
-    spec.argv = m_cmd.argv;
-    spec.argv.insert(spec.argv.end(), {"--results-fd", std::to_string(m_options.results_fd),
-                                       "--cases", cases_path});
-    spec.env = child_environment(m_cmd, environ);
-    spec.results_fd = m_options.results_fd;
-    spec.keep_core_dumps = m_options.keep_core_dumps;
-    auto spawned = detail::Child::spawn(spec);
-    if (!spawned) {
-      fail_rest(Status::error, fmt::format("cannot start worker: {}", spawned.error().message),
-                std::nullopt, {}, {}, attempt);
-      return false;
-    }
-    detail::Child& child = *spawned.value();
-    m_report.worker_pgids.push_back(child.pid());
-    if (m_stderr_log) m_stderr_log->note(fmt::format("attempt {}: pid {}", attempt, child.pid()));
-
-    // Per-process state.
-    detail::TailBuffer out(k_capture), err(k_capture);
-    detail::LineSplitter splitter(m_options.max_line_bytes);
-    std::optional<std::size_t> running;
-    Clock::time_point begin_time{}, last_activity = Clock::now();
-    const Clock::time_point spawn_time = last_activity;
-    // Stderr since the previous case ended belongs to the next one: what a case prints can be
-    // read before its `begin` line, the two pipes are not ordered against each other.
-    std::size_t begin_offset = 0;
-    // Where the newest stderr chunk began, while no pump has passed since it was read: such a
-    // chunk may have been written before the result that follows it in our reading order.
-    std::size_t fresh_err_start = 0;
-    bool err_fresh = false;
-    std::size_t finished_here = 0;
-    bool saw_bye = false;
-    bool accepting = true;
-    std::string broken_problem;
-    std::string last_finished;
-
-    auto finish_running_with_result = [&](std::size_t index, const detail::Event& ev) {
-      CaseOutcome o;
-      o.attempt = attempt;
-      o.result = ev.body;
-      const std::string status_text = ev.body.value("status", std::string{});
-      auto status = status_from_string(status_text);
-      if (status && is_worker_status(*status)) {
-        o.status = *status;
-        if (auto r = ev.body.find("reason"); r != ev.body.end() && r->is_string())
-          o.reason = detail::excerpt(r->get<std::string>(), 2000);
-      } else {
-        o.status = Status::error;
-        o.reason = fmt::format("worker reported an invalid status '{}'", detail::excerpt(status_text));
-      }
-      if (running == index) {
-        const std::string since = err.since(begin_offset);
-        // The two pipes are unordered, so this window may overlap the next case's first
-        // output; a pass carries no signatures rather than someone else's.
-        if (o.status != Status::pass) o.signatures = match_signatures(since);
-        o.stderr_tail = tail_lines(since);
-        o.elapsed_ms = ms_since(begin_time);
-        running.reset();
-      }
-      record(index, std::move(o));
-      ++finished_here;
-      last_finished = m_cases[index].id;
-      last_activity = Clock::now();
-      begin_offset = err_fresh ? fresh_err_start : err.total();
-    };
-
-    auto on_line = [&](std::string_view line, bool too_long) {
-      if (!accepting) return;
-      detail::Event ev = too_long ? detail::Event{detail::EventKind::broken, {}, {},
-                                                  fmt::format("line longer than {} bytes: {}",
-                                                              m_options.max_line_bytes,
-                                                              detail::excerpt(line, 60))}
-                                  : detail::parse_event(line);
-      switch (ev.kind) {
-      case detail::EventKind::hello:
-        if (!m_report.hello) m_report.hello = ev.body;
-        if (m_observer) m_observer->on_hello(ev.body);
-        break;
-      case detail::EventKind::begin: {
-        auto it = m_index.find(ev.case_id);
-        if (it == m_index.end() || m_done[it->second]) break; // not ours to run: ignored
-        if (running && *running != it->second) {
-          CaseOutcome o;
-          o.status = Status::error;
-          o.reason = fmt::format("worker began '{}' without a result for this case", ev.case_id);
-          o.attempt = attempt;
-          o.elapsed_ms = ms_since(begin_time);
-          record(*running, std::move(o));
-          ++finished_here;
-          begin_offset = err.total();
-        }
-        running = it->second;
-        begin_time = Clock::now();
-        if (m_observer) m_observer->on_begin(ev.case_id);
-        break;
-      }
-      case detail::EventKind::result: {
-        auto it = m_index.find(ev.case_id);
-        if (it == m_index.end() || m_done[it->second]) break;
-        finish_running_with_result(it->second, ev);
-        break;
-      }
-      case detail::EventKind::bye:
-        saw_bye = true;
-        break;
-      case detail::EventKind::unknown:
-      case detail::EventKind::blank:
-        break; // newer workers may send events this runner does not know; they change nothing
-      case detail::EventKind::broken:
-        if (broken_problem.empty()) broken_problem = ev.problem;
-        accepting = false; // a channel that carried garbage cannot be trusted for the rest
-        break;
-      }
-    };
-
-    detail::Sink sink = [&](detail::Stream s, std::string_view data) {
-      switch (s) {
-      case detail::Stream::out:
-        out.append(data);
-        if (m_stdout_log) m_stdout_log->write(data);
-        break;
-      case detail::Stream::err:
-        if (!err_fresh) fresh_err_start = err.total();
-        err_fresh = true;
-        err.append(data);
-        if (m_stderr_log) m_stderr_log->write(data);
-        break;
-      case detail::Stream::results:
-        splitter.feed(data, on_line);
-        break;
-      }
-    };
-
-    StopCause cause = StopCause::exited;
-    std::optional<Clock::time_point> eof_deadline;
-    for (;;) {
-      if (interrupted()) { cause = StopCause::interrupted; break; }
-      if (!broken_problem.empty()) { cause = StopCause::broken_line; break; }
-      if (child.exited()) { cause = StopCause::exited; break; }
-      const auto now = Clock::now();
-      Clock::time_point until = running ? begin_time + m_cases[*running].deadline
-                                        : last_activity + m_options.startup_deadline;
-      StopCause on_expiry = running ? StopCause::case_deadline : StopCause::startup_deadline;
-      if (m_options.worker_deadline.count() > 0 && spawn_time + m_options.worker_deadline < until) {
-        until = spawn_time + m_options.worker_deadline;
-        on_expiry = StopCause::worker_deadline;
-      }
-      if (!child.stream_open(detail::Stream::results)) {
-        // The worker closed its results channel but lives on: it gets a grace period to exit.
-        if (!eof_deadline) eof_deadline = now + m_options.grace;
-        if (*eof_deadline < until) {
-          until = *eof_deadline;
-          on_expiry = StopCause::results_closed;
-        }
-      }
-      if (now >= until) { cause = on_expiry; break; }
-      err_fresh = false;
-      child.pump(std::min(std::chrono::duration_cast<milliseconds>(until - now), k_tick), sink);
-    }
-
-    if (cause != StopCause::exited && cause != StopCause::results_closed) accepting = false;
-    bool reaped = true;
-    if (cause != StopCause::exited) {
-      if (interrupted()) child.signal_group(SIGKILL); // the user is waiting: no grace
-      reaped = child.terminate(m_options.grace, m_options.kill_wait, sink);
-    }
-    const double elapsed_running = running ? ms_since(begin_time) : 0.0;
-    if (!reaped) {
-      m_report.device_wedged = true;
-      const std::string what = running ? m_cases[*running].id : std::string("worker start");
-      if (running) {
-        CaseOutcome o;
-        o.status = Status::timeout;
-        o.reason = "no result; the worker did not die after SIGKILL (stuck in the driver?)";
-        o.signatures = match_signatures(err.since(begin_offset));
-        o.stderr_tail = tail_lines(err.str());
-        o.attempt = attempt;
-        o.elapsed_ms = elapsed_running;
-        record(*running, std::move(o));
-      }
-      skip_rest(fmt::format("device wedged after {}", what));
-      return false;
-    }
-    ProcessEnd end = child.finish(k_drain, sink);
-    if (accepting) splitter.finish(on_line);
-    if (cause == StopCause::exited && !broken_problem.empty()) cause = StopCause::broken_line;
-
-    if (cause == StopCause::interrupted) {
-      skip_rest("interrupted");
-      return false;
-    }
-
-    const std::string desc = describe(end);
-    auto status_by_end = [&](Status otherwise) {
-      if (cause == StopCause::case_deadline || cause == StopCause::startup_deadline ||
-          cause == StopCause::worker_deadline)
-        return Status::timeout;
-      if (end.signal && !end.killed_by_doctor) return Status::crash;
-      return otherwise;
-    };
-    auto why = [&]() -> std::string {
-      switch (cause) {
-      case StopCause::case_deadline:
-        return fmt::format("no result within the case deadline of {}; worker {}",
-                           seconds(m_cases[*running].deadline), desc);
-      case StopCause::startup_deadline:
-        return fmt::format("worker sent no begin within {}; worker {}",
-                           seconds(m_options.startup_deadline), desc);
-      case StopCause::worker_deadline:
-        return fmt::format("the worker deadline of {} passed; worker {}",
-                           seconds(m_options.worker_deadline), desc);
-      case StopCause::broken_line:
-        return fmt::format("broken protocol line ({}); worker {}", broken_problem, desc);
-      case StopCause::results_closed:
-        return fmt::format("worker closed its results channel without bye; worker {}", desc);
-      case StopCause::exited:
-      case StopCause::interrupted:
-        break;
-      }
-      if (end.signal) return fmt::format("worker {}", desc);
-      if (end.exit_code && *end.exit_code != 0) return fmt::format("worker {}", desc);
-      return saw_bye ? std::string("worker said bye without a result")
-                     : fmt::format("worker {} without a result", desc);
-    };
-
-    bool worker_failed = false;
-    std::string culprit;
-    Status culprit_status = Status::error;
-    if (running) {
-      CaseOutcome o;
-      o.status = status_by_end(Status::error);
-      o.reason = why();
-      o.process_end = end;
-      o.signatures = match_signatures(err.since(begin_offset));
-      o.stderr_tail = tail_lines(err.str());
-      o.attempt = attempt;
-      o.elapsed_ms = elapsed_running;
-      culprit = m_cases[*running].id;
-      culprit_status = o.status;
-      record(*running, std::move(o));
-      worker_failed = true;
-    } else if (count_remaining() > 0 &&
-               (finished_here == 0 || (saw_bye && cause == StopCause::exited && end.exit_code == 0))) {
-      // Nothing to blame on one case, and a fresh worker would fail the same way.
-      const std::string all = err.str();
-      const Status status = status_by_end(Status::error);
-      const std::string reason = finished_here == 0
-                                     ? fmt::format("worker failed before its first case: {}", why())
-                                     : "worker said bye without running this case";
-      fail_rest(status, reason, end, match_signatures(all), tail_lines(all), attempt);
-      if ((status == Status::crash || status == Status::timeout) && m_options.health_check)
-        check_health(finished_here == 0 ? std::string("worker start") : last_finished);
-      return false;
-    } else if (count_remaining() > 0) {
-      // Died between cases after making progress: resume without blaming a case.
-      culprit = last_finished;
-      culprit_status = status_by_end(Status::error);
-      worker_failed = true;
-    }
-    if (!culprit.empty()) m_last_culprit = culprit;
-
-    if (count_remaining() == 0) return false;
-    if (worker_failed && (culprit_status == Status::crash || culprit_status == Status::timeout)) {
-      if (!check_health(culprit)) return false;
-    }
-    return true;
-  }
+  bool run_attempt(int attempt);
 
   // false: the device is unhealthy and the remaining cases were skipped.
   bool check_health(const std::string& after) {
@@ -466,6 +190,8 @@ private:
     return false;
   }
 
+  class Attempt;
+
   const WorkerCommand& m_cmd;
   const std::vector<PlannedCase>& m_cases;
   const RunnerOptions& m_options;
@@ -477,6 +203,343 @@ private:
   std::unique_ptr<detail::LogSink> m_stderr_log, m_stdout_log;
   std::string m_last_culprit;
 };
+
+// One started worker process: reads its protocol events as they come, stops it at the first
+// deadline, and turns its end into outcomes for the cases it left.
+class Runner::Attempt {
+public:
+  Attempt(Runner& runner, detail::Child& child, int attempt)
+      : m_runner(runner), m_options(runner.m_options), m_child(child), m_attempt(attempt),
+        m_out(k_capture), m_err(k_capture), m_splitter(m_options.max_line_bytes),
+        m_last_activity(Clock::now()), m_spawn_time(m_last_activity) {}
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+
+  // false: stop, nothing more will be started.
+  bool run() {
+    StopCause cause = wait_for_stop();
+    if (cause != StopCause::exited && cause != StopCause::results_closed) m_accepting = false;
+    bool reaped = true;
+    if (cause != StopCause::exited) {
+      if (m_runner.interrupted()) m_child.signal_group(SIGKILL); // the user is waiting: no grace
+      reaped = m_child.terminate(m_options.grace, m_options.kill_wait, m_sink);
+    }
+    m_elapsed_running = m_running ? ms_since(m_begin_time) : 0.0;
+    if (!reaped) {
+      give_up_wedged();
+      return false;
+    }
+    m_end = m_child.finish(k_drain, m_sink);
+    if (m_accepting) m_splitter.finish(m_handler);
+    if (cause == StopCause::exited && !m_broken_problem.empty()) cause = StopCause::broken_line;
+    if (cause == StopCause::interrupted) {
+      m_runner.skip_rest("interrupted");
+      return false;
+    }
+    m_cause = cause;
+    return conclude();
+  }
+
+private:
+  struct Culprit {
+    std::string case_id;
+    Status status;
+  };
+
+  // Pumps the pipes until the worker exits, breaks the protocol or a deadline passes.
+  StopCause wait_for_stop() {
+    for (;;) {
+      if (m_runner.interrupted()) return StopCause::interrupted;
+      if (!m_broken_problem.empty()) return StopCause::broken_line;
+      if (m_child.exited()) return StopCause::exited;
+      const auto now = Clock::now();
+      const auto [until, on_expiry] = next_deadline(now);
+      if (now >= until) return on_expiry;
+      m_err_fresh = false;
+      m_child.pump(std::min(std::chrono::duration_cast<milliseconds>(until - now), k_tick), m_sink);
+    }
+  }
+
+  // The earliest deadline in force and the cause it stops the worker with.
+  std::pair<Clock::time_point, StopCause> next_deadline(Clock::time_point now) {
+    Clock::time_point until = m_running ? m_begin_time + m_runner.m_cases[*m_running].deadline
+                                        : m_last_activity + m_options.startup_deadline;
+    StopCause on_expiry = m_running ? StopCause::case_deadline : StopCause::startup_deadline;
+    if (m_options.worker_deadline.count() > 0 && m_spawn_time + m_options.worker_deadline < until) {
+      until = m_spawn_time + m_options.worker_deadline;
+      on_expiry = StopCause::worker_deadline;
+    }
+    if (!m_child.stream_open(detail::Stream::results)) {
+      // The worker closed its results channel but lives on: it gets a grace period to exit.
+      if (!m_eof_deadline) m_eof_deadline = now + m_options.grace;
+      if (*m_eof_deadline < until) {
+        until = *m_eof_deadline;
+        on_expiry = StopCause::results_closed;
+      }
+    }
+    return {until, on_expiry};
+  }
+
+  void on_output(detail::Stream s, std::string_view data) {
+    switch (s) {
+    case detail::Stream::out:
+      m_out.append(data);
+      if (m_runner.m_stdout_log) m_runner.m_stdout_log->write(data);
+      break;
+    case detail::Stream::err:
+      if (!m_err_fresh) m_fresh_err_start = m_err.total();
+      m_err_fresh = true;
+      m_err.append(data);
+      if (m_runner.m_stderr_log) m_runner.m_stderr_log->write(data);
+      break;
+    case detail::Stream::results:
+      m_splitter.feed(data, m_handler);
+      break;
+    }
+  }
+
+  void on_line(std::string_view line, bool too_long) {
+    if (!m_accepting) return;
+    detail::Event ev = too_long ? detail::Event{detail::EventKind::broken, {}, {},
+                                                fmt::format("line longer than {} bytes: {}",
+                                                            m_options.max_line_bytes,
+                                                            detail::excerpt(line, 60))}
+                                : detail::parse_event(line);
+    switch (ev.kind) {
+    case detail::EventKind::hello:
+      if (!m_runner.m_report.hello) m_runner.m_report.hello = ev.body;
+      if (m_runner.m_observer) m_runner.m_observer->on_hello(ev.body);
+      break;
+    case detail::EventKind::begin:
+      if (auto index = pending_case(ev.case_id)) on_begin(*index, ev.case_id);
+      break;
+    case detail::EventKind::result:
+      if (auto index = pending_case(ev.case_id)) on_result(*index, ev);
+      break;
+    case detail::EventKind::bye:
+      m_saw_bye = true;
+      break;
+    case detail::EventKind::unknown:
+    case detail::EventKind::blank:
+      break; // newer workers may send events this runner does not know; they change nothing
+    case detail::EventKind::broken:
+      if (m_broken_problem.empty()) m_broken_problem = ev.problem;
+      m_accepting = false; // a channel that carried garbage cannot be trusted for the rest
+      break;
+    }
+  }
+
+  // The plan index of `case_id` while it still waits for an outcome; nullopt: not ours, ignored.
+  std::optional<std::size_t> pending_case(const std::string& case_id) const {
+    auto it = m_runner.m_index.find(case_id);
+    if (it == m_runner.m_index.end() || m_runner.m_done[it->second]) return std::nullopt;
+    return it->second;
+  }
+
+  void on_begin(std::size_t index, const std::string& case_id) {
+    if (m_running && *m_running != index) {
+      CaseOutcome o;
+      o.status = Status::error;
+      o.reason = fmt::format("worker began '{}' without a result for this case", case_id);
+      o.attempt = m_attempt;
+      o.elapsed_ms = ms_since(m_begin_time);
+      m_runner.record(*m_running, std::move(o));
+      ++m_finished_here;
+      m_begin_offset = m_err.total();
+    }
+    m_running = index;
+    m_begin_time = Clock::now();
+    if (m_runner.m_observer) m_runner.m_observer->on_begin(case_id);
+  }
+
+  void on_result(std::size_t index, const detail::Event& ev) {
+    CaseOutcome o;
+    o.attempt = m_attempt;
+    o.result = ev.body;
+    const std::string status_text = ev.body.value("status", std::string{});
+    auto status = status_from_string(status_text);
+    if (status && is_worker_status(*status)) {
+      o.status = *status;
+      if (auto r = ev.body.find("reason"); r != ev.body.end() && r->is_string())
+        o.reason = detail::excerpt(r->get<std::string>(), 2000);
+    } else {
+      o.status = Status::error;
+      o.reason = fmt::format("worker reported an invalid status '{}'", detail::excerpt(status_text));
+    }
+    if (m_running == index) {
+      const std::string since = m_err.since(m_begin_offset);
+      // The two pipes are unordered, so this window may overlap the next case's first
+      // output; a pass carries no signatures rather than someone else's.
+      if (o.status != Status::pass) o.signatures = match_signatures(since);
+      o.stderr_tail = tail_lines(since);
+      o.elapsed_ms = ms_since(m_begin_time);
+      m_running.reset();
+    }
+    m_runner.record(index, std::move(o));
+    ++m_finished_here;
+    m_last_finished = m_runner.m_cases[index].id;
+    m_last_activity = Clock::now();
+    m_begin_offset = m_err_fresh ? m_fresh_err_start : m_err.total();
+  }
+
+  // The verdict on the case that was running when the worker stopped.
+  CaseOutcome running_outcome(Status status, std::string reason) const {
+    CaseOutcome o;
+    o.status = status;
+    o.reason = std::move(reason);
+    o.signatures = match_signatures(m_err.since(m_begin_offset));
+    o.stderr_tail = tail_lines(m_err.str());
+    o.attempt = m_attempt;
+    o.elapsed_ms = m_elapsed_running;
+    return o;
+  }
+
+  // The worker survived SIGKILL: nothing more can run on this device.
+  void give_up_wedged() {
+    m_runner.m_report.device_wedged = true;
+    const std::string what = m_running ? m_runner.m_cases[*m_running].id : "worker start";
+    if (m_running)
+      m_runner.record(*m_running,
+                      running_outcome(Status::timeout, "no result; the worker did not die after "
+                                                       "SIGKILL (stuck in the driver?)"));
+    m_runner.skip_rest(fmt::format("device wedged after {}", what));
+  }
+
+  // A deadline is a timeout; a signal the doctor did not send is a crash.
+  Status status_by_end(Status otherwise) const {
+    if (m_cause == StopCause::case_deadline || m_cause == StopCause::startup_deadline ||
+        m_cause == StopCause::worker_deadline)
+      return Status::timeout;
+    if (m_end.signal && !m_end.killed_by_doctor) return Status::crash;
+    return otherwise;
+  }
+
+  std::string why() const {
+    const std::string desc = describe(m_end);
+    switch (m_cause) {
+    case StopCause::case_deadline:
+      return fmt::format("no result within the case deadline of {}; worker {}",
+                         seconds(m_runner.m_cases[*m_running].deadline), desc);
+    case StopCause::startup_deadline:
+      return fmt::format("worker sent no begin within {}; worker {}",
+                         seconds(m_options.startup_deadline), desc);
+    case StopCause::worker_deadline:
+      return fmt::format("the worker deadline of {} passed; worker {}",
+                         seconds(m_options.worker_deadline), desc);
+    case StopCause::broken_line:
+      return fmt::format("broken protocol line ({}); worker {}", m_broken_problem, desc);
+    case StopCause::results_closed:
+      return fmt::format("worker closed its results channel without bye; worker {}", desc);
+    case StopCause::exited:
+    case StopCause::interrupted:
+      break;
+    }
+    if (m_end.signal) return fmt::format("worker {}", desc);
+    if (m_end.exit_code && *m_end.exit_code != 0) return fmt::format("worker {}", desc);
+    return m_saw_bye ? std::string("worker said bye without a result")
+                     : fmt::format("worker {} without a result", desc);
+  }
+
+  // What the worker's end means for the cases it left. false: stop.
+  bool conclude() {
+    std::optional<Culprit> culprit;
+    if (m_running) {
+      culprit = blame_running();
+    } else if (m_runner.count_remaining() > 0 &&
+               (m_finished_here == 0 ||
+                (m_saw_bye && m_cause == StopCause::exited && m_end.exit_code == 0))) {
+      fail_remaining();
+      return false;
+    } else if (m_runner.count_remaining() > 0) {
+      // Died between cases after making progress: resume without blaming a case.
+      culprit = Culprit{m_last_finished, status_by_end(Status::error)};
+    }
+    if (culprit && !culprit->case_id.empty()) m_runner.m_last_culprit = culprit->case_id;
+    if (m_runner.count_remaining() == 0) return false;
+    if (culprit && (culprit->status == Status::crash || culprit->status == Status::timeout))
+      return m_runner.check_health(culprit->case_id);
+    return true;
+  }
+
+  Culprit blame_running() {
+    CaseOutcome o = running_outcome(status_by_end(Status::error), why());
+    o.process_end = m_end;
+    Culprit culprit{m_runner.m_cases[*m_running].id, o.status};
+    m_runner.record(*m_running, std::move(o));
+    return culprit;
+  }
+
+  // Nothing to blame on one case, and a fresh worker would fail the same way.
+  void fail_remaining() {
+    const std::string all = m_err.str();
+    const Status status = status_by_end(Status::error);
+    const std::string reason = m_finished_here == 0
+                                   ? fmt::format("worker failed before its first case: {}", why())
+                                   : "worker said bye without running this case";
+    m_runner.fail_rest(status, reason, m_end, match_signatures(all), tail_lines(all), m_attempt);
+    if ((status == Status::crash || status == Status::timeout) && m_options.health_check)
+      m_runner.check_health(m_finished_here == 0 ? std::string("worker start") : m_last_finished);
+  }
+
+  Runner& m_runner;
+  const RunnerOptions& m_options;
+  detail::Child& m_child;
+  const int m_attempt;
+  detail::TailBuffer m_out, m_err;
+  detail::LineSplitter m_splitter;
+  const detail::LineSplitter::Handler m_handler = [this](std::string_view line, bool too_long) {
+    on_line(line, too_long);
+  };
+  const detail::Sink m_sink = [this](detail::Stream s, std::string_view data) {
+    on_output(s, data);
+  };
+  std::optional<std::size_t> m_running; // plan index of the case between begin and result
+  Clock::time_point m_begin_time{}, m_last_activity;
+  const Clock::time_point m_spawn_time;
+  std::optional<Clock::time_point> m_eof_deadline; // set once the results channel closed
+  // Stderr since the previous case ended belongs to the next one: what a case prints can be
+  // read before its `begin` line, the two pipes are not ordered against each other.
+  std::size_t m_begin_offset = 0;
+  // Where the newest stderr chunk began, while no pump has passed since it was read: such a
+  // chunk may have been written before the result that follows it in our reading order.
+  std::size_t m_fresh_err_start = 0;
+  bool m_err_fresh = false;
+  std::size_t m_finished_here = 0; // outcomes this worker gave
+  bool m_saw_bye = false;
+  bool m_accepting = true; // false once the results channel can no longer be trusted
+  std::string m_broken_problem;
+  std::string m_last_finished;
+  double m_elapsed_running = 0; // of the running case, when the worker was stopped
+  StopCause m_cause = StopCause::exited;
+  ProcessEnd m_end;
+};
+
+bool Runner::run_attempt(int attempt) {
+  const std::string cases_path = m_dir.path().empty() ? std::string{} : write_cases_file(attempt);
+  if (cases_path.empty()) {
+    fail_rest(Status::error, "cannot write the cases file for the worker", std::nullopt, {}, {},
+              attempt);
+    return false;
+  }
+  detail::SpawnSpec spec;
+  spec.argv = m_cmd.argv;
+  spec.argv.insert(spec.argv.end(), {"--results-fd", std::to_string(m_options.results_fd),
+                                     "--cases", cases_path});
+  spec.env = child_environment(m_cmd, environ);
+  spec.results_fd = m_options.results_fd;
+  spec.keep_core_dumps = m_options.keep_core_dumps;
+  auto spawned = detail::Child::spawn(spec);
+  if (!spawned) {
+    fail_rest(Status::error, fmt::format("cannot start worker: {}", spawned.error().message),
+              std::nullopt, {}, {}, attempt);
+    return false;
+  }
+  detail::Child& child = *spawned.value();
+  m_report.worker_pgids.push_back(child.pid());
+  if (m_stderr_log) m_stderr_log->note(fmt::format("attempt {}: pid {}", attempt, child.pid()));
+  Attempt current(*this, child, attempt);
+  return current.run();
+}
 
 } // namespace
 

@@ -1,0 +1,348 @@
+// The configuration choice: candidate backend chains over the measured cells of one device, the
+// one that is proven and best, and the recommendation text for it.
+#include "advice/result_index.hpp"
+#include "core/io.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace sdpa_doctor::advice::detail {
+
+namespace {
+
+// A configuration the user can set: backends tried in this order, all under the same flags.
+struct Chain {
+  enum class Kind { defaults, no_mem_efficient, no_flash, math_only };
+  Kind kind;
+  std::vector<std::string> flags; // ck, aotriton, experimental
+  std::vector<std::string> variants; // measured variant names, in dispatch order
+};
+
+struct Evaluation {
+  bool proven = false;
+  std::map<std::string, std::string> served_by; // case id -> variant name
+  std::optional<double> total_ms;              // over the served cases, when every time is known
+  int unfused = 0; // 0 per case served by flash, 1 by mem-efficient, 2 by math: lower is better
+  std::string why_not;                         // first case that breaks it
+};
+
+std::string variant_name(const std::string& backend, const std::vector<std::string>& flags) {
+  Variant v{backend, flags};
+  return v.name();
+}
+
+Evaluation evaluate(const DeviceIndex& view, const Chain& chain) {
+  Evaluation e;
+  double total = 0;
+  bool all_times = true;
+  for (const std::string& id : view.case_order) {
+    bool served = false;
+    for (const std::string& variant : chain.variants) {
+      const Cell* cell = view.cell(variant, id);
+      if (!cell || cell->outcome == Outcome::unmeasured) {
+        e.why_not = fmt::format("{} was not measured on {}", variant, id);
+        return e;
+      }
+      if (cell->outcome == Outcome::failed) {
+        e.why_not = fmt::format("{} failed {}", variant, id);
+        return e;
+      }
+      if (cell->outcome == Outcome::pass) {
+        e.served_by[id] = variant;
+        std::string backend = variant.substr(0, variant.find('['));
+        if (backend == "default") backend = cell->chosen.empty() ? "flash" : cell->chosen;
+        e.unfused += backend == "math" ? 2 : backend == "mem_efficient" ? 1 : 0;
+        if (cell->time_ms) total += *cell->time_ms;
+        else all_times = false;
+        served = true;
+        break;
+      }
+    }
+    if (!served) {
+      e.why_not = fmt::format("every backend refused {}", id);
+      return e;
+    }
+  }
+  if (view.case_order.empty()) {
+    e.why_not = "no case was measured";
+    return e;
+  }
+  e.proven = true;
+  if (all_times) e.total_ms = total;
+  return e;
+}
+
+int changes(const Chain& c) {
+  const int base = c.kind == Chain::Kind::defaults ? 0 : c.kind == Chain::Kind::math_only ? 2 : 1;
+  return base + int(c.flags.size());
+}
+
+std::vector<Chain> candidate_chains(const DeviceIndex& view) {
+  std::set<std::vector<std::string>> flag_sets{{}};
+  for (const std::string& name : view.variants) {
+    auto v = parse_variant(name);
+    if (!v) continue;
+    if (v->backend == "flash" || v->backend == "mem_efficient" || v->backend == "default")
+      flag_sets.insert(v->flags);
+  }
+  std::vector<Chain> out;
+  for (const auto& f : flag_sets) {
+    if (view.variants.count(variant_name("default", f)))
+      out.push_back({Chain::Kind::defaults, f, {variant_name("default", f)}});
+    out.push_back({Chain::Kind::defaults,
+                   f,
+                   {variant_name("flash", f), variant_name("mem_efficient", f), "math"}});
+    out.push_back({Chain::Kind::no_mem_efficient, f, {variant_name("flash", f), "math"}});
+    out.push_back({Chain::Kind::no_flash, f, {variant_name("mem_efficient", f), "math"}});
+  }
+  out.push_back({Chain::Kind::math_only, {}, {"math"}});
+  return out;
+}
+
+bool has(const std::vector<std::string>& v, std::string_view x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string recommendation_id(const Chain& c) {
+  std::vector<std::string> parts;
+  switch (c.kind) {
+  case Chain::Kind::defaults:
+    if (c.flags.empty()) parts.push_back("keep-defaults");
+    break;
+  case Chain::Kind::no_mem_efficient: parts.push_back("disable-mem-efficient"); break;
+  case Chain::Kind::no_flash: parts.push_back("disable-flash"); break;
+  case Chain::Kind::math_only: parts.push_back("use-math-only"); break;
+  }
+  for (const std::string& f : c.flags) {
+    if (f == "experimental") parts.push_back("enable-aotriton-experimental");
+    if (f == "ck") parts.push_back("prefer-ck");
+    if (f == "aotriton") parts.push_back("prefer-aotriton");
+  }
+  return fmt::format("{}", fmt::join(parts, "+"));
+}
+
+// "ck" or "aotriton" when the chain should name the ROCm flash library; "" when it need not or
+// the torch is too old to have the switch (2.7). AOTriton is named after CK failed here.
+std::string fa_library_for(const Chain& c, const DeviceIndex& d) {
+  const bool has_fa_library = !d.torch.empty() && compare_versions(d.torch, "2.7") >= 0;
+  if (has_fa_library && has(c.flags, "ck")) return "ck";
+  if (has_fa_library && d.is_gpu() && c.kind != Chain::Kind::math_only &&
+      (has(c.flags, "aotriton") || d.ck_failed))
+    return "aotriton";
+  return {};
+}
+
+// The context-manager form of a chain, for users who change it only around the call.
+void around_the_call(std::vector<std::string>& lines, const char* backends) {
+  lines.push_back("# or only around the call:");
+  lines.push_back(fmt::format("with sdpa_kernel([{}]):", backends));
+  lines.push_back("    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)");
+}
+
+std::string python_for(const Chain& c, const DeviceIndex& d) {
+  std::vector<std::string> lines;
+  if (!c.flags.empty() && (has(c.flags, "experimental") || has(c.flags, "ck")))
+    lines.push_back("# set the environment variables below before `import torch`");
+  lines.push_back("import torch");
+  if (c.kind != Chain::Kind::defaults)
+    lines.push_back("from torch.nn.attention import SDPBackend, sdpa_kernel");
+  if (const std::string library = fa_library_for(c, d); !library.empty())
+    lines.push_back(fmt::format("torch.backends.cuda.preferred_rocm_fa_library(\"{}\")", library));
+  switch (c.kind) {
+  case Chain::Kind::defaults:
+    if (lines.size() == 1) lines.push_back("# nothing to change: the default dispatch passed");
+    break;
+  case Chain::Kind::no_mem_efficient:
+    lines.push_back("torch.backends.cuda.enable_mem_efficient_sdp(False)");
+    around_the_call(lines, "SDPBackend.FLASH_ATTENTION, SDPBackend.MATH");
+    break;
+  case Chain::Kind::no_flash:
+    lines.push_back("torch.backends.cuda.enable_flash_sdp(False)");
+    around_the_call(lines, "SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH");
+    break;
+  case Chain::Kind::math_only:
+    lines.push_back("torch.backends.cuda.enable_flash_sdp(False)");
+    lines.push_back("torch.backends.cuda.enable_mem_efficient_sdp(False)");
+    lines.push_back("torch.backends.cuda.enable_math_sdp(True)");
+    around_the_call(lines, "SDPBackend.MATH");
+    break;
+  }
+  return fmt::format("{}", fmt::join(lines, "\n"));
+}
+
+std::string environment_for(const Chain& c) {
+  std::vector<std::string> lines;
+  for (const auto& [k, v] : Variant{"flash", c.flags}.environment()) lines.push_back(k + "=" + v);
+  return fmt::format("{}", fmt::join(lines, "\n"));
+}
+
+std::string cpp_for(const Chain& c, const DeviceIndex& d) {
+  std::vector<std::string> lines;
+  const std::string library = fa_library_for(c, d);
+  if (library == "ck")
+    lines.push_back("at::globalContext().setROCmFAPreferredBackend(at::ROCmFABackend::Ck);");
+  else if (library == "aotriton")
+    lines.push_back("at::globalContext().setROCmFAPreferredBackend(at::ROCmFABackend::AOTriton);");
+  switch (c.kind) {
+  case Chain::Kind::defaults: break;
+  case Chain::Kind::no_mem_efficient:
+    lines.push_back("at::globalContext().setSDPUseMemEfficient(false);");
+    break;
+  case Chain::Kind::no_flash: lines.push_back("at::globalContext().setSDPUseFlash(false);"); break;
+  case Chain::Kind::math_only:
+    lines.push_back("at::globalContext().setSDPUseFlash(false);");
+    lines.push_back("at::globalContext().setSDPUseMemEfficient(false);");
+    lines.push_back("at::globalContext().setSDPUseMath(true);");
+    break;
+  }
+  if (lines.empty()) return "// nothing to change";
+  lines.push_back("// If you ever leave only flash enabled from C++, also call "
+                  "setSDPUseOverrideable(false):");
+  lines.push_back("// overrideable defaults to on and turns a rejected flash into \"Invalid "
+                  "backend\".");
+  return fmt::format("{}", fmt::join(lines, "\n"));
+}
+
+std::string describe(const Chain& c) {
+  std::string flags;
+  if (has(c.flags, "experimental")) flags += ", AOTriton experimental archs enabled";
+  if (has(c.flags, "ck")) flags += ", CK preferred";
+  if (has(c.flags, "aotriton")) flags += ", AOTriton preferred";
+  switch (c.kind) {
+  case Chain::Kind::defaults: return "default dispatch (flash, then mem-efficient, then math)" + flags;
+  case Chain::Kind::no_mem_efficient: return "flash with math fallback, mem-efficient off" + flags;
+  case Chain::Kind::no_flash: return "mem-efficient with math fallback, flash off" + flags;
+  case Chain::Kind::math_only: return "math only (flash and mem-efficient off)";
+  }
+  return {};
+}
+
+std::string cost_for(const Chain& c, const Evaluation& e, const DeviceIndex& view,
+                     const AdviceOptions& options) {
+  std::vector<std::string> parts;
+  size_t by_math = 0;
+  std::set<std::string> math_dtypes;
+  for (const auto& [id, variant] : e.served_by) {
+    if (variant == "math") {
+      ++by_math;
+      math_dtypes.insert(std::string(to_string(view.cases.at(id).dtype)));
+    }
+  }
+  if (by_math == 0) return {};
+  if (c.kind != Chain::Kind::math_only && by_math < e.served_by.size())
+    parts.push_back(fmt::format("math serves {} of {} cases ({})", by_math, e.served_by.size(),
+                                fmt::join(math_dtypes, ", ")));
+  if (options.target) {
+    const Case& t = *options.target;
+    parts.push_back(fmt::format(
+        "math materialises B*H*Lq*Lkv fp32 scores (scores + softmax): {} for b={},h={},l={},d={}",
+        format_bytes(t.math_scores_bytes()), t.b, t.hq, t.lq, t.d));
+  } else {
+    parts.push_back("math materialises B*H*Lq*Lkv fp32 scores (scores + softmax), memory grows "
+                    "with L^2: 2 GiB at b=1,h=32,l=4096 (pass --target for your shape)");
+  }
+  // How much slower math was than the fastest fused variant on the cases both passed.
+  double math_ms = 0, fused_ms = 0;
+  int both = 0;
+  std::string fused_name;
+  auto math_it = view.cells.find("math");
+  if (math_it != view.cells.end()) {
+    for (const std::string& variant : c.variants) {
+      if (variant == "math") continue;
+      auto f = view.cells.find(variant);
+      if (f == view.cells.end()) continue;
+      for (const auto& [id, cell] : f->second) {
+        auto m = math_it->second.find(id);
+        if (m == math_it->second.end() || cell.outcome != Outcome::pass ||
+            m->second.outcome != Outcome::pass || !cell.time_ms || !m->second.time_ms)
+          continue;
+        math_ms += *m->second.time_ms;
+        fused_ms += *cell.time_ms;
+        ++both;
+      }
+      fused_name = variant;
+      if (both > 0) break;
+    }
+  }
+  if (both > 0 && fused_ms > 0)
+    parts.push_back(fmt::format("math took {:.1f}x the time of {} on the {} cases both passed",
+                                math_ms / fused_ms, fused_name, both));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// Whether proven chain `c` (with evaluation `e`) beats the best so far.
+bool better_than(const Chain& c, const Evaluation& e, const Chain& best, const Evaluation& best_e) {
+  // Fused first: flash and mem-efficient keep memory O(L), math materialises L^2 scores,
+  // and the small probe shapes say little about speed at the user's real sizes. So the
+  // chain that serves more cases with fused kernels wins; then time; then fewer changes.
+  if (e.unfused != best_e.unfused) return e.unfused < best_e.unfused;
+  // Times within 10% are noise at probe sizes; then fewer changes win.
+  const bool timed = e.total_ms && best_e.total_ms && *best_e.total_ms > 0;
+  const double ratio = timed ? *e.total_ms / *best_e.total_ms : 1.0;
+  if (timed && ratio < 0.9) return true;
+  if (timed && ratio > 1.0 / 0.9) return false;
+  return changes(c) < changes(best);
+}
+
+struct Choice {
+  std::optional<Chain> chain; // nullopt: no candidate was proven
+  Evaluation evaluation;
+  std::string why_not; // why math alone was not proven, when it was not
+};
+
+Choice choose_chain(const DeviceIndex& view) {
+  Choice best;
+  for (const Chain& c : candidate_chains(view)) {
+    Evaluation e = evaluate(view, c);
+    if (!e.proven) {
+      if (best.why_not.empty() && c.kind == Chain::Kind::math_only) best.why_not = e.why_not;
+      continue;
+    }
+    if (!best.chain || better_than(c, e, *best.chain, best.evaluation)) {
+      best.chain = c;
+      best.evaluation = std::move(e);
+    }
+  }
+  return best;
+}
+
+Recommendation recommendation_for(const Chain& c, const Evaluation& e, const DeviceIndex& d,
+                                  const AdviceOptions& options) {
+  Recommendation rec;
+  rec.id = recommendation_id(c);
+  rec.device = d.device;
+  std::set<std::string> dtypes;
+  for (const auto& [id, kase] : d.cases) dtypes.insert(std::string(to_string(kase.dtype)));
+  rec.summary = fmt::format("{} on {}: every measured case passed ({} cases, {})", describe(c),
+                            d.device, d.case_order.size(), fmt::join(dtypes, ", "));
+  rec.python = python_for(c, d);
+  rec.environment = environment_for(c);
+  rec.cpp = cpp_for(c, d);
+  rec.transformers = "model = AutoModel.from_pretrained(..., attn_implementation=\"sdpa\")  "
+                     "# torch SDPA, under the flags above";
+  if (d.is_gpu())
+    rec.vllm = "not measured: vLLM's --attention-backend kernels are not torch SDPA; the flags "
+               "above reach vLLM only where it calls torch SDPA (e.g. ViT encoders on RDNA)";
+  rec.cost = cost_for(c, e, d, options);
+  rec.case_ids = d.case_order;
+  return rec;
+}
+
+} // namespace
+
+void recommend(const DeviceIndex& device, const AdviceOptions& options, AdviceResult& out) {
+  if (device.case_order.empty()) return;
+  const Choice choice = choose_chain(device);
+  if (!choice.chain) {
+    out.findings.push_back(make_finding(
+        "no-working-configuration", Severity::problem, device.device,
+        fmt::format("no measured configuration passes every case on {} ({})", device.device,
+                    choice.why_not.empty() ? "nothing passed" : choice.why_not),
+        "nothing to recommend from measurements; see the failures and known issues"));
+    return;
+  }
+  out.recommendations.push_back(
+      recommendation_for(*choice.chain, choice.evaluation, device, options));
+}
+
+} // namespace sdpa_doctor::advice::detail

@@ -1,0 +1,197 @@
+// The findings advice draws from the result index: per-variant failures and skips, and the
+// cross-variant rules on one device. Each rule names what it detects and proves it by case ids.
+#include "advice/result_index.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace sdpa_doctor::advice::detail {
+
+namespace {
+
+void add_unique(std::vector<std::string>& ids, const std::string& id) {
+  if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+}
+
+Variant without_flag(Variant v, std::string_view flag) {
+  v.flags.erase(std::remove(v.flags.begin(), v.flags.end(), flag), v.flags.end());
+  return v;
+}
+
+bool passed(const CaseResult* r) { return r && r->status == Status::pass; }
+
+// One finding per failing status of the group, worst first.
+void failure_findings(const VariantGroup& g, std::vector<Finding>& out) {
+  static const std::pair<Status, const char*> k_order[] = {
+      {Status::crash, "crashed"},     {Status::timeout, "timed out"},
+      {Status::nonfinite, "returned NaN/Inf"}, {Status::mismatch, "returned wrong values"},
+      {Status::error, "raised an error"}};
+  for (const auto& [status, verb] : k_order) {
+    auto it = g.by_status.find(status);
+    if (it == g.by_status.end()) continue;
+    const CaseResult& first = *it->second.front();
+    std::string detail;
+    if (first.process_end && !first.process_end->signal_name.empty())
+      detail = fmt::format(" ({})", first.process_end->signal_name);
+    else if (!first.reason.empty())
+      detail = fmt::format(": {}", first.reason);
+    std::vector<std::string> ids;
+    for (const CaseResult* r : it->second) ids.push_back(r->case_id);
+    out.push_back(make_finding(
+        fmt::format("variant-{}", to_string(status)), Severity::problem, g.device,
+        fmt::format("{} ({}) {} on {} in {} of {} cases{}", g.variant, to_string(g.probe), verb,
+                    g.device, it->second.size(), g.total, detail),
+        g.probe == Probe::reference
+            ? "the doctor's own reference kernel failed: check the device and driver"
+            : fmt::format("avoid {} on {} (see the recommendation)", g.variant, g.device),
+        std::move(ids)));
+  }
+}
+
+void skipped_finding(const VariantGroup& g, std::vector<Finding>& out) {
+  auto sk = g.by_status.find(Status::skipped);
+  if (sk == g.by_status.end()) return;
+  const std::string& reason = sk->second.front()->reason;
+  std::vector<std::string> ids;
+  for (const CaseResult* r : sk->second) ids.push_back(r->case_id);
+  out.push_back(make_finding("cases-skipped", Severity::warning, g.device,
+                             fmt::format("{} ({}) on {}: {} of {} cases not run: {}", g.variant,
+                                         to_string(g.probe), g.device, sk->second.size(), g.total,
+                                         reason.empty() ? "no reason recorded" : reason),
+                             {}, std::move(ids)));
+}
+
+// CK failed where the same backend without CK (or with AOTriton preferred) passed.
+std::vector<std::string> rule_ck_fails_where_aotriton_passes(const DeviceIndex& d) {
+  std::vector<std::string> ids;
+  for (const auto& [name, cases] : d.worst) {
+    auto v = parse_variant(name);
+    if (!v || !v->has_flag("ck")) continue;
+    const Variant other = without_flag(*v, "ck");
+    Variant aot = other;
+    aot.flags.push_back("aotriton");
+    std::sort(aot.flags.begin(), aot.flags.end());
+    const std::string alternatives[] = {other.name(), aot.name()};
+    for (const auto& [id, r] : cases) {
+      if (!is_failure_by_default(r->status)) continue;
+      for (const std::string& alt : alternatives) {
+        if (passed(d.result(alt, id))) {
+          add_unique(ids, id);
+          break;
+        }
+      }
+    }
+  }
+  return ids;
+}
+
+// The experimental gate: the same backend refused without the flag and passed with it.
+std::vector<std::string> rule_experimental_gate(const DeviceIndex& d) {
+  std::vector<std::string> ids;
+  for (const auto& [name, cases] : d.worst) {
+    auto v = parse_variant(name);
+    if (!v || !v->has_flag("experimental")) continue;
+    const std::string gated = without_flag(*v, "experimental").name();
+    for (const auto& [id, r] : cases) {
+      const CaseResult* g = d.result(gated, id);
+      if (r->status == Status::pass && g && g->status == Status::unsupported) add_unique(ids, id);
+    }
+  }
+  return ids;
+}
+
+// Our reference kernels pass where torch's fused kernels fail: the backend is at fault.
+std::vector<std::string> rule_reference_passes_where_fused_fails(const DeviceIndex& d) {
+  auto reference_passed = [&](const std::string& id) {
+    return std::any_of(d.reference.begin(), d.reference.end(), [&](const auto& ref) {
+      auto r = ref.second.find(id);
+      return r != ref.second.end() && passed(r->second);
+    });
+  };
+  std::vector<std::string> ids;
+  for (const auto& [name, cases] : d.worst) {
+    const std::string backend = name.substr(0, name.find('['));
+    if (backend != "flash" && backend != "mem_efficient" && backend != "default") continue;
+    for (const auto& [id, r] : cases) {
+      if (is_failure_by_default(r->status) && reference_passed(id)) add_unique(ids, id);
+    }
+  }
+  return ids;
+}
+
+// Silent fallback: the default dispatch ran math on a GPU.
+std::vector<std::string> rule_default_falls_back_to_math(const DeviceIndex& d) {
+  std::vector<std::string> ids;
+  if (!d.is_gpu()) return ids;
+  for (const auto& [name, cases] : d.worst) {
+    if (name.rfind("default", 0) != 0) continue;
+    for (const auto& [id, r] : cases) {
+      if (r->status == Status::pass && r->backend_chosen == "math") add_unique(ids, id);
+    }
+  }
+  return ids;
+}
+
+// A cross-variant rule: what it detects (the proving case ids, empty when it does not hold)
+// and the finding it makes. In `message`, {0} is the device and {1} the number of cases.
+struct DeviceRule {
+  std::vector<std::string> (*detect)(const DeviceIndex&);
+  const char* id;
+  Severity severity;
+  const char* message;
+  const char* remedy;
+};
+
+// In report order.
+const DeviceRule k_device_rules[] = {
+    {rule_ck_fails_where_aotriton_passes, "disable-ck-flash", Severity::problem,
+     "the CK attention kernels fail on {0} where AOTriton passes the same cases",
+     "do not set TORCH_ROCM_FA_PREFER_CK=1 or preferred_rocm_fa_library(\"ck\") on this "
+     "device; use AOTriton (the default)"},
+    {rule_experimental_gate, "enable-aotriton-experimental", Severity::warning,
+     "AOTriton refuses {0} as experimental unless TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1, and "
+     "passes with it",
+     "export TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1 before starting Python (at your own risk: "
+     "the arch is experimental in this AOTriton)"},
+    {rule_reference_passes_where_fused_fails, "backend-fault-not-device", Severity::warning,
+     "the doctor's reference kernels pass on {0} where torch's fused kernels fail: the fault is "
+     "in the backend, not the driver or the card",
+     "report it to the backend (the Markdown report carries a repro per case)"},
+    {rule_default_falls_back_to_math, "default-falls-back-to-math", Severity::warning,
+     "the default dispatch on {0} chose math for {1} case(s): no fused kernel accepted them, "
+     "memory grows with L^2",
+     "see the recommendation for a fused configuration that passed, if any"},
+};
+
+} // namespace
+
+Finding make_finding(std::string id, Severity severity, std::string device, std::string message,
+                     std::string remedy, std::vector<std::string> case_ids) {
+  Finding f;
+  f.id = std::move(id);
+  f.severity = severity;
+  f.device = std::move(device);
+  f.message = std::move(message);
+  f.remedy = std::move(remedy);
+  f.case_ids = std::move(case_ids);
+  return f;
+}
+
+void variant_findings(const ResultIndex& index, std::vector<Finding>& out) {
+  for (const VariantGroup& g : index.groups) {
+    failure_findings(g, out);
+    skipped_finding(g, out);
+  }
+}
+
+void device_findings(const DeviceIndex& device, std::vector<Finding>& out) {
+  for (const DeviceRule& rule : k_device_rules) {
+    std::vector<std::string> ids = rule.detect(device);
+    if (ids.empty()) continue;
+    out.push_back(make_finding(rule.id, rule.severity, device.device,
+                               fmt::format(fmt::runtime(rule.message), device.device, ids.size()),
+                               rule.remedy, std::move(ids)));
+  }
+}
+
+} // namespace sdpa_doctor::advice::detail
