@@ -558,6 +558,22 @@ void device_findings(const Report& report, const std::string& device, std::vecto
 
 } // namespace
 
+// An interrupted run with nothing failed has no failures to point at: say what is missing.
+static std::string no_configuration_remedy(const Report& report, const std::string& device) {
+  size_t unmeasured = 0, cells = 0, failed = 0;
+  for (const CaseResult& r : report.results) {
+    if (r.device != device) continue;
+    ++cells;
+    if (r.status == Status::skipped && r.reason == "interrupted") ++unmeasured;
+    if (is_failure(r.status)) ++failed;
+  }
+  if (report.interrupted && failed == 0)
+    return fmt::format("interrupted: {} of {} cells not measured; run again (or `sdpa-doctor "
+                       "check --resume RUN-DIR`)",
+                       unmeasured, cells);
+  return "nothing to recommend from measurements; see the failures and known issues";
+}
+
 AdviceResult advise(const Report& report, const KnownIssues& issues, const AdviceOptions& options) {
   AdviceResult out;
   out.known_issues = match_known_issues(report, issues);
@@ -618,7 +634,7 @@ AdviceResult advise(const Report& report, const KnownIssues& issues, const Advic
       f.device = view.device;
       f.message = fmt::format("no measured configuration passes every case on {} ({})",
                               view.device, why_not.empty() ? "nothing passed" : why_not);
-      f.remedy = "nothing to recommend from measurements; see the failures and known issues";
+      f.remedy = no_configuration_remedy(report, view.device);
       out.findings.push_back(std::move(f));
       continue;
     }
