@@ -11,7 +11,7 @@ AdviceResult advise(const Report& report, const KnownIssues& issues, const Advic
   detail::variant_findings(index, out.findings);
   for (const detail::DeviceIndex& device : index.devices) {
     detail::device_findings(device, out.findings);
-    detail::recommend(device, options, out);
+    detail::recommend(report, device, options, out);
   }
   return out;
 }

@@ -328,9 +328,26 @@ Recommendation recommendation_for(const Chain& c, const Evaluation& e, const Dev
   return rec;
 }
 
+// An interrupted run with nothing failed has no failures to point at: say what is missing.
+std::string no_configuration_remedy(const Report& report, const std::string& device) {
+  size_t unmeasured = 0, cells = 0, failed = 0;
+  for (const CaseResult& r : report.results) {
+    if (r.device != device) continue;
+    ++cells;
+    if (r.status == Status::skipped && r.reason == "interrupted") ++unmeasured;
+    if (is_failure_by_default(r.status)) ++failed;
+  }
+  if (report.interrupted && failed == 0)
+    return fmt::format("interrupted: {} of {} cells not measured; run again (or `sdpa-doctor "
+                       "check --resume RUN-DIR`)",
+                       unmeasured, cells);
+  return "nothing to recommend from measurements; see the failures and known issues";
+}
+
 } // namespace
 
-void recommend(const DeviceIndex& device, const AdviceOptions& options, AdviceResult& out) {
+void recommend(const Report& report, const DeviceIndex& device, const AdviceOptions& options,
+               AdviceResult& out) {
   if (device.case_order.empty()) return;
   const Choice choice = choose_chain(device);
   if (!choice.chain) {
@@ -338,7 +355,7 @@ void recommend(const DeviceIndex& device, const AdviceOptions& options, AdviceRe
         "no-working-configuration", Severity::problem, device.device,
         fmt::format("no measured configuration passes every case on {} ({})", device.device,
                     choice.why_not.empty() ? "nothing passed" : choice.why_not),
-        "nothing to recommend from measurements; see the failures and known issues"));
+        no_configuration_remedy(report, device.device)));
     return;
   }
   out.recommendations.push_back(

@@ -69,6 +69,7 @@ void variant_findings(const ResultIndex& index, std::vector<Finding>& out);
 // Cross-variant findings on one device, one per rule that holds, in rule order.
 void device_findings(const DeviceIndex& device, std::vector<Finding>& out);
 // The recommendation for one device, or a no-working-configuration finding.
-void recommend(const DeviceIndex& device, const AdviceOptions& options, AdviceResult& out);
+void recommend(const Report& report, const DeviceIndex& device, const AdviceOptions& options,
+               AdviceResult& out);
 
 } // namespace sdpa_doctor::advice::detail

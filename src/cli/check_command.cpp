@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace sdpa_doctor::cli {
@@ -36,6 +37,7 @@ struct CheckOptions {
   std::vector<std::string> probes;   // libtorch, python, reference
   std::vector<std::string> variants; // filter
   std::vector<std::string> devices;  // targets
+  std::vector<std::string> dtypes;   // filter: fp16, bf16, fp32; empty = all
   std::string python;
   bool no_python = false;
   double case_timeout_s = 0;
@@ -52,6 +54,7 @@ struct CheckOptions {
   std::string run_dir;
   int repeat = 3;
   int warmup = 1;
+  double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -145,6 +148,17 @@ void check_writable(const std::string& path, const char* flag) {
   std::error_code ec;
   if (fs::is_directory(p, ec))
     throw Fatal{fmt::format("{} {}: is a directory", flag, path)};
+  // A device or FIFO is written in place (never replaced by a rename): it must open for writing.
+  if (const auto type = fs::status(p, ec).type();
+      !ec && type != fs::file_type::regular && type != fs::file_type::not_found) {
+    if (type == fs::file_type::fifo) return; // opening it would wait for its reader
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+      throw Fatal{fmt::format("{} {}: cannot open it for writing: {}", flag, path,
+                              std::strerror(errno))};
+    ::close(fd);
+    return;
+  }
   if (!fs::is_directory(dir, ec))
     throw Fatal{fmt::format("{} {}: directory '{}' does not exist", flag, path, dir.string())};
   // The report is written as a temporary file beside it, then renamed: try exactly that now.
@@ -175,7 +189,9 @@ std::vector<advice::KnownIssues> load_issue_files(const CheckOptions& o) {
   return files;
 }
 
-void write_reports(const Report& report, const GlobalOptions& global) {
+// Writes every report asked for, even after one failed: the others still carry the diagnosis.
+// Each failure is one line on stderr; any failure makes the exit code 4.
+int write_reports(const Report& report, const GlobalOptions& global) {
   struct Output {
     const std::string& path;
     std::string (*render)(const Report&);
@@ -183,11 +199,15 @@ void write_reports(const Report& report, const GlobalOptions& global) {
   const Output outputs[] = {{global.json_path, report::render_json},
                             {global.markdown_path, report::render_markdown},
                             {global.junit_path, report::render_junit}};
+  int failed = 0;
   for (const auto& out : outputs) {
     if (out.path.empty()) continue;
-    auto written = report::write_atomically(out.path, out.render(report));
-    if (!written) throw Fatal{written.error().message, exit_code::internal};
+    if (auto written = report::write_atomically(out.path, out.render(report)); !written) {
+      fmt::print(stderr, "sdpa-doctor: error: {}\n", escape_to_one_line(written.error().message));
+      ++failed;
+    }
   }
+  return failed ? exit_code::internal : report.exit_code;
 }
 
 // Everything a check needs from its flags, each checked before anything runs: a bad flag costs
@@ -214,8 +234,24 @@ std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
   return filter;
 }
 
+// Keeps the cases of the `--dtype` list; a misspelt dtype or one no case has is a usage error.
+void filter_dtypes(std::vector<Case>& cases, const std::vector<std::string>& list) {
+  const std::vector<std::string> names = split_list(list);
+  if (names.empty()) return;
+  std::set<DType> keep;
+  for (const auto& name : names) {
+    auto d = dtype_from_string(name);
+    if (!d) throw Fatal{fmt::format("--dtype '{}': expected fp16, bf16 or fp32", name)};
+    keep.insert(*d);
+  }
+  std::erase_if(cases, [&](const Case& c) { return !keep.count(c.dtype); });
+  if (cases.empty())
+    throw Fatal{fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ","))};
+}
+
 CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   CheckInputs in{planned_cases(o), planned_probes(o), {}, {}, {}, {}, {}, {}};
+  filter_dtypes(in.cases, o.dtypes);
   auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
   if (!tolerances) throw Fatal{tolerances.error().message};
   in.tolerances = *tolerances;
@@ -281,18 +317,38 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
   exec.keep_core_dumps = o.keep_core_dumps;
   exec.warmup = o.warmup;
   exec.repeat = o.repeat;
-  exec.progress = !global.quiet && ::isatty(STDERR_FILENO);
+  exec.progress = global.quiet                 ? run::ProgressMode::none
+                  : ::isatty(STDERR_FILENO) != 0 ? run::ProgressMode::terminal
+                                                 : run::ProgressMode::log;
+  exec.progress_interval = std::chrono::milliseconds(int64_t(o.progress_every_s * 1000));
   exec.interrupted = &g_interrupted;
   if (!o.no_python && std::find(in.probes.begin(), in.probes.end(), Probe::python) != in.probes.end()) {
-    auto python = run::choose_python(o.python);
+    // The pre-flight `import torch` gets the same time a worker gets to start.
+    auto deadline = exec.startup_timeout;
+    if (exec.worker_timeout.count() > 0) deadline = std::min(deadline, exec.worker_timeout);
+    auto python = run::choose_python(o.python, deadline);
     if (!python) throw Fatal{python.error().message};
     exec.python = python->path;
     exec.python_reason = python->reason;
+    exec.python_unusable = python->unusable;
   }
   return exec;
 }
 
+// A `--device` the inventory does not have would plan a run in which every cell is
+// "unsupported" and the exit code 0: a usage error instead, naming what is there.
+void check_devices_exist(const std::vector<std::string>& targets, const DeviceInventory& inventory) {
+  std::vector<std::string> here = {"cpu"};
+  for (const Device& d : inventory.devices)
+    if (d.index >= 0) here.push_back(fmt::format("cuda:{}", d.index));
+  for (const std::string& t : targets)
+    if (std::find(here.begin(), here.end(), t) == here.end())
+      throw Fatal{fmt::format("--device {}: no such device (devices here: {})", t,
+                              fmt::join(here, ", "))};
+}
+
 run::Plan checked_plan(const CheckInputs& in, const DeviceInventory& inventory) {
+  check_devices_exist(in.targets, inventory);
   run::Plan plan = run::make_plan({in.cases, in.probes, in.variant_filter, in.targets}, inventory);
   if (plan.runs.empty() && !in.variant_filter.empty())
     throw Fatal{fmt::format("--variant {}: no probe runs it on {} (GPU-only variants need a "
@@ -318,17 +374,22 @@ void take_results(Report& report, run::ExecuteResult& executed) {
 
 // Advice, findings and the exit code of a finished (or interrupted) run.
 void advise_and_decide(Report& report, const CheckInputs& in, const CheckOptions& o,
-                       std::vector<Finding> run_findings) {
+                       const run::ExecuteOptions& exec, std::vector<Finding> run_findings) {
+  report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
   advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
   // Device findings stay in the inventory; these are the run's own.
   report.findings = std::move(run_findings);
   report.findings.insert(report.findings.end(), advised.findings.begin(), advised.findings.end());
   report.recommendations = std::move(advised.recommendations);
   report.known_issues = std::move(advised.known_issues);
-  report.interrupted = g_interrupted.load();
 
   int code = advice::exit_code_for(report, in.fail_on);
   if (o.require_gpu && report.inventory.devices.empty()) code = exit_code::no_gpu;
+  // An interpreter the user named that cannot run the probe is their input, not a backend.
+  if (exec.python_unusable && !o.python.empty()) {
+    fmt::print(stderr, "sdpa-doctor: error: --python: {}\n", escape_to_one_line(exec.python_reason));
+    code = exit_code::usage;
+  }
   if (report.interrupted)
     code = g_signal.load() == SIGTERM ? exit_code::interrupted_term : exit_code::interrupted_int;
   report.exit_code = code;
@@ -341,15 +402,15 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
 
   InterruptGuard interrupt_guard;
   Report report = started_report(o);
-  const run::ExecuteOptions exec = execute_options(o, global, in);
   const run::Plan plan = checked_plan(in, report.inventory);
+  const run::ExecuteOptions exec = execute_options(o, global, in);
   report.targets = plan.targets;
   spdlog::info("run directory {}", exec.run_dir);
   run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
   take_results(report, executed);
 
   const auto report_start = std::chrono::steady_clock::now();
-  advise_and_decide(report, in, o, std::move(executed.findings));
+  advise_and_decide(report, in, o, exec, std::move(executed.findings));
   report.timings.total_ms = ms_since(start);
   report.timings.report_ms = ms_since(report_start);
   if (global.redact) report = report::redact(std::move(report));
@@ -361,8 +422,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
     fmt::print("{}", report::render_console(report, co));
     fmt::print("journal: {}\n", executed.journal_path);
   }
-  write_reports(report, global);
-  return report.exit_code;
+  return write_reports(report, global);
 }
 
 // CLI11's PositiveNumber prints the whole range of a double in its message; ours is one line.
@@ -398,6 +458,8 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
       ->type_name("LIST");
   sub.add_option("--device", o.devices, "Probe targets: cpu, cuda:N (default cpu + every GPU)")
       ->type_name("LIST");
+  sub.add_option("--dtype", o.dtypes, "Only cases of these dtypes: fp16, bf16, fp32 (default all)")
+      ->type_name("LIST");
   sub.add_option("--python", o.python,
                  "Interpreter for the python probe (default: first python3 that imports torch)")
       ->type_name("PATH");
@@ -415,6 +477,10 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
                  "Fresh workers after crashes, per variant, before the rest is skipped")
       ->check(CLI::Range(0, 1000))
       ->default_str("4");
+  sub.add_option("--progress-every", o.progress_every_s,
+                 "Seconds between progress lines when stderr is not a terminal (not with -q)")
+      ->check(k_positive_seconds)
+      ->default_str("10");
   sub.add_flag("--keep-core-dumps", o.keep_core_dumps, "Let crashing workers write core files");
   sub.add_option("--fail-on", o.fail_on,
                  "Statuses that make the exit code 1 (default: mismatch,nonfinite,error,crash,"

@@ -10,7 +10,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <exception>
 #include <unistd.h>
@@ -41,6 +43,48 @@ constexpr const char* k_footer = R"(Exit codes:
   130/143  interrupted by SIGINT/SIGTERM (the report holds what finished)
 
 With no subcommand, `check` runs: the full diagnosis.)";
+
+// Which report flags a command takes: only those it writes.
+struct Reports {
+  bool json = false;
+  bool markdown = false;
+  bool junit = false;
+  bool redact = false;
+};
+constexpr Reports k_all_reports{true, true, true, true};
+
+struct CommandHelp {
+  const char* name;
+  Reports reports;
+  const char* footer; // the exit codes this command can return
+};
+
+constexpr const char* k_plain_footer = R"(Exit codes:
+  0  done
+  2  usage or input error
+  4  the doctor itself failed (e.g. the output could not be written))";
+
+constexpr CommandHelp k_command_help[] = {
+    {"check", k_all_reports, k_footer},
+    {"devices", {true, false, false, false}, R"(Exit codes:
+  0  done (with or without a GPU)
+  2  usage or input error
+  3  no GPU found while --require-gpu was given
+  4  the doctor itself failed (e.g. the report could not be written))"},
+    {"cases", {true, false, false, false}, k_plain_footer},
+    {"self-test", {}, R"(Exit codes:
+  0  every injected fault was caught and attributed
+  1  at least one was not
+  2  usage or input error
+  4  the doctor itself failed)"},
+};
+
+const CommandHelp& help_for(const std::string& name) {
+  static const CommandHelp k_other{"", {}, k_plain_footer};
+  for (const CommandHelp& h : k_command_help)
+    if (name == h.name) return h;
+  return k_other;
+}
 
 void setup_logging(const GlobalOptions& global) {
   auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
@@ -78,13 +122,16 @@ int run(int argc, char** argv) {
   }, "Print the version of sdpa-doctor and of every dependency built in, then exit");
   app.require_subcommand(0, 1);
 
-  auto add_global = [&](CLI::App& a) {
-    a.add_option("--json", global.json_path, "Write the JSON report to FILE ('-' for stdout)")
-        ->type_name("FILE");
-    a.add_option("--markdown", global.markdown_path, "Write a Markdown report to FILE")
-        ->type_name("FILE");
-    a.add_option("--junit", global.junit_path, "Write a JUnit XML report to FILE")
-        ->type_name("FILE");
+  auto add_global = [&](CLI::App& a, const Reports& reports) {
+    if (reports.json)
+      a.add_option("--json", global.json_path, "Write the JSON report to FILE ('-' for stdout)")
+          ->type_name("FILE");
+    if (reports.markdown)
+      a.add_option("--markdown", global.markdown_path, "Write a Markdown report to FILE")
+          ->type_name("FILE");
+    if (reports.junit)
+      a.add_option("--junit", global.junit_path, "Write a JUnit XML report to FILE")
+          ->type_name("FILE");
     a.add_option("--color", global.color, "Colour on the console (NO_COLOR is honoured)")
         ->check(CLI::IsMember({"auto", "always", "never"}))
         ->default_str("auto");
@@ -92,21 +139,24 @@ int run(int argc, char** argv) {
     a.add_flag("-q,--quiet", global.quiet, "Only errors on stderr; no progress line");
     a.add_option("--log-file", global.log_file, "Also write the full log to FILE")
         ->type_name("FILE");
-    a.add_flag("--redact", global.redact, "Leave hostname and user name out of every report");
+    if (reports.redact)
+      a.add_flag("--redact", global.redact, "Leave hostname and user name out of every report");
   };
-  add_global(app);
+  add_global(app, k_all_reports); // `sdpa-doctor --json r.json` is a check
 
   Action action;
   using Setup = void (*)(CLI::App&, const GlobalOptions&, Action&);
   // The subcommand table: one entry per subcommand, each in its own <name>_command.cpp.
   constexpr Setup k_subcommands[] = {setup_check,        setup_devices, setup_cases,
                                      setup_self_test,    setup_known_issues,
-                                     setup_repro,        setup_version, setup_completion,
-                                     setup_workers};
+                                     setup_repro,        setup_variants, setup_version,
+                                     setup_completion,   setup_workers};
   for (Setup setup : k_subcommands) setup(app, global, action);
   for (CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_group().empty()) continue; // hidden worker modes take no global flags
-    add_global(*sub);
+    const CommandHelp& help = help_for(sub->get_name());
+    add_global(*sub, help.reports);
+    sub->footer(help.footer);
   }
 
   try {
@@ -124,7 +174,14 @@ int run(int argc, char** argv) {
   }
   setup_logging(global);
   if (!action) action = default_check(global);
-  return action();
+  const int code = action();
+  // What went to stdout through stdio is only known to have arrived once it is flushed: a full
+  // disk or a closed pipe must not end in a silent success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    fmt::print(stderr, "sdpa-doctor: error: cannot write to stdout: {}\n", std::strerror(errno));
+    return exit_code::internal;
+  }
+  return code;
 }
 
 } // namespace

@@ -36,6 +36,7 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_self_test(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_known_issues(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_repro(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_variants(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_version(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_completion(CLI::App& app, const GlobalOptions& global, Action& action);
 // Hidden worker entry points of the doctor's own binary (e.g. the fault-injection worker).

@@ -3,6 +3,7 @@
 #include "core/status.hpp"
 #include "devices/devices.hpp"
 #include "report/inventory.hpp"
+#include "report/report.hpp"
 
 #include <fmt/format.h>
 
@@ -29,23 +30,6 @@ struct DevicesOptions {
   bool no_rocm_smi = false;
   double timeout_s = 20;
 };
-
-// Temporary file, then rename: a reader never sees half a report.
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Fatal{fmt::format("cannot write '{}': {}", path, std::strerror(errno))};
-    out << text;
-    if (!out.flush()) throw Fatal{fmt::format("cannot write '{}'", path)};
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Fatal{fmt::format("cannot write '{}': {}", path, ec.message())};
-  }
-}
 
 void require_directory(const std::string& path, const char* option) {
   std::error_code ec;
@@ -77,16 +61,13 @@ int run_devices(const DevicesOptions& options, const GlobalOptions& global) {
   report::InventoryConsoleOptions console;
   console.color = global.color_mode() == ColorMode::always && !json_to_stdout;
   const std::string text = report::render_inventory_console(inventory, console);
-  if (json_to_stdout) {
-    // stdout carries the JSON alone; the human view goes to stderr unless -q.
-    if (!global.quiet) std::fputs(text.c_str(), stderr);
-    std::fputs(report::render_inventory_json(inventory).c_str(), stdout);
-  } else {
-    std::fputs(text.c_str(), stdout);
-    if (!global.json_path.empty())
-      write_file_atomically(global.json_path, report::render_inventory_json(inventory));
+  // stdout carries the JSON alone with `--json -`; the human view then goes to stderr unless -q.
+  if (json_to_stdout && !global.quiet) std::fputs(text.c_str(), stderr);
+  if (!json_to_stdout) std::fputs(text.c_str(), stdout);
+  if (!global.json_path.empty()) {
+    auto written = report::write_atomically(global.json_path, report::render_inventory_json(inventory));
+    if (!written) throw Fatal{written.error().message, exit_code::internal};
   }
-  std::fflush(stdout);
   if (inventory.devices.empty() && options.require_gpu) {
     std::fprintf(stderr, "sdpa-doctor: no AMD GPU found and --require-gpu was given\n");
     return exit_code::no_gpu;

@@ -3,6 +3,7 @@
 #include "core/expected.hpp"
 #include "core/status.hpp"
 #include "core/variant.hpp"
+#include "devices/devices.hpp"
 #include "report/report.hpp"
 
 #include <fmt/format.h>
@@ -17,7 +18,7 @@ namespace {
 struct ReproOptions {
   std::string case_id;
   std::string variant = "default";
-  std::string device = "cuda:0";
+  std::string device; // empty: the first device that exists (cuda:0 when a GPU is there, else cpu)
   std::string probe = "python";
   std::string output = "-";
   double atol = 0; // 0 and 0: the script's per-dtype defaults
@@ -30,7 +31,20 @@ bool valid_device(const std::string& d) {
   return d.find_first_not_of("0123456789", 5) == std::string::npos;
 }
 
-int run_repro(const ReproOptions& o) {
+// cuda:0 where the machine has an AMD GPU, else cpu: a script for a device that is not there
+// reproduces nothing. Asks sysfs only (no HIP, no ROCm SMI child): a repro costs no enumeration.
+std::string first_existing_device() {
+  devices::EnumerateOptions eo;
+  eo.use_hip = false;
+  eo.use_rocm_smi = false;
+  const DeviceInventory inventory = devices::enumerate_devices(eo);
+  for (const Device& d : inventory.devices)
+    if (d.index >= 0) return fmt::format("cuda:{}", d.index);
+  return "cpu";
+}
+
+int run_repro(ReproOptions o) {
+  if (o.device.empty()) o.device = first_existing_device();
   auto kase = parse_case_id(o.case_id);
   if (!kase) throw Fatal{fmt::format("repro: {}", kase.error().message), exit_code::usage};
   auto variant = parse_variant(o.variant);
@@ -70,7 +84,8 @@ void setup_repro(CLI::App& app, const GlobalOptions&, Action& action) {
   sub->add_option("--variant", options->variant,
                   "Backend and flags, e.g. flash, flash[ck], mem_efficient[aotriton,experimental]")
       ->default_str("default");
-  sub->add_option("--device", options->device, "cpu or cuda:N")->default_str("cuda:0");
+  sub->add_option("--device", options->device,
+                  "cpu or cuda:N (default: cuda:0 where an AMD GPU is found, else cpu)");
   sub->add_option("--atol", options->atol, "Absolute tolerance (default: per dtype)");
   sub->add_option("--rtol", options->rtol, "Relative tolerance (default: per dtype)");
   sub->add_option("-o,--output", options->output, "Write the script to FILE ('-' = stdout)")

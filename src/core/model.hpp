@@ -102,6 +102,7 @@ struct CaseResult {
   std::vector<std::string> signatures;  // ids of known stderr signatures that matched
   std::string stderr_tail;              // last lines of the worker's stderr
   int attempt = 0;                      // which worker process (0 = first) ran it
+  double wall_ms = 0; // the case's wall time in its worker, `begin` to outcome; 0 = never begun
 };
 
 // What one worker told about itself in `hello`, per (device, probe, variant).

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <atomic>
 #include <vector>
 
 namespace sdpa_doctor::kernels {
@@ -17,7 +18,10 @@ namespace sdpa_doctor::kernels {
 // The oracle: float64 math attention over the (already dtype-rounded) inputs, with PyTorch's
 // semantics (scale 1/sqrt(D), causal top-left aligned, bool/additive mask broadcast over heads,
 // GQA by head groups, fully masked rows -> 0). Output is logical (B,Hq,Lq,D), row-major.
-std::vector<double> oracle_attention(const Case& c, const HostInputs& inputs);
+// `cancel` (may be null) is read once per query row: when it turns true the loop stops early and
+// the result is incomplete (the caller discards it).
+std::vector<double> oracle_attention(const Case& c, const HostInputs& inputs,
+                                     const std::atomic<bool>* cancel = nullptr);
 
 // ref-math (plain QK^T -> softmax -> PV per row) or ref-flash (tiled, online softmax).
 enum class RefKernel { math, flash };

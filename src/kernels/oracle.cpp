@@ -6,7 +6,8 @@
 
 namespace sdpa_doctor::kernels {
 
-std::vector<double> oracle_attention(const Case& c, const HostInputs& in) {
+std::vector<double> oracle_attention(const Case& c, const HostInputs& in,
+                                     const std::atomic<bool>* cancel) {
   const int64_t group = c.hq / c.hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
   const double neg_inf = -std::numeric_limits<double>::infinity();
@@ -23,6 +24,7 @@ std::vector<double> oracle_attention(const Case& c, const HostInputs& in) {
     double* o = out.data() + (b * c.hq + h) * c.lq * c.d;
     std::vector<double> s(static_cast<size_t>(c.lkv));
     for (int64_t i = 0; i < c.lq; ++i) {
+      if (cancel && cancel->load(std::memory_order_relaxed)) return;
       double row_max = neg_inf;
       for (int64_t j = 0; j < c.lkv; ++j) {
         double score = neg_inf;

@@ -60,8 +60,8 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
   return c;
 }
 
-std::vector<double> compute_oracle(const Case& c) {
-  return kernels::oracle_attention(c, make_inputs(c));
+std::vector<double> compute_oracle(const Case& c, const std::atomic<bool>* cancel) {
+  return kernels::oracle_attention(c, make_inputs(c), cancel);
 }
 
 static_assert(std::endian::native == std::endian::little,

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,7 +63,8 @@ Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<d
 // Refuses a file whose size is not exactly `expected_count` values.
 Expected<std::vector<double>> read_oracle_file(const std::string& path, size_t expected_count);
 // The oracle of a case, computed in float64 from core::make_inputs (kernels::oracle_attention).
-std::vector<double> compute_oracle(const Case& c);
+// `cancel` (may be null) stops it early; the result is then incomplete.
+std::vector<double> compute_oracle(const Case& c, const std::atomic<bool>* cancel = nullptr);
 
 // --- worker input: case lines (ARCHITECTURE.md, protocol v1) --------------------------------------
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <fmt/format.h>
 
 namespace sdpa_doctor::report::detail {
@@ -252,6 +253,25 @@ std::string summary_counts(const std::map<Status, int>& totals) {
     if (n > 0) parts.push_back(fmt::format("{} {}", n, to_string(s)));
   }
   return parts.empty() ? std::string("no cases") : fmt::format("{}", fmt::join(parts, " · "));
+}
+
+std::string cells_summary(const Report& report) {
+  std::set<std::string> cases, devices;
+  std::set<std::pair<Probe, std::string>> variants;
+  for (const CaseResult& r : report.results) {
+    cases.insert(r.case_id);
+    devices.insert(r.device);
+    variants.insert({r.probe, r.variant});
+  }
+  const size_t cells = report.results.size();
+  const auto plural = [](size_t n, const char* word) {
+    return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+  };
+  if (cells <= 1 || cases.size() * variants.size() * devices.size() != cells)
+    return plural(cells, "cell");
+  std::string out = plural(cases.size(), "case") + " × " + plural(variants.size(), "variant");
+  if (devices.size() > 1) out += " × " + plural(devices.size(), "device");
+  return out + " = " + plural(cells, "cell");
 }
 
 size_t display_width(std::string_view s) {

@@ -58,6 +58,10 @@ std::string format_ms(double ms);
 // "1 crash · 23 skipped · 72 pass" (statuses with non-zero counts, failure first).
 std::string summary_counts(const std::map<Status, int>& totals);
 
+// What the results count: "36 cases × 12 variants = 432 cells" (a cell is one case under one
+// variant on one device; "× 2 devices" when there are several), "1 cell" for one.
+std::string cells_summary(const Report& report);
+
 // Codepoints, which is the display width for the symbols and box characters we emit.
 size_t display_width(std::string_view utf8);
 

@@ -373,7 +373,7 @@ std::string indent_lines(const std::string& text, const std::string& prefix) {
 // The shared helpers join with "·"; an ASCII console gets plain separators instead.
 std::string ascii_only(std::string text) {
   static const std::pair<std::string_view, std::string_view> k_map[] = {
-      {"·", "|"}, {"—", "-"}, {"→", "->"}, {"…", "..."}};
+      {"·", "|"}, {"—", "-"}, {"→", "->"}, {"…", "..."}, {"×", "x"}};
   for (const auto& [from, to] : k_map) {
     for (size_t p = 0; (p = text.find(from, p)) != std::string::npos; p += to.size())
       text.replace(p, from.size(), to);
@@ -500,8 +500,7 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
 
   std::map<Status, int> totals;
   for (const CaseResult& r : report.results) ++totals[r.status];
-  std::string summary = fmt::format("Summary: {} case{}{}{}{}exit code {}", report.results.size(),
-                                    report.results.size() == 1 ? "" : "s", dot,
+  std::string summary = fmt::format("Summary: {}{}{}{}exit code {}", cells_summary(report), dot,
                                     summary_counts(totals), dot, report.exit_code);
   if (report.interrupted) summary += fmt::format("{}interrupted", dot);
   out += wrap_paragraph(summary, width, "", "  ");

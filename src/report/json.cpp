@@ -66,7 +66,8 @@ json result_json(const CaseResult& r) {
          {"warnings", r.warnings},
          {"signatures", r.signatures},
          {"stderr_tail", r.stderr_tail},
-         {"attempt", r.attempt}};
+         {"attempt", r.attempt},
+         {"wall_ms", r.wall_ms}};
   json tol = json::object();
   put_number(tol, "atol", r.tolerance.atol);
   put_number(tol, "rtol", r.tolerance.rtol);

@@ -97,7 +97,9 @@ std::string render_junit(const Report& report) {
     std::string cases;
     const std::string name = suite_name(report, s);
     for (const CaseResult* r : s.results) {
-      const double t = r->metrics.time_ms.value_or(0.0);
+      // The case's wall time in its worker (warm-up, timed runs, comparison), where the minutes
+      // went; a report without it (older journals) falls back to the kernel time.
+      const double t = r->wall_ms > 0 ? r->wall_ms : r->metrics.time_ms.value_or(0.0);
       ms += t;
       cases += fmt::format("    <testcase name=\"{}\" classname=\"{}\" time=\"{}\"", attr(r->case_id),
                            attr(name), seconds(t));
@@ -156,7 +158,8 @@ std::string render_junit(const Report& report) {
   return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                      "<testsuites name=\"sdpa-doctor\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
                      "skipped=\"{}\" time=\"{}\">\n{}</testsuites>\n",
-                     total_tests, total_failures, total_skipped, seconds(total_ms), body);
+                     total_tests, total_failures, total_skipped,
+                     seconds(std::max(total_ms, report.timings.total_ms)), body);
 }
 
 } // namespace sdpa_doctor::report

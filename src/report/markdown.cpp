@@ -260,9 +260,8 @@ std::string summary_line(const Report& report) {
   std::string out;
   std::map<Status, int> totals;
   for (const CaseResult& r : report.results) ++totals[r.status];
-  out += fmt::format("**Summary:** {} case{} · {} · exit code {}\n", report.results.size(),
-                     report.results.size() == 1 ? "" : "s", summary_counts(totals),
-                     report.exit_code);
+  out += fmt::format("**Summary:** {} · {} · exit code {}\n", cells_summary(report),
+                     summary_counts(totals), report.exit_code);
   return out;
 }
 

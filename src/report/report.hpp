@@ -74,7 +74,10 @@ struct Written {
 };
 
 // Writes `text` to a temporary file in the target's directory, fsyncs it and renames it over
-// `path`, so a reader never sees half a report. "-" writes to stdout.
+// `path`, so a reader never sees half a report. "-" writes to stdout (flushing stdio first). A
+// path that exists and is not a regular file (/dev/stdout, a FIFO, a character device) is written
+// to directly: renaming over a device node would replace it. Every write, fsync, close and
+// rename is checked: an error names the path and the reason, never a silent success.
 Expected<Written> write_atomically(const std::string& path, std::string_view text);
 
 } // namespace sdpa_doctor::report

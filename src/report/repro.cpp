@@ -237,7 +237,10 @@ std::string render_repro(const CaseResult& r) {
     backend = "math";
   }
   if (environment.empty()) environment = "# (none)\n";
-  std::string verdict = std::string(to_string(r.status));
+  // A script written on request was never measured: a "skipped" verdict would read as a result.
+  std::string verdict = r.status == Status::skipped && r.metrics.timed_runs == 0 && !r.process_end
+                            ? std::string("not measured")
+                            : std::string(to_string(r.status));
   if (std::string end = process_end_text(r); !end.empty()) verdict += " (" + end + ")";
   if (!r.reason.empty()) notes.push_back("reason: " + r.reason);
   for (const std::string& sig : r.signatures) notes.push_back("signature: " + sig);

@@ -24,13 +24,41 @@ std::string upper(std::string_view s) {
 
 } // namespace
 
-Expected<Written> write_atomically(const std::string& path, std::string_view text) {
-  if (path == "-") {
-    std::fflush(stdout);
-    if (!write_all(STDOUT_FILENO, text))
-      return make_error(fmt::format("cannot write the report to stdout: {}", std::strerror(errno)));
-    return Written{path};
+namespace {
+
+Error write_error(const std::string& path, int err) {
+  return Error{fmt::format("cannot write '{}': {}", path, std::strerror(err))};
+}
+
+// Straight into what is already there: a device, a FIFO, a terminal.
+Expected<Written> write_in_place(const std::string& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return write_error(path, errno);
+  bool ok = write_all(fd, text);
+  int saved = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    saved = errno;
   }
+  if (!ok) return write_error(path, saved);
+  return Written{path};
+}
+
+Expected<Written> write_to_stdout(std::string_view text) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    return make_error(fmt::format("cannot write the report to stdout: {}", std::strerror(errno)));
+  if (!write_all(STDOUT_FILENO, text))
+    return make_error(fmt::format("cannot write the report to stdout: {}", std::strerror(errno)));
+  return Written{"-"};
+}
+
+} // namespace
+
+Expected<Written> write_atomically(const std::string& path, std::string_view text) {
+  if (path == "-") return write_to_stdout(text);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return write_in_place(path, text);
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -58,7 +86,7 @@ Expected<Written> write_atomically(const std::string& path, std::string_view tex
   }
   if (!ok) {
     ::unlink(tmpl.c_str());
-    return make_error(fmt::format("cannot write '{}': {}", path, std::strerror(saved)));
+    return write_error(path, saved);
   }
   // The rename is durable only once the directory entry is on disk too.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

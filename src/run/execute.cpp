@@ -5,10 +5,12 @@
 #include "probes/probes.hpp"
 #include "run/journal.hpp"
 #include "run/launch.hpp"
+#include "run/oracle_feed.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -27,7 +29,7 @@ bool uses_math_scores(const Variant& v) {
 // What one target's thread produces.
 struct TargetOutput {
   std::vector<CaseResult> results;
-  std::vector<WorkerInfo> workers;
+  std::map<size_t, WorkerInfo> workers; // by index into Plan::runs; one per run over all batches
   std::vector<Finding> findings;
 };
 
@@ -36,8 +38,7 @@ struct SharedState {
   const Plan& plan;
   const DeviceInventory& inventory;
   const ExecuteOptions& options;
-  const std::map<std::string, std::string>& oracle_paths; // case id -> file
-  const std::map<std::string, std::string>& host_skips;   // case id -> reason
+  OracleFeed& feed; // oracle files and host skips, per case index
   Journal& journal;
   Progress& progress;
 };
@@ -61,44 +62,48 @@ CaseResult make_result(const Case& c, const RunContext& ctx, Tolerance tol) {
 }
 
 // Why `c` is not run at all on this worker; empty when it is.
-std::string skip_reason(const Case& c, const PlannedRun& run, const SharedState& s,
+std::string skip_reason(size_t index, const PlannedRun& run, const SharedState& s,
                         const std::string& unhealthy_reason, int64_t budget) {
   if (s.options.interrupted && s.options.interrupted->load()) return "interrupted";
   if (!unhealthy_reason.empty()) return unhealthy_reason;
-  if (auto it = s.host_skips.find(c.id()); it != s.host_skips.end()) return it->second;
-  return probes::memory_guard(c, budget, uses_math_scores(run.variant));
+  if (std::string host = s.feed.host_skip(index); !host.empty()) return host;
+  return probes::memory_guard(s.plan.cases[index], budget, uses_math_scores(run.variant));
 }
 
-isolate::PlannedCase planned_case(const Case& c, Tolerance tol, bool gpu, const SharedState& s) {
-  auto oracle = s.oracle_paths.find(c.id());
-  const bool have_oracle = oracle != s.oracle_paths.end();
+isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const SharedState& s) {
+  const Case& c = s.plan.cases[index];
+  const std::string oracle = s.feed.path(index);
+  const bool have_oracle = !oracle.empty();
   isolate::PlannedCase p;
   p.id = c.id();
-  p.line = probes::make_case_line(c, tol, have_oracle ? oracle->second : std::string(),
-                                  s.options.warmup, s.options.repeat);
+  p.line = probes::make_case_line(c, tol, oracle, s.options.warmup, s.options.repeat);
   p.deadline = s.options.case_timeout.value_or(probes::default_case_deadline(
       c, gpu, s.options.warmup + s.options.repeat, !have_oracle));
   return p;
 }
 
-RunCases sort_cases(const PlannedRun& run, const RunContext& ctx, const WorkerLaunch& launch,
-                    const std::string& unhealthy_reason, RunJournal& observer, SharedState& s) {
+RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, const RunContext& ctx,
+                    const WorkerLaunch& launch, const std::string& unhealthy_reason,
+                    RunJournal& observer, SharedState& s) {
   RunCases out;
   const bool gpu = probes::is_gpu_target(run.target);
   const int64_t budget = device_memory_budget(run.target, s.inventory);
-  for (const Case& c : s.plan.cases) {
+  for (size_t index : batch) {
+    const Case& c = s.plan.cases[index];
     const Tolerance tol = s.options.tolerances.for_dtype(c.dtype);
     CaseResult r = make_result(c, ctx, tol);
-    if (std::string skip = skip_reason(c, run, s, unhealthy_reason, budget); !skip.empty()) {
+    if (std::string skip = skip_reason(index, run, s, unhealthy_reason, budget); !skip.empty()) {
       r.status = Status::skipped;
       r.reason = skip;
       observer.on_unrun(r);
     } else if (!launch.command) {
-      r.status = Status::unsupported;
+      // An interpreter that cannot run the probe is the user's setup: nothing was measured.
+      const bool setup = run.probe == Probe::python && s.options.python_unusable;
+      r.status = setup ? Status::skipped : Status::unsupported;
       r.reason = launch.why_not;
       observer.on_unrun(r);
     } else {
-      out.planned.push_back(planned_case(c, tol, gpu, s));
+      out.planned.push_back(planned_case(index, tol, gpu, s));
       out.planned_index.push_back(out.results.size());
     }
     out.results.push_back(std::move(r));
@@ -129,6 +134,7 @@ void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
     r.signatures = o.signatures;
     r.stderr_tail = o.stderr_tail;
     r.attempt = o.attempt;
+    r.wall_ms = o.elapsed_ms;
     if (o.result) isolate::apply_result_event(*o.result, r);
   }
 }
@@ -153,18 +159,21 @@ Finding unhealthy_device_finding(const isolate::WorkerRunReport& report, const s
   return f;
 }
 
-// Runs one planned run's worker; `unhealthy_reason` is set when the device must not be used again.
-void run_one(const PlannedRun& run, SharedState& s, std::string& unhealthy_reason,
+// Runs one planned run's worker over one batch of cases; `unhealthy_reason` is set when the
+// device must not be used again.
+void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& unhealthy_reason,
              TargetOutput& out) {
+  const PlannedRun& run = s.plan.runs[run_index];
   const RunContext ctx{run.target, run.probe, run.variant.name()};
-  WorkerInfo info;
+  WorkerInfo& info = out.workers[run_index];
   info.device = run.target;
   info.probe = run.probe;
   info.variant = ctx.variant;
 
   const WorkerLaunch launch = worker_launch(run, s.options);
   RunJournal observer(s.journal, s.progress, ctx);
-  RunCases cases = sort_cases(run, ctx, launch, unhealthy_reason, observer, s);
+  RunCases cases = sort_cases(run, s.feed.batches()[batch_index], ctx, launch, unhealthy_reason,
+                              observer, s);
   if (!launch.command) info.available = launch.why_not;
 
   if (!cases.planned.empty()) {
@@ -172,15 +181,16 @@ void run_one(const PlannedRun& run, SharedState& s, std::string& unhealthy_reaso
                       {"target", run.target},
                       {"probe", to_string(run.probe)},
                       {"variant", ctx.variant},
+                      {"batch", batch_index},
                       {"cases", cases.planned.size()}});
     const isolate::WorkerRunReport report = isolate::run_worker(
         *launch.command, cases.planned, runner_options(ctx, s.options), &observer);
     apply_outcomes(report, cases);
-    if (report.hello) {
+    if (report.hello && info.versions.empty()) {
       info.versions = isolate::hello_strings(*report.hello, "versions");
       info.facts = isolate::hello_strings(*report.hello, "facts");
     }
-    info.restarts = report.restarts;
+    info.restarts += report.restarts;
     if (report.device_unhealthy || report.device_wedged) {
       std::string culprit;
       for (const auto& o : report.outcomes)
@@ -189,36 +199,48 @@ void run_one(const PlannedRun& run, SharedState& s, std::string& unhealthy_reaso
       out.findings.push_back(unhealthy_device_finding(report, run.target, culprit));
     }
   }
-  out.workers.push_back(std::move(info));
   std::move(cases.results.begin(), cases.results.end(), std::back_inserter(out.results));
 }
 
+// Said once for the whole python probe, instead of once per cell.
+Finding python_unusable_finding(const std::string& reason) {
+  Finding f;
+  f.id = "python-probe-unusable";
+  f.severity = Severity::problem;
+  f.message = fmt::format("the python probe did not run: {}", reason);
+  f.remedy = "point --python at an interpreter whose torch imports (e.g. the venv your model "
+             "runs in: --python \"$(which python)\"), or leave the probe out with --no-python";
+  return f;
+}
+
+// Batch by batch, as the oracle feed delivers them: every run of the target over one batch, then
+// the next; the feed may drop a batch's oracle files once every target is past it.
 TargetOutput run_target(const std::string& target, SharedState& s) {
   TargetOutput out;
   std::string unhealthy_reason;
-  for (const PlannedRun& run : s.plan.runs)
-    if (run.target == target) run_one(run, s, unhealthy_reason, out);
+  for (size_t b = 0; b < s.feed.batches().size(); ++b) {
+    s.feed.wait_ready(b);
+    for (size_t i = 0; i < s.plan.runs.size(); ++i)
+      if (s.plan.runs[i].target == target) run_one(i, b, s, unhealthy_reason, out);
+    s.feed.finished(b);
+  }
   return out;
 }
 
-// The oracle: once per case, shared by every variant through a file. Cases too big for the host
-// go into `host_skips` instead.
-void write_oracles(const Plan& plan, const ExecuteOptions& options,
-                   std::map<std::string, std::string>& oracle_paths,
-                   std::map<std::string, std::string>& host_skips) {
-  const int64_t host_budget = host_memory_budget();
-  for (const Case& c : plan.cases) {
-    if (options.interrupted && options.interrupted->load()) break;
-    const std::string id = c.id();
-    if (auto guard = probes::memory_guard(c, host_budget, false); !guard.empty()) {
-      host_skips[id] = "host: " + guard;
-      continue;
-    }
-    const std::string path = (fs::path(options.run_dir) / "oracle" / (id + ".f64")).string();
-    auto written = probes::write_oracle_file(path, probes::compute_oracle(c));
-    if (written) oracle_paths[id] = path;
-    else spdlog::warn("oracle for {} not cached: {}", id, written.error().message);
-  }
+// Results in plan order (run, then case), whatever order the batches produced them in.
+void sort_by_plan(const Plan& plan, std::vector<CaseResult>& results) {
+  std::map<std::string, size_t> run_order, case_order;
+  for (size_t i = 0; i < plan.runs.size(); ++i)
+    run_order.try_emplace(plan.runs[i].target + "|" + std::string(to_string(plan.runs[i].probe)) +
+                              "|" + plan.runs[i].variant.name(),
+                          i);
+  for (size_t i = 0; i < plan.cases.size(); ++i) case_order.try_emplace(plan.cases[i].id(), i);
+  const auto key = [&](const CaseResult& r) {
+    const std::string run = r.device + "|" + std::string(to_string(r.probe)) + "|" + r.variant;
+    return std::pair{run_order[run], case_order[r.case_id]};
+  };
+  std::stable_sort(results.begin(), results.end(),
+                   [&](const CaseResult& a, const CaseResult& b) { return key(a) < key(b); });
 }
 
 } // namespace
@@ -226,36 +248,44 @@ void write_oracles(const Plan& plan, const ExecuteOptions& options,
 ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
                            const ExecuteOptions& options) {
   ExecuteResult result;
-  std::error_code ec;
-  fs::create_directories(fs::path(options.run_dir) / "oracle", ec);
   result.journal_path = (fs::path(options.run_dir) / "journal.jsonl").string();
   Journal journal(result.journal_path);
   journal.append({{"event", "start"}, {"cases", plan.cases.size()}, {"runs", plan.runs.size()}});
 
-  const auto oracle_start = Clock::now();
-  std::map<std::string, std::string> oracle_paths;
-  std::map<std::string, std::string> host_skips;
-  write_oracles(plan, options, oracle_paths, host_skips);
-  result.oracle_ms = ms_since(oracle_start);
-
   const auto probes_start = Clock::now();
-  Progress progress(options.progress, plan.cases.size() * plan.runs.size());
-  SharedState shared{plan, inventory, options, oracle_paths, host_skips, journal, progress};
-  // One thread per target: GPUs run beside each other, each strictly one worker at a time.
+  Progress progress(options.progress, plan.cases.size() * plan.runs.size(),
+                    options.progress_interval);
+  OracleFeed::Options fo;
+  fo.dir = (fs::path(options.run_dir) / "oracle").string();
+  fo.consumers = plan.targets.size();
+  fo.host_budget = host_memory_budget();
+  fo.interrupted = options.interrupted;
+  fo.on_progress = [&progress](size_t done, size_t total) { progress.oracle(done, total); };
   std::vector<TargetOutput> outputs(plan.targets.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < plan.targets.size(); ++i)
-    threads.emplace_back([&, i] { outputs[i] = run_target(plan.targets[i], shared); });
-  for (auto& t : threads) t.join();
+  {
+    // The oracle of the next batches is computed while the targets run this one.
+    OracleFeed feed(plan.cases, oracle_batches(plan.cases), fo);
+    SharedState shared{plan, inventory, options, feed, journal, progress};
+    // One thread per target: GPUs run beside each other, each strictly one worker at a time.
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < plan.targets.size(); ++i)
+      threads.emplace_back([&, i] { outputs[i] = run_target(plan.targets[i], shared); });
+    for (auto& t : threads) t.join();
+    result.oracle_ms = feed.busy_ms();
+  }
   progress.clear();
   result.probes_ms = ms_since(probes_start);
 
+  if (options.python_unusable &&
+      std::any_of(plan.runs.begin(), plan.runs.end(),
+                  [](const PlannedRun& r) { return r.probe == Probe::python; }))
+    result.findings.push_back(python_unusable_finding(options.python_reason));
   for (auto& o : outputs) {
     std::move(o.results.begin(), o.results.end(), std::back_inserter(result.results));
-    std::move(o.workers.begin(), o.workers.end(), std::back_inserter(result.workers));
+    for (auto& [index, info] : o.workers) result.workers.push_back(std::move(info));
     std::move(o.findings.begin(), o.findings.end(), std::back_inserter(result.findings));
   }
-  fs::remove_all(fs::path(options.run_dir) / "oracle", ec);
+  sort_by_plan(plan, result.results);
   journal.append({{"event", "end"}, {"results", result.results.size()}});
   return result;
 }

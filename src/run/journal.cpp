@@ -13,7 +13,7 @@
 
 namespace sdpa_doctor::run {
 
-Journal::Journal(const std::string& path) {
+Journal::Journal(const std::string& path) : m_path(path) {
   m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (m_fd < 0) spdlog::warn("cannot open the journal {}: {}", path, std::strerror(errno));
 }
@@ -29,25 +29,80 @@ void Journal::append(nlohmann::json event) {
   std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line += '\n';
   std::lock_guard lock(m_mutex);
-  write_all(m_fd, line);
+  if (m_failed) return;
+  if (!write_all(m_fd, line)) {
+    m_failed = true;
+    spdlog::warn("cannot write the journal {}: {}; the run goes on without it", m_path,
+                 std::strerror(errno));
+  }
+}
+
+Progress::Progress(ProgressMode mode, std::size_t total, std::chrono::milliseconds interval)
+    : m_mode(mode), m_total(total), m_interval(interval) {
+  if (m_mode == ProgressMode::none) return;
+  if (m_mode == ProgressMode::terminal) m_interval = std::chrono::seconds(1);
+  if (m_interval.count() <= 0) m_interval = std::chrono::seconds(10);
+  m_ticker = std::thread([this] { tick(); });
+}
+
+Progress::~Progress() { clear(); }
+
+// "[12s] 180/432 cells, eta 20s · oracle 30/36 · cpu python/math fp16-..."
+std::string Progress::line_locked() const {
+  const double s = ms_since(m_start) / 1000;
+  std::string line = fmt::format("[{:.0f}s] {}/{} cells", s, m_done, m_total);
+  if (m_done > 0 && m_done < m_total)
+    line += fmt::format(", eta {:.0f}s", s / double(m_done) * double(m_total - m_done));
+  if (m_oracle_total && m_oracle_done < m_oracle_total)
+    line += fmt::format(" · oracle {}/{}", m_oracle_done, m_oracle_total);
+  if (!m_where.empty()) line += " · " + m_where;
+  return line;
+}
+
+void Progress::draw_locked() {
+  std::string line = line_locked();
+  if (m_mode == ProgressMode::terminal) {
+    if (line.size() > 99) line.resize(99);
+    fmt::print(stderr, "\r\033[K{}", line);
+  } else {
+    fmt::print(stderr, "{}\n", line);
+  }
+  std::fflush(stderr);
+}
+
+void Progress::tick() {
+  std::unique_lock lock(m_mutex);
+  while (!m_wake.wait_for(lock, m_interval, [&] { return m_stop; })) draw_locked();
 }
 
 void Progress::update(const std::string& where, const std::string& case_id, bool finished) {
-  if (!m_enabled) return;
+  if (m_mode == ProgressMode::none) return;
   std::lock_guard lock(m_mutex);
   if (finished) ++m_done;
-  const double s = ms_since(m_start) / 1000;
-  std::string line = fmt::format("[{:>5.1f}s] {}/{} {} {}", s, m_done, m_total, where, case_id);
-  if (line.size() > 99) line.resize(99);
-  fmt::print(stderr, "\r\033[K{}", line);
-  std::fflush(stderr);
+  m_where = where + " " + case_id;
+  if (m_mode == ProgressMode::terminal) draw_locked(); // a log gets the ticker's lines only
+}
+
+void Progress::oracle(std::size_t done, std::size_t total) {
+  if (m_mode == ProgressMode::none) return;
+  std::lock_guard lock(m_mutex);
+  m_oracle_done = done;
+  m_oracle_total = total;
 }
 
 void Progress::clear() {
-  if (!m_enabled) return;
-  std::lock_guard lock(m_mutex);
-  fmt::print(stderr, "\r\033[K");
-  std::fflush(stderr);
+  if (m_mode == ProgressMode::none) return;
+  {
+    std::lock_guard lock(m_mutex);
+    if (m_stop) return;
+    m_stop = true;
+  }
+  m_wake.notify_all();
+  if (m_ticker.joinable()) m_ticker.join();
+  if (m_mode == ProgressMode::terminal) {
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
 }
 
 RunJournal::RunJournal(Journal& journal, Progress& progress, RunContext context)

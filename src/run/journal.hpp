@@ -5,10 +5,13 @@
 
 #include "core/model.hpp"
 #include "isolate/isolate.hpp"
+#include "run/run.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <thread>
 #include <cstddef>
 #include <mutex>
 #include <string>
@@ -24,28 +27,47 @@ public:
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  // Adds "v" and "t_ms" (since the journal opened) and appends the line.
+  // Adds "v" and "t_ms" (since the journal opened) and appends the line. A failed write (full
+  // disk) is one warning on stderr, the first time; the run goes on without the journal.
   void append(nlohmann::json event);
 
 private:
+  std::string m_path;
+  bool m_failed = false;
   int m_fd = -1;
   std::mutex m_mutex;
   std::chrono::steady_clock::time_point m_start = std::chrono::steady_clock::now();
 };
 
-// The live progress line (stderr, terminals only): target, variant, case i/N, elapsed.
+// Progress on stderr. On a terminal: one live line (cells done/total, where, eta), redrawn on
+// every event and each second. Elsewhere (a CI log): a plain line every `interval`, so a long
+// run shows life without flooding the log. Both say how far the oracle is while it runs ahead.
 class Progress {
 public:
-  Progress(bool enabled, std::size_t total) : m_enabled(enabled), m_total(total) {}
+  Progress(ProgressMode mode, std::size_t total, std::chrono::milliseconds interval);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
   void update(const std::string& where, const std::string& case_id, bool finished);
-  void clear();
+  void oracle(std::size_t done, std::size_t total);
+  void clear(); // stops the ticker; the terminal line is erased
 
 private:
-  bool m_enabled;
+  std::string line_locked() const;
+  void draw_locked();
+  void tick();
+
+  ProgressMode m_mode;
   std::size_t m_total;
+  std::chrono::milliseconds m_interval;
   std::size_t m_done = 0;
+  std::size_t m_oracle_done = 0, m_oracle_total = 0;
+  std::string m_where;
   std::chrono::steady_clock::time_point m_start = std::chrono::steady_clock::now();
   std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stop = false;
+  std::thread m_ticker;
 };
 
 // Which worker a journal line is about.

@@ -56,23 +56,35 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory);
 struct PythonChoice {
   std::string path;   // empty = not available
   std::string reason; // why not, when path is empty
+  // The interpreter was found but cannot run the probe (no torch, not a Python): the user's setup,
+  // not a backend. Its cells are `skipped` with `reason`; `path` is empty.
+  bool unusable = false;
+  std::string unusable_path; // the interpreter that failed the pre-flight
+  std::string torch_version; // from the pre-flight; empty when not asked or inconclusive
 };
 
 // `requested` (--python: a path, or a name looked up on PATH) must exist and be executable, else
 // an error. Empty: $SDPA_DOCTOR_PYTHON, the active venv, the first python3 on PATH whose torch can
-// be found, and the one the doctor was built against, in that order.
-Expected<PythonChoice> choose_python(const std::string& requested);
+// be found, and the one the doctor was built against, in that order. The chosen interpreter then
+// runs `import torch` once within `preflight_deadline`: one that cannot (or prints no answer) is
+// `unusable`; one that does not answer in time is kept (its workers meet the same deadlines).
+Expected<PythonChoice> choose_python(const std::string& requested,
+                                     std::chrono::milliseconds preflight_deadline);
 
 // `requested` created if missing, or a new temporary directory when empty.
 Expected<std::string> make_run_dir(const std::string& requested);
 
 // ---- the execution --------------------------------------------------------------------------
 
+// Where progress goes on stderr: nowhere (-q), a live terminal line, or a log line now and then.
+enum class ProgressMode { none, terminal, log };
+
 struct ExecuteOptions {
   std::string run_dir;       // journal, oracles, worker logs
   std::string worker_dir;    // where the worker executables are; empty = beside the doctor
   std::string python;        // interpreter for the python probe; empty = not available
   std::string python_reason; // why there is none, when empty
+  bool python_unusable = false; // its cells are `skipped` with python_reason, not `unsupported`
   probes::TolerancePolicy tolerances;
   std::optional<std::chrono::milliseconds> case_timeout; // overrides the size-based default
   std::chrono::milliseconds worker_timeout{0};           // 0 = none
@@ -82,7 +94,8 @@ struct ExecuteOptions {
   bool keep_core_dumps = false;
   int warmup = 1;
   int repeat = 3;
-  bool progress = false; // live progress line on stderr
+  ProgressMode progress = ProgressMode::none;
+  std::chrono::milliseconds progress_interval{10'000}; // between log lines (ProgressMode::log)
   const std::atomic<bool>* interrupted = nullptr;
 };
 

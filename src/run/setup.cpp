@@ -3,11 +3,14 @@
 
 #include "core/build_info.hpp"
 #include "core/paths.hpp"
+#include "core/text.hpp"
 #include "isolate/isolate.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <unistd.h>
 
@@ -16,6 +19,25 @@ namespace sdpa_doctor::run {
 namespace fs = std::filesystem;
 
 namespace {
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+std::string first_line(const std::string& text) {
+  const auto lines = split_lines(text);
+  for (const auto& l : lines)
+    if (!l.empty()) return escape_to_one_line(l);
+  return {};
+}
 
 bool finds_torch_quickly(const std::string& python) {
   // find_spec does not import torch (seconds); it answers whether the import could work.
@@ -37,13 +59,60 @@ Expected<PythonChoice> requested_python(const std::string& requested) {
   if (!fs::exists(p, ec)) return make_error(fmt::format("--python: '{}' does not exist", requested));
   if (fs::is_directory(p, ec) || ::access(p.c_str(), X_OK) != 0)
     return make_error(fmt::format("--python: '{}' is not an executable", requested));
-  return PythonChoice{p.string(), ""};
+  return PythonChoice{p.string(), "", false, "", ""};
+}
+
+constexpr const char* k_preflight_mark = "sdpa-doctor-preflight";
+
+// What `python -c "import torch"` says, as the pre-flight's verdict on `choice`.
+PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) {
+  isolate::Command cmd;
+  cmd.argv = {choice.path, "-W", "ignore", "-c",
+              fmt::format("import sys\n"
+                          "try:\n"
+                          "    import torch\n"
+                          "except BaseException as e:\n"
+                          "    print('{0} error', str(e) or type(e).__name__); sys.exit(0)\n"
+                          "print('{0} torch', torch.__version__)\n",
+                          k_preflight_mark)};
+  auto run = isolate::run_simple(cmd, deadline);
+  if (run && run->timed_out) {
+    spdlog::info("{}: `import torch` did not answer within {} ms; running its workers anyway",
+                 choice.path, deadline.count());
+    return choice;
+  }
+  std::string answer;
+  if (run)
+    for (const std::string& line : split_lines(run->out))
+      if (line.rfind(k_preflight_mark, 0) == 0) answer = line.substr(std::strlen(k_preflight_mark) + 1);
+  if (answer.rfind("torch ", 0) == 0) {
+    choice.torch_version = answer.substr(6);
+    return choice;
+  }
+  choice.unusable = true;
+  choice.unusable_path = choice.path;
+  if (answer.rfind("error ", 0) == 0) {
+    choice.reason = fmt::format("{} cannot import torch: {}", choice.path, answer.substr(6));
+  } else {
+    std::string said = run ? first_line(run->out.empty() ? run->err : run->out) : run.error().message;
+    if (said.size() > 120) said = said.substr(0, 117) + "...";
+    choice.reason = fmt::format("not a Python interpreter: {} {}", choice.path,
+                                said.empty() ? (run ? isolate::describe(run->end) : std::string("did not run"))
+                                             : "printed '" + said + "'");
+  }
+  choice.path.clear();
+  return choice;
 }
 
 } // namespace
 
-Expected<PythonChoice> choose_python(const std::string& requested) {
-  if (!requested.empty()) return requested_python(requested);
+Expected<PythonChoice> choose_python(const std::string& requested,
+                                     std::chrono::milliseconds preflight_deadline) {
+  if (!requested.empty()) {
+    auto chosen = requested_python(requested);
+    if (!chosen) return chosen;
+    return preflight(*chosen, preflight_deadline);
+  }
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("SDPA_DOCTOR_PYTHON"); env && *env) candidates.push_back(env);
   if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv)
@@ -51,8 +120,10 @@ Expected<PythonChoice> choose_python(const std::string& requested) {
   if (auto p = find_on_path("python3")) candidates.push_back(p->string());
   if (*build_info::k_python) candidates.push_back(build_info::k_python);
   for (const auto& c : candidates)
-    if (::access(c.c_str(), X_OK) == 0 && finds_torch_quickly(c)) return PythonChoice{c, ""};
-  return PythonChoice{"", "no python3 that can import torch was found (use --python PATH)"};
+    if (::access(c.c_str(), X_OK) == 0 && finds_torch_quickly(c))
+      return preflight(PythonChoice{c, "", false, "", ""}, preflight_deadline);
+  return PythonChoice{"", "no python3 that can import torch was found (use --python PATH)", false,
+                      "", ""};
 }
 
 Expected<std::string> make_run_dir(const std::string& requested) {

@@ -35,7 +35,11 @@ TEST(NoShell, MetacharactersInTheInterpreterPathAndRunDirAreBytes) {
   const std::string weird = dir.path() + "/py thon;$(id)`id`&|<>'\"";
   fs::create_directories(weird);
   const std::string python = weird + "/python";
-  sdpa_hardening::make_executable(python, "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > \"$(dirname "
+  // It answers the doctor's `import torch` pre-flight like a Python with torch would.
+  sdpa_hardening::make_executable(python, "#!/bin/sh\n"
+                                          "[ \"$1\" = -W ] && echo 'sdpa-doctor-preflight torch "
+                                          "0' && exit 0\n"
+                                          "printf '%s\\n' \"$0\" \"$@\" > \"$(dirname "
                                           "\"$0\")/argv.txt\"\nexit 3\n");
   const std::string run_dir = dir.path() + "/run " + injection(dir.path(), 1);
   sdpa_test::RunOptions options;

@@ -527,6 +527,9 @@ def run_worker(args):
 
     torch = None
     import_error = ""
+    # torch warns "Failed to initialize NumPy" when numpy is missing or broken, at import and
+    # again on lazy use; it is about the environment, not SDPA, and must not reach stderr.
+    warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. NumPy missing: not about SDPA
         try:

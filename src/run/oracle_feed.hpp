@@ -1,0 +1,80 @@
+// run/oracle_feed: the float64 oracle, computed beside the run instead of before it. The plan's
+// cases are cut into batches (small first, so the first probe starts within seconds); a producer
+// thread computes each batch's oracle files while the targets run the batch before, at most
+// `window` batches ahead of the slowest target, and deletes a batch's files once every target has
+// finished it: memory and disk stay bounded by a few batches, however long the suite. Internal to
+// run.
+#pragma once
+
+#include "core/case.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sdpa_doctor::run {
+
+// Cuts `cases` into consecutive batches: the first holds about `first_flop` of oracle work, each
+// next one twice the one before, up to an eighth of the whole (or `first_flop`, if more), and no
+// batch holds more than `max_bytes` of oracle output. Indexes into `cases`, in order.
+std::vector<std::vector<size_t>> oracle_batches(const std::vector<Case>& cases,
+                                                double first_flop = 2e9,
+                                                int64_t max_bytes = int64_t{256} << 20);
+
+class OracleFeed {
+public:
+  struct Options {
+    std::string dir;       // where the .f64 files go (created)
+    size_t consumers = 1;  // targets that must finish a batch before its files go
+    size_t window = 2;     // batches computed ahead of the oldest unfinished one
+    int64_t host_budget = 0; // bytes; a case over it is a host skip, not an oracle
+    const std::atomic<bool>* interrupted = nullptr;
+    std::function<void(size_t done, size_t total)> on_progress; // after each case (any thread)
+  };
+
+  OracleFeed(const std::vector<Case>& cases, std::vector<std::vector<size_t>> batches,
+             Options options);
+  ~OracleFeed(); // stops the producer and removes what is left
+  OracleFeed(const OracleFeed&) = delete;
+  OracleFeed& operator=(const OracleFeed&) = delete;
+
+  const std::vector<std::vector<size_t>>& batches() const { return m_batches; }
+  // Blocks until batch `b` is computed (or the run is interrupted: then it returns at once).
+  void wait_ready(size_t b);
+  // After wait_ready(b): the case's oracle file ("" = the worker computes its own), and why the
+  // host cannot hold it ("" = it can).
+  std::string path(size_t case_index) const { return m_paths[case_index]; }
+  std::string host_skip(size_t case_index) const { return m_skips[case_index]; }
+  // One consumer is done with batch `b`; the last one deletes its files.
+  void finished(size_t b);
+  // Milliseconds the producer spent computing (overlapped with the probes).
+  double busy_ms() const { return m_busy_ms.load(); }
+
+private:
+  void produce();
+  void compute_case(size_t index);
+  bool interrupted() const { return m_options.interrupted && m_options.interrupted->load(); }
+
+  const std::vector<Case>& m_cases;
+  std::vector<std::vector<size_t>> m_batches;
+  Options m_options;
+  std::vector<std::string> m_paths;
+  std::vector<std::string> m_skips;
+  std::vector<bool> m_ready;
+  std::vector<size_t> m_left; // consumers still running each batch
+  size_t m_oldest = 0;        // first batch some consumer has not finished
+  size_t m_done_cases = 0;
+  bool m_stop = false;
+  std::atomic<double> m_busy_ms{0};
+  mutable std::mutex m_mutex;
+  std::condition_variable m_changed;
+  std::thread m_producer;
+};
+
+} // namespace sdpa_doctor::run
