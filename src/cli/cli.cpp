@@ -102,7 +102,7 @@ int run(int argc, char** argv) {
   constexpr Setup k_subcommands[] = {setup_check,        setup_devices, setup_cases,
                                      setup_self_test,    setup_known_issues,
                                      setup_repro,        setup_version, setup_completion,
-                                     setup_workers};
+                                     setup_workers,      setup_diff,    setup_merge};
   for (Setup setup : k_subcommands) setup(app, global, action);
   for (CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_group().empty()) continue; // hidden worker modes take no global flags

@@ -38,6 +38,9 @@ void setup_known_issues(CLI::App& app, const GlobalOptions& global, Action& acti
 void setup_repro(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_version(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_completion(CLI::App& app, const GlobalOptions& global, Action& action);
+// Reading reports back: compare two (diff), fold a fleet's into one matrix (merge).
+void setup_diff(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_merge(CLI::App& app, const GlobalOptions& global, Action& action);
 // Hidden worker entry points of the doctor's own binary (e.g. the fault-injection worker).
 void setup_workers(CLI::App& app, const GlobalOptions& global, Action& action);
 
@@ -46,6 +49,15 @@ Action default_check(const GlobalOptions& global);
 
 // Prints the version block (`--version` and `version`).
 int print_version();
+
+// Whether the console's locale encodes UTF-8 (box drawing and symbols), from LC_CTYPE.
+bool console_is_utf8();
+// diff and merge write JSON and Markdown of their own; --junit is refused (Fatal, exit 2).
+void reject_junit(const GlobalOptions& global, const std::string& command);
+// Writes --json and --markdown (when given) atomically from the renderers; Fatal (exit 4) when
+// a file cannot be written.
+void write_outputs(const GlobalOptions& global, const std::function<std::string()>& json,
+                   const std::function<std::string()>& markdown);
 
 // For subcommands whose part has not landed in this build: says so, exit 4.
 int not_implemented(const std::string& what);

@@ -58,6 +58,11 @@ std::string format_ms(double ms);
 // "1 crash · 23 skipped · 72 pass" (statuses with non-zero counts, failure first).
 std::string summary_counts(const std::map<Status, int>& totals);
 
+// A Markdown table cell: '|' escaped, line breaks as spaces.
+std::string markdown_cell(std::string_view text);
+// The ASCII form of a line: each " · " separator's dot becomes '-'.
+std::string ascii_dots(std::string_view text);
+
 // Codepoints, which is the display width for the symbols and box characters we emit.
 size_t display_width(std::string_view utf8);
 
