@@ -26,6 +26,7 @@ if /usr/bin/time -v true >/dev/null 2>&1; then
   rc=$?
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$work/time.txt")
   rss_kib=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time.txt")
+  cpu="$(sed -n 's/.*User time (seconds): //p' "$work/time.txt") s user, $(sed -n 's/.*System time (seconds): //p' "$work/time.txt") s system"
 else
   # No GNU time: wall time from date, peak RSS from VmHWM read just before the process exits.
   start=$(date +%s.%N)
@@ -40,10 +41,12 @@ else
   wait "$pid"
   rc=$?
   wall=$(echo "$(date +%s.%N) - $start" | bc)
+  cpu="(not measured without GNU time)"
 fi
 set -e
 grep -m1 "crashes on" "$work/out.txt" || true
 echo "merge exit code: $rc (1 expected: two nodes fail)"
 echo "wall: $wall"
+echo "cpu: $cpu"
 echo "peak RSS: $((rss_kib / 1024)) MiB"
 [ "$rc" -eq 1 ]

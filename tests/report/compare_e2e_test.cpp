@@ -60,6 +60,14 @@ std::vector<std::string> reports_in(const std::string& dir) {
   return out;
 }
 
+// Validates a JSON output against its schema in data/ (skipped without jsonschema).
+void expect_valid(const std::string& schema, const std::string& file) {
+  auto r = run_binary({SDPA_DOCTOR_TEST_PYTHON, sdpa_test::source_path("tests/report/validate_report.py"),
+                       "--schema", sdpa_test::source_path("data/" + schema), "--json", file});
+  if (r.exit_code == 77) return;
+  EXPECT_EQ(r.exit_code, 0) << file << " against " << schema << ":\n" << r.out << r.err;
+}
+
 } // namespace
 
 TEST(DiffE2E, IdenticalReportsExitZero) {
@@ -87,6 +95,7 @@ TEST(DiffE2E, RegressedCellExitsOneAndIsNamed) {
   EXPECT_EQ(d["schema"], "sdpa-doctor/diff/v1");
   EXPECT_EQ(d["changes"][0]["new_status"], "crash");
   EXPECT_NE(sdpa_test::read_file(tmp.file("diff.md")).find("1 regression"), std::string::npos);
+  expect_valid("diff.schema.json", tmp.file("diff.json"));
   // --fail-on none: the same change is listed but does not gate.
   auto none = run_binary({doctor(), "diff", "--fail-on", "none", golden("crash_known_issue"),
                           tmp.file("new.json")});
@@ -181,6 +190,7 @@ TEST(MergeE2E, FleetNamesTheOddNodesAndTheDriver) {
   EXPECT_EQ(j["nodes"].size(), 16u);
   EXPECT_EQ(j["odd_nodes"][0]["failing_nodes"], json({"node-07", "node-12"}));
   EXPECT_NE(sdpa_test::read_file(tmp.file("fleet.md")).find(line), std::string::npos);
+  expect_valid("fleet.schema.json", tmp.file("fleet.json"));
 }
 
 TEST(MergeE2E, BadInputsSkippedOneLineEachExitTwo) {
@@ -206,6 +216,7 @@ TEST(MergeE2E, BadInputsSkippedOneLineEachExitTwo) {
   EXPECT_EQ(j["nodes"].size(), 16u) << "the good reports are still merged";
   EXPECT_EQ(j["skipped"].size(), 4u);
   EXPECT_NE(r.out.find("4 inputs skipped"), std::string::npos) << r.out;
+  expect_valid("fleet.schema.json", tmp.file("fleet.json"));
 }
 
 TEST(MergeE2E, AllPassingFleetExitsZeroAndNoReportExitsTwo) {
