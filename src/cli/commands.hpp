@@ -54,10 +54,11 @@ int print_version();
 bool console_is_utf8();
 // diff and merge write JSON and Markdown of their own; --junit is refused (Fatal, exit 2).
 void reject_junit(const GlobalOptions& global, const std::string& command);
-// Writes --json and --markdown (when given) atomically from the renderers; Fatal (exit 4) when
-// a file cannot be written.
-void write_outputs(const GlobalOptions& global, const std::function<std::string()>& json,
-                   const std::function<std::string()>& markdown);
+// Prints the console form (its argument: unicode or not) unless --json is stdout, then writes
+// --json and --markdown (when given) atomically; Fatal (exit 4) when a file cannot be written.
+void print_and_write(const GlobalOptions& global, const std::function<std::string(bool)>& console,
+                     const std::function<std::string()>& json,
+                     const std::function<std::string()>& markdown);
 
 // For subcommands whose part has not landed in this build: says so, exit 4.
 int not_implemented(const std::string& what);

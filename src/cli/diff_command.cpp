@@ -35,10 +35,9 @@ int run_diff(const DiffOptions& o, const GlobalOptions& global) {
   const report::ReportDigest now = read_or_fail(o.now);
   const report::DiffResult d =
       report::diff(baseline, now, report::DiffOptions{*fail_on, o.time_threshold, o.fail_on_slower});
-  // JSON on stdout replaces the console table there.
-  if (global.json_path != "-") fmt::print("{}", report::render_diff_console(d, console_is_utf8()));
-  write_outputs(global, [&] { return report::render_diff_json(d); },
-                [&] { return report::render_diff_markdown(d); });
+  print_and_write(
+      global, [&](bool unicode) { return report::render_diff_console(d, unicode); },
+      [&] { return report::render_diff_json(d); }, [&] { return report::render_diff_markdown(d); });
   return d.exit_code;
 }
 

@@ -14,6 +14,11 @@ namespace sdpa_doctor::cli {
 
 namespace {
 
+constexpr const char* k_merge_help =
+    "Fold the reports of many nodes into one fleet matrix per (arch, probe, variant), naming the "
+    "odd nodes and the fact that sets them apart. Exit 2 when an input was skipped, 1 when a cell "
+    "fails on any node";
+
 struct MergeOptions {
   std::vector<std::string> reports;
   std::string fail_on = "default";
@@ -36,20 +41,18 @@ int run_merge(const MergeOptions& o, const GlobalOptions& global) {
     fleet.add(*digest, std::filesystem::path(path).stem().string());
   }
   if (fleet.nodes() == 0) fmt::print(stderr, "sdpa-doctor: error: no valid report to merge\n");
-  if (global.json_path != "-") fmt::print("{}", report::render_fleet_console(fleet, console_is_utf8()));
-  write_outputs(global, [&] { return report::render_fleet_json(fleet); },
-                [&] { return report::render_fleet_markdown(fleet); });
+  print_and_write(
+      global, [&](bool unicode) { return report::render_fleet_console(fleet, unicode); },
+      [&] { return report::render_fleet_json(fleet); },
+      [&] { return report::render_fleet_markdown(fleet); });
   return fleet.exit_code();
 }
 
 } // namespace
 
 void setup_merge(CLI::App& app, const GlobalOptions& global, Action& action) {
+  auto* sub = app.add_subcommand("merge", k_merge_help);
   auto o = std::make_shared<MergeOptions>();
-  auto* sub = app.add_subcommand(
-      "merge", "Fold the reports of many nodes into one fleet matrix per (arch, probe, variant), "
-               "naming the odd nodes and the fact that sets them apart. Exit 2 when an input was "
-               "skipped, 1 when a cell fails on any node");
   sub->add_option("reports", o->reports, "Report files (JSON from check --json), one per node")
       ->required()
       ->type_name("REPORT.json...");

@@ -30,8 +30,11 @@ void reject_junit(const GlobalOptions& global, const std::string& command) {
     throw Fatal{fmt::format("{} writes no JUnit (use --json or --markdown)", command)};
 }
 
-void write_outputs(const GlobalOptions& global, const std::function<std::string()>& json,
-                   const std::function<std::string()>& markdown) {
+void print_and_write(const GlobalOptions& global, const std::function<std::string(bool)>& console,
+                     const std::function<std::string()>& json,
+                     const std::function<std::string()>& markdown) {
+  // JSON on stdout replaces the console table there.
+  if (global.json_path != "-") fmt::print("{}", console(console_is_utf8()));
   for (const auto& [path, render] :
        {std::pair{global.json_path, json}, std::pair{global.markdown_path, markdown}}) {
     if (path.empty()) continue;
