@@ -72,6 +72,11 @@ else
     "$python" -m pip install -q --disable-pip-version-check jsonschema \
       || die "pip install jsonschema failed"
   fi
+  if ! "$python" -c 'import yaml' 2>/dev/null; then
+    say "installing pyyaml into .venv (deploy manifest checks in the tests)"
+    "$python" -m pip install -q --disable-pip-version-check pyyaml \
+      || die "pip install pyyaml failed"
+  fi
   say "torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in .venv"
 fi
 

@@ -77,6 +77,16 @@ constexpr CommandHelp k_command_help[] = {
   1  at least one was not
   2  usage or input error
   4  the doctor itself failed)"},
+    {"diff", {true, true, false, false}, R"(Exit codes:
+  0  no regression (fixes, new or removed cells and slower cells are listed)
+  1  at least one cell regressed (see --fail-on; slower cells with --fail-on-slower)
+  2  usage or input error (unreadable, truncated or newer-schema report)
+  4  the doctor itself failed (e.g. the output could not be written))"},
+    {"merge", {true, true, false, false}, R"(Exit codes:
+  0  every cell passed (or was unsupported) on every node
+  1  some cell fails on some node
+  2  an input was skipped (unreadable, not a report, newer schema), or none was valid
+  4  the doctor itself failed (e.g. the output could not be written))"},
 };
 
 const CommandHelp& help_for(const std::string& name) {
@@ -150,7 +160,8 @@ int run(int argc, char** argv) {
   constexpr Setup k_subcommands[] = {setup_check,        setup_devices, setup_cases,
                                      setup_self_test,    setup_known_issues,
                                      setup_repro,        setup_variants, setup_version,
-                                     setup_completion,   setup_workers};
+                                     setup_completion,   setup_workers,  setup_diff,
+                                     setup_merge};
   for (Setup setup : k_subcommands) setup(app, global, action);
   for (CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_group().empty()) continue; // hidden worker modes take no global flags

@@ -39,6 +39,9 @@ void setup_repro(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_variants(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_version(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_completion(CLI::App& app, const GlobalOptions& global, Action& action);
+// Reading reports back: compare two (diff), fold a fleet's into one matrix (merge).
+void setup_diff(CLI::App& app, const GlobalOptions& global, Action& action);
+void setup_merge(CLI::App& app, const GlobalOptions& global, Action& action);
 // Hidden worker entry points of the doctor's own binary (e.g. the fault-injection worker).
 void setup_workers(CLI::App& app, const GlobalOptions& global, Action& action);
 
@@ -47,6 +50,16 @@ Action default_check(const GlobalOptions& global);
 
 // Prints the version block (`--version` and `version`).
 int print_version();
+
+// Whether the console's locale encodes UTF-8 (box drawing and symbols), from LC_CTYPE.
+bool console_is_utf8();
+// diff and merge write JSON and Markdown of their own; --junit is refused (Fatal, exit 2).
+void reject_junit(const GlobalOptions& global, const std::string& command);
+// Prints the console form (its argument: unicode or not) unless --json is stdout, then writes
+// --json and --markdown (when given) atomically; Fatal (exit 4) when a file cannot be written.
+void print_and_write(const GlobalOptions& global, const std::function<std::string(bool)>& console,
+                     const std::function<std::string()>& json,
+                     const std::function<std::string()>& markdown);
 
 // For subcommands whose part has not landed in this build: says so, exit 4.
 int not_implemented(const std::string& what);

@@ -282,4 +282,27 @@ size_t display_width(std::string_view s) {
   return n;
 }
 
+std::string markdown_cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n' || c == '\r') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string ascii_dots(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 2, "\u00b7") == 0) {
+      out += '-';
+      ++i;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 } // namespace sdpa_doctor::report::detail

@@ -61,6 +61,10 @@ std::string summary_counts(const std::map<Status, int>& totals);
 // What the results count: "36 cases × 12 variants = 432 cells" (a cell is one case under one
 // variant on one device; "× 2 devices" when there are several), "1 cell" for one.
 std::string cells_summary(const Report& report);
+// A Markdown table cell: '|' escaped, line breaks as spaces.
+std::string markdown_cell(std::string_view text);
+// The ASCII form of a line: each " · " separator's dot becomes '-'.
+std::string ascii_dots(std::string_view text);
 
 // Codepoints, which is the display width for the symbols and box characters we emit.
 size_t display_width(std::string_view utf8);

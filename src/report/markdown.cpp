@@ -11,15 +11,7 @@ using namespace detail;
 
 namespace {
 
-std::string cell_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n' || c == '\r') out += ' ';
-    else out += c;
-  }
-  return out;
-}
+std::string cell_escape(std::string_view s) { return markdown_cell(s); }
 
 // Inline code that survives backticks inside the text.
 std::string code(std::string_view s) {

@@ -1,0 +1,66 @@
+#include "advice/advice.hpp"
+#include "cli/commands.hpp"
+#include "core/expected.hpp"
+#include "core/status.hpp"
+#include "core/text.hpp"
+#include "report/compare.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+
+namespace sdpa_doctor::cli {
+
+namespace {
+
+constexpr const char* k_merge_help =
+    "Fold the reports of many nodes into one fleet matrix per (arch, probe, variant), naming the "
+    "odd nodes and the fact that sets them apart. Exit 2 when an input was skipped, 1 when a cell "
+    "fails on any node";
+
+struct MergeOptions {
+  std::vector<std::string> reports;
+  std::string fail_on = "default";
+};
+
+int run_merge(const MergeOptions& o, const GlobalOptions& global) {
+  auto fail_on = advice::parse_fail_on(o.fail_on);
+  if (!fail_on) throw Fatal{fail_on.error().message};
+  reject_junit(global, "merge");
+  report::FleetMatrix fleet(*fail_on);
+  // One report at a time: read, fold into the matrix, drop.
+  for (const std::string& path : o.reports) {
+    auto digest = report::read_report_file(path);
+    if (!digest) {
+      fmt::print(stderr, "sdpa-doctor: warning: {}: skipped: {}\n", escape_to_one_line(path),
+                 escape_to_one_line(digest.error().message));
+      fleet.skip({path, digest.error().message});
+      continue;
+    }
+    fleet.add(*digest, std::filesystem::path(path).stem().string());
+  }
+  if (fleet.nodes() == 0) fmt::print(stderr, "sdpa-doctor: error: no valid report to merge\n");
+  print_and_write(
+      global, [&](bool unicode) { return report::render_fleet_console(fleet, unicode); },
+      [&] { return report::render_fleet_json(fleet); },
+      [&] { return report::render_fleet_markdown(fleet); });
+  return fleet.exit_code();
+}
+
+} // namespace
+
+void setup_merge(CLI::App& app, const GlobalOptions& global, Action& action) {
+  auto* sub = app.add_subcommand("merge", k_merge_help);
+  auto o = std::make_shared<MergeOptions>();
+  sub->add_option("reports", o->reports, "Report files (JSON from check --json), one per node")
+      ->required()
+      ->type_name("REPORT.json...");
+  sub->add_option("--fail-on", o->fail_on,
+                  "Statuses that make a node fail a cell (default: mismatch,nonfinite,error,"
+                  "crash,timeout)")
+      ->type_name("LIST");
+  sub->callback([&action, &global, o] { action = [&global, o] { return run_merge(*o, global); }; });
+}
+
+} // namespace sdpa_doctor::cli

@@ -1,0 +1,189 @@
+#include "report/compare.hpp"
+#include "report/report.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace sdpa_doctor::report {
+
+using nlohmann::json;
+
+namespace {
+
+// Keys whose values no comparison reads. Dropping them while parsing keeps a fleet merge from
+// building the DOM of stderr tails, advice and findings it would throw away at once.
+bool is_dropped_key(const std::string& key) {
+  static const std::set<std::string> k_dropped = {
+      "findings",    "recommendations", "known_issues", "environment", "timings",
+      "stderr_tail", "warnings",        "signatures",   "tolerance",   "process_end",
+      "sources",     "marketing_names", "facts",        "summary",     "sources_status",
+      "backend_chosen"};
+  return k_dropped.count(key) != 0;
+}
+
+std::string string_or_empty(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
+// A string map from an object of scalars (numbers are written as JSON would).
+void add_scalars(const json& o, std::map<std::string, std::string>& out, bool overwrite = true) {
+  if (!o.is_object()) return;
+  for (auto it = o.begin(); it != o.end(); ++it) {
+    if (it->is_null()) continue;
+    std::string value = it->is_string() ? it->get<std::string>() : it->dump();
+    if (value.empty()) continue;
+    if (overwrite || !out.count(it.key())) out[it.key()] = std::move(value);
+  }
+}
+
+void join_fact(std::map<std::string, std::string>& facts, const std::string& key,
+               const std::string& value) {
+  if (value.empty()) return;
+  auto [it, inserted] = facts.emplace(key, value);
+  if (inserted) return;
+  // Several devices of one arch: keep each distinct value once.
+  const std::string sep = "/";
+  std::string all = sep + it->second + sep;
+  if (all.find(sep + value + sep) == std::string::npos) it->second += sep + value;
+}
+
+} // namespace
+
+Expected<bool> check_report_schema(std::string_view schema) {
+  constexpr std::string_view prefix = "sdpa-doctor/report/v";
+  if (schema.substr(0, prefix.size()) != prefix)
+    return make_error(fmt::format("not an sdpa-doctor report (schema '{}')", schema));
+  std::string_view version = schema.substr(prefix.size());
+  const size_t dot = version.find('.');
+  std::string_view major = version.substr(0, dot);
+  auto all_digits = [](std::string_view s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (!all_digits(major) || (dot != std::string_view::npos && !all_digits(version.substr(dot + 1))))
+    return make_error(fmt::format("unknown report schema '{}'", schema));
+  if (major != "1") {
+    if (major == "0" || major.front() == '0')
+      return make_error(fmt::format("unknown report schema '{}'", schema));
+    return make_error(
+        fmt::format("newer report schema '{}' (this doctor reads sdpa-doctor/report/v1)", schema));
+  }
+  return true;
+}
+
+Expected<ReportDigest> read_report(std::string_view json_text) {
+  json doc;
+  try {
+    doc = json::parse(
+        json_text.begin(), json_text.end(),
+        [](int, json::parse_event_t event, json& parsed) {
+          return event != json::parse_event_t::key || !is_dropped_key(parsed.get<std::string>());
+        });
+  } catch (const json::parse_error& e) {
+    const bool at_end = e.byte >= json_text.size();
+    return make_error(fmt::format("{} JSON at byte {}", at_end ? "truncated" : "invalid", e.byte));
+  }
+  if (!doc.is_object()) return make_error("not an sdpa-doctor report (not a JSON object)");
+  auto schema = doc.find("schema");
+  if (schema == doc.end() || !schema->is_string())
+    return make_error("not an sdpa-doctor report (no \"schema\" field)");
+  ReportDigest out;
+  out.schema = schema->get<std::string>();
+  if (auto ok = check_report_schema(out.schema); !ok) return ok.error();
+  auto results = doc.find("results");
+  if (results == doc.end() || !results->is_array())
+    return make_error("not an sdpa-doctor report (no \"results\" array)");
+
+  if (auto host = doc.find("host"); host != doc.end() && host->is_object()) {
+    out.hostname = string_or_empty(*host, "hostname");
+    for (const char* key : {"kernel", "os"}) {
+      if (std::string v = string_or_empty(*host, key); !v.empty()) out.facts[key] = v;
+    }
+  }
+  if (auto tool = doc.find("tool"); tool != doc.end() && tool->is_object())
+    out.tool_version = string_or_empty(*tool, "version");
+  out.started_at = string_or_empty(doc, "started_at");
+  if (auto versions = doc.find("versions"); versions != doc.end()) add_scalars(*versions, out.facts);
+
+  // Probe target -> arch, from the inventory's HIP device indices.
+  std::map<std::string, std::string> arch_of_target{{"cpu", "cpu"}};
+  if (auto inv = doc.find("inventory"); inv != doc.end() && inv->is_object()) {
+    if (auto rt = inv->find("runtime"); rt != inv->end()) add_scalars(*rt, out.facts, false);
+    if (auto devs = inv->find("devices"); devs != inv->end() && devs->is_array()) {
+      for (const json& d : *devs) {
+        if (!d.is_object()) continue;
+        std::string arch = string_or_empty(d, "gfx_target");
+        if (arch.empty()) arch = "unknown";
+        auto index = d.find("index");
+        if (index != d.end() && index->is_number_integer() && index->get<int>() >= 0)
+          arch_of_target[fmt::format("cuda:{}", index->get<int>())] = arch;
+        auto& facts = out.arch_facts[arch];
+        join_fact(facts, "driver", string_or_empty(d, "driver_version"));
+        join_fact(facts, "vbios", string_or_empty(d, "vbios"));
+        join_fact(facts, "gpu", string_or_empty(d, "name"));
+      }
+    }
+  }
+  // Worker versions fill in what the report's own versions lack (torch_cpp, torch_python).
+  if (auto workers = doc.find("workers"); workers != doc.end() && workers->is_array()) {
+    for (const json& w : *workers) {
+      if (!w.is_object()) continue;
+      auto versions = w.find("versions");
+      if (versions == w.end() || !versions->is_object()) continue;
+      const std::string probe = string_or_empty(w, "probe");
+      for (auto it = versions->begin(); it != versions->end(); ++it) {
+        if (!it->is_string() || it->get<std::string>().empty()) continue;
+        std::string key = it.key();
+        if (key == "torch" && probe == "libtorch") key = "torch_cpp";
+        if (key == "torch" && probe == "python") key = "torch_python";
+        out.facts.emplace(key, it->get<std::string>());
+      }
+    }
+  }
+
+  out.cells.reserve(results->size());
+  size_t n = 0;
+  for (const json& r : *results) {
+    ++n;
+    if (!r.is_object()) return make_error(fmt::format("result {} is not an object", n));
+    DigestCell c;
+    c.device = string_or_empty(r, "device");
+    c.probe = string_or_empty(r, "probe");
+    c.variant = string_or_empty(r, "variant");
+    c.case_id = string_or_empty(r, "case_id");
+    c.reason = string_or_empty(r, "reason");
+    if (auto k = r.find("case"); k != r.end() && k->is_object()) c.dtype = string_or_empty(*k, "dtype");
+    const std::string status = string_or_empty(r, "status");
+    auto s = status_from_string(status);
+    if (!s) return make_error(fmt::format("result {} has an unknown status '{}'", n, status));
+    c.status = *s;
+    if (auto m = r.find("metrics"); m != r.end() && m->is_object()) {
+      if (auto t = m->find("time_ms"); t != m->end() && t->is_number()) c.time_ms = t->get<double>();
+    }
+    auto arch = arch_of_target.find(c.device);
+    c.arch = arch != arch_of_target.end() ? arch->second : "unknown";
+    out.cells.push_back(std::move(c));
+  }
+  return out;
+}
+
+Expected<ReportDigest> read_report_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return make_error("a directory, not a report file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("cannot read: {}", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return make_error("read error");
+  return read_report(text.str());
+}
+
+} // namespace sdpa_doctor::report
