@@ -562,6 +562,8 @@ AdviceResult advise(const Report& report, const KnownIssues& issues, const Advic
   AdviceResult out;
   out.known_issues = match_known_issues(report, issues);
   variant_findings(report, out.findings);
+  gfx_findings(report, out.findings);
+  poisoned_findings(report, out.findings);
 
   for (const DeviceView& view : device_views(report, options)) {
     device_findings(report, view.device, out.findings);

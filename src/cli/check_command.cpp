@@ -319,6 +319,7 @@ void take_results(Report& report, run::ExecuteResult& executed) {
 // Advice, findings and the exit code of a finished (or interrupted) run.
 void advise_and_decide(Report& report, const CheckInputs& in, const CheckOptions& o,
                        std::vector<Finding> run_findings) {
+  advice::settle_gfx_truth(report); // before advise: its findings and known issues read it
   advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
   // Device findings stay in the inventory; these are the run's own.
   report.findings = std::move(run_findings);

@@ -130,6 +130,7 @@ void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
     r.stderr_tail = o.stderr_tail;
     r.attempt = o.attempt;
     if (o.result) isolate::apply_result_event(*o.result, r);
+    if (o.result) isolate::apply_canary(*o.result, r);
   }
 }
 
