@@ -85,6 +85,13 @@ advice::AdviceResult settle_and_advise(Report& r) {
   return a;
 }
 
+// One passing cell, then settle and advise: the verdict of the report's only device.
+const GfxTruth& verdict_after_a_pass(Report& r, advice::AdviceResult& a) {
+  r.results.push_back(cell("flash", Status::pass, ""));
+  a = settle_and_advise(r);
+  return *r.inventory.devices[0].gfx;
+}
+
 int count_id(const std::vector<Finding>& findings, const std::string& id) {
   int n = 0;
   for (const Finding& f : findings) n += f.id == id;
@@ -142,9 +149,8 @@ TEST(GfxVerdict, Rx6700XtUnderHsaOverrideIsOverrideAndNamesTheRisk) {
   d.sources["gfx_target"]["effective"] = "gfx1030"; // what devices::merge_sources records
   Report r = report_for(d, hello("gfx900,gfx906,gfx908,gfx90a,gfx1030,gfx1100,gfx942"));
   r.environment["HSA_OVERRIDE_GFX_VERSION"] = "10.3.0";
-  r.results.push_back(cell("flash", Status::pass, ""));
-  const advice::AdviceResult a = settle_and_advise(r);
-  const GfxTruth& g = *r.inventory.devices[0].gfx;
+  advice::AdviceResult a;
+  const GfxTruth& g = verdict_after_a_pass(r, a);
   EXPECT_EQ(g.verdict, "override");
   EXPECT_EQ(g.physical, "gfx1031");
   EXPECT_EQ(g.effective, "gfx1030");
@@ -160,9 +166,8 @@ TEST(GfxVerdict, Mi300xWithGfx942InTheListIsNativeIgnoringFeatureSuffixes) {
   Device d = gpu("", "AMD Instinct MI300X");
   d.gfx_arch_name = "gfx942:sramecc+:xnack-";
   Report r = report_for(d, hello("gfx90a:sramecc+:xnack-,gfx942:sramecc+:xnack-", "gfx942", "yes"));
-  r.results.push_back(cell("flash", Status::pass, ""));
-  const advice::AdviceResult a = settle_and_advise(r);
-  const GfxTruth& g = *r.inventory.devices[0].gfx;
+  advice::AdviceResult a;
+  const GfxTruth& g = verdict_after_a_pass(r, a);
   EXPECT_EQ(g.verdict, "native");
   EXPECT_EQ(g.physical, "gfx942");
   EXPECT_EQ(g.ck_sdpa, "yes");

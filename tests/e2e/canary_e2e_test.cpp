@@ -10,10 +10,7 @@
 #include <unistd.h>
 
 using nlohmann::json;
-using sdpa_test::doctor;
-using sdpa_test::read_file;
 using sdpa_test::run_binary;
-using sdpa_test::TempDir;
 
 namespace {
 
@@ -33,18 +30,18 @@ void expect_poisoned_case_blamed(const std::string& probe) {
   const std::vector<std::string> ids = {"fp32-b1-h2-q8-k8-d16", "fp32-b1-h2-q12-k12-d16",
                                         "fp32-b1-h2-q16-k16-d16"};
   const std::string culprit = ids[1];
-  TempDir dir;
+  sdpa_test::TempDir dir;
   sdpa_test::RunOptions o;
   o.set_env = {{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=" + culprit + ",action=poison"},
                {"NO_COLOR", "1"}};
   o.timeout_s = 300;
-  auto r = run_binary({doctor(), "check", "--probe", probe, "--variant", "math", "--case",
+  auto r = run_binary({sdpa_test::doctor(), "check", "--probe", probe, "--variant", "math", "--case",
                        "dtype=fp32,b=1,h=2,l=8,d=16", "--case", "dtype=fp32,b=1,h=2,l=12,d=16",
                        "--case", "dtype=fp32,b=1,h=2,l=16,d=16", "--python", k_python, "--json",
                        dir.file("r.json"), "--run-dir", dir.file("run")},
                       o);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  const json report = json::parse(read_file(dir.file("r.json")));
+  const json report = json::parse(sdpa_test::read_file(dir.file("r.json")));
   ASSERT_EQ(report.at("results").size(), 3u) << report.dump(1);
   for (const json& res : report.at("results")) {
     const std::string id = res.at("case_id");
