@@ -55,6 +55,7 @@ struct IssueRule {
   std::optional<int64_t> head_dim_max; // inclusive
   std::optional<bool> causal;
   std::optional<bool> gqa; // hq != hkv
+  std::vector<std::string> gfx_verdicts; // the device's GfxTruth::verdict is one of these
 };
 
 struct KnownIssue {
@@ -86,6 +87,7 @@ struct CaseFacts {
   std::string arch;     // base gfx target of the case's device, "" for the CPU or unknown
   std::string torch;    // version of torch that ran it, "" when unknown
   std::string aotriton; // "" when unknown
+  std::string gfx_verdict = {}; // the device's GfxTruth::verdict, "" when none was settled
 };
 
 bool rule_matches(const IssueRule& rule, const CaseResult& result, const CaseFacts& facts);
@@ -125,6 +127,26 @@ struct AdviceResult {
 // for every case on that device, the first backend in its order that did not refuse the case
 // cleanly passed it; unmeasured cases disqualify it.
 AdviceResult advise(const Report& report, const KnownIssues& issues, const AdviceOptions& options);
+
+// ---- gfx verdict and device health ------------------------------------------------------------
+
+// "gfx942:sramecc+:xnack-" -> "gfx942"; "" when it does not name a gfx target.
+std::string base_gfx(std::string_view arch_name);
+// The three views of one GPU's architecture and the verdict (native: torch has kernels for the
+// effective arch; override: only because HSA_OVERRIDE_GFX_VERSION spoofs it; missing: no kernels,
+// every GPU op fails; unknown: torch did not answer), with its risk and remedy. `facts` are one
+// worker's hello facts (arch_list, aotriton_images, ck_sdpa: comma-separated strings), `source`
+// names that worker, `override_value` is HSA_OVERRIDE_GFX_VERSION's value or empty. Pure.
+GfxTruth gfx_truth(const Device& device, const std::map<std::string, std::string>& facts,
+                   const std::string& source, const std::string& override_value);
+// Sets Device::gfx on every inventory device from the workers' facts (the python worker's answer
+// first: it is the user's torch). Call before advise(): its findings and known issues read it.
+void settle_gfx_truth(Report& report);
+// One `torch-not-built-for-arch` finding per device whose verdict is missing, naming the cause
+// of that device's failures once.
+void gfx_findings(const Report& report, std::vector<Finding>& out);
+// One `device-poisoned` finding per result whose canary failed.
+void poisoned_findings(const Report& report, std::vector<Finding>& out);
 
 // ---- exit code -------------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ AdviceResult advise(const Report& report, const KnownIssues& issues, const Advic
   out.known_issues = match_known_issues(report, issues);
   const detail::ResultIndex index = detail::build_result_index(report, options);
   detail::variant_findings(index, out.findings);
+  gfx_findings(report, out.findings);
+  poisoned_findings(report, out.findings);
   for (const detail::DeviceIndex& device : index.devices) {
     detail::device_findings(device, out.findings);
     detail::recommend(report, device, options, out);

@@ -156,6 +156,13 @@ IssueRule parse_rule(const json& j) {
         else if (hk == "max") rule.head_dim_max = int_field(hv, "head_dim.max");
         else throw EntryError{fmt::format("unknown key 'head_dim.{}'", hk)};
       }
+    } else if (k == "gfx_verdict") {
+      rule.gfx_verdicts = string_list(v, k);
+      for (const std::string& name : rule.gfx_verdicts)
+        if (name != "native" && name != "override" && name != "missing" && name != "unknown")
+          throw EntryError{fmt::format("unknown gfx verdict '{}' (native, override, missing, "
+                                       "unknown)",
+                                       name)};
     } else if (k == "causal" || k == "gqa") {
       if (!v.is_boolean()) throw EntryError{fmt::format("'{}' must be a boolean", k)};
       (k == "causal" ? rule.causal : rule.gqa) = v.get<bool>();
@@ -300,6 +307,10 @@ bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& f
   if (rule.head_dim_max && r.kase.d > *rule.head_dim_max) return false;
   if (rule.causal && *rule.causal != r.kase.causal) return false;
   if (rule.gqa && *rule.gqa != (r.kase.hq != r.kase.hkv)) return false;
+  if (!rule.gfx_verdicts.empty() &&
+      std::find(rule.gfx_verdicts.begin(), rule.gfx_verdicts.end(), facts.gfx_verdict) ==
+          rule.gfx_verdicts.end())
+    return false;
   if (!rule.signatures.empty() &&
       std::none_of(rule.signatures.begin(), rule.signatures.end(), [&](const std::string& s) {
         return std::find(r.signatures.begin(), r.signatures.end(), s) != r.signatures.end();
@@ -359,6 +370,7 @@ CaseFacts facts_for(const Report& report, const CaseResult& r) {
     for (const Device& d : report.inventory.devices) {
       if (d.index == index) {
         f.arch = !d.gfx_target.empty() ? d.gfx_target : base_target(d.gfx_arch_name);
+        if (d.gfx) f.gfx_verdict = d.gfx->verdict;
         break;
       }
     }

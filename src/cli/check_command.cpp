@@ -376,6 +376,7 @@ void take_results(Report& report, run::ExecuteResult& executed) {
 void advise_and_decide(Report& report, const CheckInputs& in, const CheckOptions& o,
                        const run::ExecuteOptions& exec, std::vector<Finding> run_findings) {
   report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
+  advice::settle_gfx_truth(report); // before advise: its findings and known issues read it
   advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
   // Device findings stay in the inventory; these are the run's own.
   report.findings = std::move(run_findings);

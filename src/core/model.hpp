@@ -28,6 +28,22 @@ struct Finding {
   std::string device;                // probe target it concerns ("cuda:0"), empty for the host
 };
 
+// Which GPU architecture the probed torch can run, beside what the GPU is and what the runtime
+// will load kernels for (HSA_OVERRIDE_GFX_VERSION). Filled by advice::settle_gfx_truth from the
+// workers' hello facts. Arch names are base names ("gfx942", feature suffixes dropped).
+struct GfxTruth {
+  std::string physical;     // the hardware: KFD gfx_target_version / gcnArchName
+  std::string effective;    // what the runtime loads kernels for; == physical without an override
+  std::string override_env; // "HSA_OVERRIDE_GFX_VERSION=10.3.0" when one is set, else empty
+  std::vector<std::string> compiled_for;    // torch.cuda.get_arch_list(); empty = no answer
+  std::vector<std::string> aotriton_images; // gfx names of torch/lib/aotriton.images/amd-gfx*
+  std::string ck_sdpa;  // "yes", "no", "unknown", or "n/a" (not a ROCm build)
+  std::string source;   // which worker answered, e.g. "python torch 2.9.0+rocm6.4"
+  std::string verdict;  // "native", "override", "missing", "unknown"
+  std::string detail;   // one line: why this verdict, and the risk it carries
+  std::string remedy;   // what to install or set; empty when nothing is needed
+};
+
 // One GPU as the enumeration sources saw it, joined by PCI address. Empty/nullopt = unknown.
 struct Device {
   int index = -1;                 // HIP device index (cuda:N in PyTorch), -1 when HIP did not see it
@@ -54,6 +70,7 @@ struct Device {
   bool integrated = false;        // APU
   // Which source said what: field -> source -> value, only where sources disagree or matter.
   std::map<std::string, std::map<std::string, std::string>> sources;
+  std::optional<GfxTruth> gfx; // set after a run that asked torch; nullopt for `devices`
 };
 
 // What the enumeration found: devices, the host runtime facts and the findings.
@@ -103,6 +120,9 @@ struct CaseResult {
   std::string stderr_tail;              // last lines of the worker's stderr
   int attempt = 0;                      // which worker process (0 = first) ran it
   double wall_ms = 0; // the case's wall time in its worker, `begin` to outcome; 0 = never begun
+  // The worker's check of the device right after this case: "ok", "failed: <why>" (the case
+  // poisoned the device), or empty where no canary ran (reference worker, case not run).
+  std::string canary;
 };
 
 // What one worker told about itself in `hello`, per (device, probe, variant).

@@ -160,6 +160,11 @@ WorkerRunReport run_worker(const WorkerCommand& cmd, const std::vector<PlannedCa
 // from a process that may be half broken.
 void apply_result_event(const nlohmann::json& result, CaseResult& out);
 
+// Folds the event's `canary` into `out`: a failed canary means this case poisoned the device, so
+// a pass becomes `error` ("poisoned the device: canary failed after it: ...") and any other
+// status keeps its value with the canary's text added to the reason. Call after the status is set.
+void apply_canary(const nlohmann::json& result, CaseResult& out);
+
 // The entries of the object hello[key] as text (numbers and booleans as JSON); empty values and a
 // missing or non-object key give nothing.
 std::map<std::string, std::string> hello_strings(const nlohmann::json& hello, const char* key);

@@ -1,4 +1,5 @@
 #include "isolate/isolate.hpp"
+#include "isolate/protocol.hpp"
 
 namespace sdpa_doctor::isolate {
 
@@ -43,6 +44,23 @@ void apply_result_event(const nlohmann::json& r, CaseResult& out) {
       if (w.is_string()) out.warnings.push_back(w.get<std::string>());
   if (out.metrics.time_ms && *out.metrics.time_ms > 0)
     out.metrics.tflops = out.kase.flops() / (*out.metrics.time_ms * 1e-3) / 1e12;
+}
+
+void apply_canary(const nlohmann::json& r, CaseResult& out) {
+  if (!r.is_object()) return;
+  auto it = r.find("canary");
+  if (it == r.end() || !it->is_string()) return;
+  out.canary = detail::excerpt(it->get<std::string>(), 600);
+  if (out.canary.rfind("failed", 0) != 0) return;
+  std::string text = out.canary.substr(std::string_view("failed").size());
+  if (text.rfind(": ", 0) == 0) text.erase(0, 2);
+  const std::string why = "poisoned the device: canary failed after it: " + text;
+  if (out.status == Status::pass) {
+    out.status = Status::error;
+    out.reason = why;
+  } else {
+    out.reason += (out.reason.empty() ? "" : " | ") + why;
+  }
 }
 
 std::map<std::string, std::string> hello_strings(const nlohmann::json& hello, const char* key) {

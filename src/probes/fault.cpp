@@ -32,7 +32,8 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
       static constexpr std::pair<std::string_view, FaultAction> k_actions[] = {
           {"abort", FaultAction::abort}, {"segv", FaultAction::segv},
           {"hang", FaultAction::hang},   {"nan", FaultAction::nan},
-          {"perturb", FaultAction::perturb}, {"exit3", FaultAction::exit3}};
+          {"perturb", FaultAction::perturb}, {"exit3", FaultAction::exit3},
+          {"poison", FaultAction::poison}};
       have_action = false;
       for (auto [name, action] : k_actions)
         if (value == name) {
@@ -41,7 +42,7 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
         }
       if (!have_action)
         return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown action '{}' (abort, "
-                                      "segv, hang, nan, perturb, exit3)",
+                                      "segv, hang, nan, perturb, exit3, poison)",
                                       value));
     } else {
       return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown key '{}' (variant, case, "
@@ -76,7 +77,8 @@ __attribute__((no_sanitize("undefined"))) void trigger_process_fault(FaultAction
   case FaultAction::exit3: ::_exit(3);
   case FaultAction::none:
   case FaultAction::nan:
-  case FaultAction::perturb: return;
+  case FaultAction::perturb:
+  case FaultAction::poison: return;
   }
 }
 

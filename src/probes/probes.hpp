@@ -127,7 +127,7 @@ bool is_backend_refusal(std::string_view message);
 
 // --- test-only fault injection (SDPA_DOCTOR_TEST_FAULT, ARCHITECTURE.md) --------------------------
 
-enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3 };
+enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison };
 
 struct FaultSpec {
   std::string variant = "*"; // a Variant::name() or "*"
@@ -137,7 +137,8 @@ struct FaultSpec {
   bool matches(std::string_view variant_name, std::string_view id) const;
 };
 
-// "variant=<name|*>,case=<id|*>,action=<abort|segv|hang|nan|perturb|exit3>".
+// "variant=<name|*>,case=<id|*>,action=<abort|segv|hang|nan|perturb|exit3|poison>". poison leaves
+// the case alone and makes the canary after it fail, as a deferred asynchronous GPU error would.
 Expected<FaultSpec> parse_fault_spec(std::string_view text);
 // From the environment; action none when unset or empty. A malformed value is an error.
 Expected<FaultSpec> fault_from_environment();

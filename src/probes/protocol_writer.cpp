@@ -75,6 +75,7 @@ std::string ProtocolWriter::result_line(const ResultEvent& e) {
     j["tolerance"] = nullptr;
   j["backend_chosen"] = e.backend_chosen;
   j["warnings"] = e.warnings;
+  if (!e.canary.empty()) j["canary"] = e.canary;
   return dump(j);
 }
 

@@ -24,6 +24,7 @@ struct ResultEvent {
   std::optional<Tolerance> tolerance; // the tolerance the verdict was judged with
   std::string backend_chosen;         // empty when unknown
   std::vector<std::string> warnings;  // captured library warnings, in order
+  std::string canary;                 // "ok" / "failed: <why>"; empty = none ran (not written)
 };
 
 class ProtocolWriter {

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -85,6 +86,41 @@ template <typename Impl> bool synchronize_device(const Impl* impl, int index) {
 }
 
 bool is_rocm_build() { return at::globalContext().hasROCM(); }
+
+// "gfx942,gfx110x": the AOTriton kernel image folders (aotriton.images/amd-gfx*) beside the
+// LibTorch libraries this worker loaded; "none" when there is no such folder.
+std::string aotriton_images() {
+  Dl_info where{};
+  if (::dladdr(reinterpret_cast<const void*>(&at::globalContext), &where) == 0 || !where.dli_fname)
+    return {};
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(where.dli_fname).parent_path() / "aotriton.images";
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("amd-gfx", 0) == 0) names.push_back(name.substr(4));
+  }
+  if (names.empty()) return "none";
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+// What this LibTorch can run, for the gfx verdict. LibTorch has no API for the arch list it was
+// compiled for (Python's torch.cuda.get_arch_list() comes from libtorch_python), so arch_list is
+// the Python worker's answer alone.
+void add_gfx_facts(std::map<std::string, std::string>& facts) {
+  if (!is_rocm_build()) {
+    facts["ck_sdpa"] = "n/a";
+    facts["aotriton_images"] = "n/a";
+    return;
+  }
+  const auto ck = has_ck_sdpa(at::globalContext());
+  facts["ck_sdpa"] = !ck ? "unknown" : *ck ? "yes" : "no";
+  facts["aotriton_images"] = aotriton_images();
+}
 
 std::string hip_version_from_config() {
   if (!at::hasCUDA()) return {};
@@ -172,6 +208,7 @@ public:
         }
       }
       if (auto ck = has_ck_sdpa(at::globalContext())) info.facts["ck_sdpa_compiled"] = *ck ? "true" : "false";
+      add_gfx_facts(info.facts);
       info.unavailable = prepare(info);
     } catch (const c10::Error& e) {
       info.unavailable = one_line(e.what_without_backtrace());
@@ -200,6 +237,26 @@ public:
     r.warnings = handler.take();
     for (auto& w : r.warnings) w = one_line(std::move(w));
     return r;
+  }
+
+  // A 16x16 matmul of ones: every element is exactly 16. A case that left an asynchronous error
+  // behind makes this throw (or compute garbage) instead, which the case itself may not show.
+  std::string canary() override {
+    CapturingHandler handler;
+    c10::WarningUtils::WarningHandlerGuard guard(&handler);
+    try {
+      const at::Tensor a = at::ones({16, 16}, at::TensorOptions().dtype(at::kFloat).device(m_device));
+      const at::Tensor p = at::mm(a, a);
+      synchronize();
+      const double sum = p.sum().item<double>();
+      if (sum != 16.0 * 16 * 16)
+        return "failed: a 16x16 matmul of ones summed to " + std::to_string(sum) + ", expected 4096";
+      return "ok";
+    } catch (const c10::Error& e) {
+      return "failed: " + one_line(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return "failed: " + one_line(e.what());
+    }
   }
 
 private:

@@ -155,7 +155,11 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
       ev.status = Status::error;
       ev.reason = fmt::format("comparing with the oracle failed: {}", e.what());
     }
+    if (info.unavailable.empty()) ev.canary = executor.canary();
+    if (faulty && fault.action == FaultAction::poison && !ev.canary.empty())
+      ev.canary = "failed: injected deferred device error (SDPA_DOCTOR_TEST_FAULT action=poison)";
     if (!out.result(ev)) return exit_code::failures;
+    if (canary_failed(ev.canary)) return k_exit_canary_failed; // no bye: a fresh worker goes on
   }
   out.bye();
   return 0;

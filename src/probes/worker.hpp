@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sdpa_doctor::probes {
@@ -58,7 +59,17 @@ public:
   virtual HelloInfo hello() = 0;
   // Runs one case on `inputs` (core::make_inputs of line.kase). Must not throw.
   virtual CaseRun run(const CaseLine& line, const HostInputs& inputs) = 0;
+  // A tiny known op on the device after a case: "ok", "failed: <why>" when the device no longer
+  // computes it (the case left a deferred error behind), or empty for executors without one.
+  // Must not throw.
+  virtual std::string canary() { return {}; }
 };
+
+// A worker whose canary failed writes the case's result and then exits with this code, so the
+// runner resumes the rest in a fresh process (ARCHITECTURE.md, worker protocol).
+inline constexpr int k_exit_canary_failed = 5;
+// Whether a canary answer says the device was poisoned.
+inline bool canary_failed(std::string_view canary) { return canary.rfind("failed", 0) == 0; }
 
 struct WorkerOptions {
   bool honour_test_fault = false; // SDPA_DOCTOR_TEST_FAULT (torch and python workers)

@@ -106,6 +106,22 @@ const Device* device_for_target(const Report& report, const std::string& target)
   return nullptr;
 }
 
+std::string gfx_line(const Report& report, const std::string& device) {
+  const Device* d = device_for_target(report, device);
+  if (!d || !d->gfx) return {};
+  const GfxTruth& g = *d->gfx;
+  const auto list = [](const std::vector<std::string>& v) {
+    return v.empty() ? std::string("?") : fmt::format("{}", fmt::join(v, ","));
+  };
+  std::string line = fmt::format("gfx: physical {} · effective {}", g.physical.empty() ? "?" : g.physical,
+                                 g.effective.empty() ? "?" : g.effective);
+  if (!g.override_env.empty() && g.effective != g.physical) line += " (" + g.override_env + ")";
+  line += " · torch built for " + list(g.compiled_for);
+  if (!g.aotriton_images.empty()) line += " · AOTriton images " + list(g.aotriton_images);
+  if (g.ck_sdpa == "yes" || g.ck_sdpa == "no") line += " · CK SDPA " + g.ck_sdpa;
+  return line + fmt::format(" → {}: {}", g.verdict, g.detail);
+}
+
 std::string format_ms(double ms) {
   if (!std::isfinite(ms)) return "n/a";
   if (ms >= 1000) return fmt::format("{:.2f} s", ms / 1000);

@@ -37,6 +37,9 @@ std::vector<DeviceMatrix> build_matrices(const Report& report);
 // "cuda:0 · AMD Radeon RX 9070 XT · gfx1201 (RDNA4) · 16 GiB"; "cpu · host CPU".
 std::string device_title(const Report& report, const std::string& device);
 const Device* device_for_target(const Report& report, const std::string& target);
+// "gfx: physical gfx1201 · effective gfx1201 · torch built for gfx90a,gfx942 → missing: ...";
+// empty when the device has no settled GfxTruth.
+std::string gfx_line(const Report& report, const std::string& device);
 
 // Header lines as (label, value), e.g. {"host", "ws1 · Ubuntu 24.04 · kernel 6.8.0"}.
 std::vector<std::pair<std::string, std::string>> environment_lines(const Report& report);

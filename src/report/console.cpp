@@ -387,6 +387,8 @@ std::string render_matrix(const Report& report, const ConsoleOptions& o) {
   std::string out;
   for (const DeviceMatrix& m : build_matrices(report)) {
     out += wrap_paragraph(device_title(report, m.device), size_t(std::max(o.width, 20)), "", "  ");
+    if (const std::string gfx = gfx_line(report, m.device); !gfx.empty())
+      out += wrap_paragraph(gfx, size_t(std::max(o.width, 40)), "  ", "    ");
     if (m.rows.empty()) {
       out += "  no cases ran on this device\n";
     } else {

@@ -12,10 +12,18 @@ template <typename T> json optional_value(const std::optional<T>& value) {
 
 json string_or_null(const std::string& value) { return value.empty() ? json(nullptr) : json(value); }
 
+json gfx_to_json(const GfxTruth& g) {
+  return {{"physical", g.physical},       {"effective", g.effective},
+          {"override_env", g.override_env}, {"compiled_for", g.compiled_for},
+          {"aotriton_images", g.aotriton_images}, {"ck_sdpa", g.ck_sdpa},
+          {"source", g.source},           {"verdict", g.verdict},
+          {"detail", g.detail},           {"remedy", g.remedy}};
+}
+
 json device_to_json(const Device& d) {
   json sources = json::object();
   for (const auto& [field, by_source] : d.sources) sources[field] = by_source;
-  return {
+  json out = {
       {"index", d.index >= 0 ? json(d.index) : json(nullptr)},
       {"name", string_or_null(d.name)},
       {"gfx_target", string_or_null(d.gfx_target)},
@@ -40,6 +48,8 @@ json device_to_json(const Device& d) {
       {"integrated", d.integrated},
       {"sources", sources},
   };
+  if (d.gfx) out["gfx"] = gfx_to_json(*d.gfx);
+  return out;
 }
 
 } // namespace

@@ -72,6 +72,7 @@ json result_json(const CaseResult& r) {
   put_number(tol, "atol", r.tolerance.atol);
   put_number(tol, "rtol", r.tolerance.rtol);
   j["tolerance"] = tol;
+  if (!r.canary.empty()) j["canary"] = r.canary;
   if (r.process_end) {
     const ProcessEnd& e = *r.process_end;
     json pe{{"core_dumped", e.core_dumped}, {"killed_by_doctor", e.killed_by_doctor}};

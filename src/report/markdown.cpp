@@ -111,6 +111,8 @@ std::string results_section(const Report& report) {
   out += "\n## Results\n\n";
   for (const DeviceMatrix& m : build_matrices(report)) {
     out += fmt::format("### {}\n\n", device_title(report, m.device));
+    if (const std::string gfx = gfx_line(report, m.device); !gfx.empty())
+      out += fmt::format("{}\n\n", cell_escape(gfx));
     if (m.rows.empty()) {
       out += "No cases ran on this device.\n\n";
       continue;

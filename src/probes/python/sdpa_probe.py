@@ -21,6 +21,8 @@ import time
 import warnings
 
 PROTOCOL_VERSION = 1
+# Exit code after a result whose canary failed: the runner goes on in a fresh worker.
+CANARY_FAILED_EXIT = 5
 
 TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
 VARIANT_FLAGS = ("ck", "aotriton", "experimental")
@@ -300,7 +302,7 @@ def parse_fault(text):
         if not sep or key not in spec:
             raise ValueError("SDPA_DOCTOR_TEST_FAULT: bad item '%s'" % item)
         spec[key] = value
-    if spec["action"] not in ("abort", "segv", "hang", "nan", "perturb", "exit3"):
+    if spec["action"] not in ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison"):
         raise ValueError("SDPA_DOCTOR_TEST_FAULT: unknown action '%s'" % spec["action"])
     return spec
 
@@ -320,6 +322,83 @@ def process_fault(action):
 
 
 # --- torch side --------------------------------------------------------------------------------
+
+def gpu_truth_facts(torch):
+    """What this torch can run, for the doctor's gfx verdict: lists as comma-separated strings."""
+    hip = getattr(torch.version, "hip", None)
+    facts = {}
+    try:
+        arch = list(torch.cuda.get_arch_list())
+        flags = getattr(torch._C, "_cuda_getArchFlags", None)
+        if not arch and flags is not None:  # no GPU visible: the compile-time list still answers
+            arch = [a for a in re.split(r"[\s;,]+", str(flags() or "")) if a]
+        gpu_build = bool(hip or getattr(torch.version, "cuda", None))
+        facts["arch_list"] = ",".join(arch) if arch else ("" if gpu_build else "n/a")
+    except Exception as e:
+        facts["arch_list_error"] = one_line(e, 300)
+    images = os.path.join(os.path.dirname(torch.__file__), "lib", "aotriton.images")
+    try:
+        names = sorted(n[4:] for n in os.listdir(images) if n.startswith("amd-gfx"))
+    except OSError:
+        names = []
+    facts["aotriton_images"] = ",".join(names) if names else ("none" if hip else "n/a")
+    facts["ck_sdpa"] = ck_sdpa_built(torch) if hip else "n/a"
+    return facts
+
+
+def ck_sdpa_built(torch):
+    """yes / no / unknown: whether CK SDPA was compiled in, asked without changing the choice."""
+    cuda = torch.backends.cuda
+    available = getattr(cuda, "is_ck_sdpa_available", None)
+    if available is not None:
+        try:
+            return "yes" if available() else "no"
+        except Exception:
+            return "unknown"
+    pref = getattr(cuda, "preferred_rocm_fa_library", None)
+    if pref is None:
+        return "unknown"
+    try:
+        before = pref()
+    except Exception:
+        return "unknown"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return "yes" if "ck" in str(pref("ck")).lower() else "no"
+    except Exception:
+        return "no"
+    finally:
+        try:
+            pref(before)
+        except Exception:
+            pass
+
+
+def canary(torch, device):
+    """A 16x16 matmul of ones after a case: 'ok', or 'failed: why' (the case poisoned the device)."""
+    try:
+        a = torch.ones(16, 16, dtype=torch.float32, device=device)
+        p = torch.mm(a, a)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(torch.device(device))
+        total = float(p.sum().item())
+        if total != 4096.0:
+            return "failed: a 16x16 matmul of ones summed to %r, expected 4096" % total
+        return "ok"
+    except Exception as e:
+        return "failed: " + one_line("%s: %s" % (type(e).__name__, e), 500)
+
+
+def add_canary(result, torch, device, ran, poison):
+    """Puts the canary after a case into its result; True when the worker must stop."""
+    if not ran:
+        return False
+    result["canary"] = canary(torch, device)
+    if poison:
+        result["canary"] = ("failed: injected deferred device error "
+                            "(SDPA_DOCTOR_TEST_FAULT action=poison)")
+    return result["canary"].startswith("failed")
 
 BACKEND_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION", "mem_efficient": "EFFICIENT_ATTENTION",
                 "cudnn": "CUDNN_ATTENTION"}
@@ -348,6 +427,7 @@ class Probe(object):
         facts = {"rocm_build": "true" if hip else "false",
                  "python_executable": sys.executable,
                  "threads": str(torch.get_num_threads())}
+        facts.update(gpu_truth_facts(torch))
         aot = self.aotriton_library()
         if aot:
             versions["aotriton"] = aot
@@ -622,8 +702,12 @@ def run_worker(args):
                     result["status"], result["reason"] = "error", one_line(e)
         result["metrics"] = {key: (finite_or_none(v) if isinstance(v, float) else v)
                              for key, v in metrics.items()}
+        poisoned = add_canary(result, torch, args["device"], not unavailable,
+                              hit and fault["action"] == "poison")
         if not writer.event("result", **result):
             return 1
+        if poisoned:
+            return CANARY_FAILED_EXIT  # no bye: the runner resumes the rest in a fresh worker
     writer.event("bye")
     return 0
 

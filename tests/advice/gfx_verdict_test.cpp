@@ -1,0 +1,236 @@
+// The gfx verdict end to end over report models: torch's answers arrive as real `hello` protocol
+// lines (decoded by isolate as the runner does), the verdict, its one finding, the known-issue
+// match from the shipped data/known_issues.json, and the line the console and Markdown print.
+#include "advice/advice.hpp"
+#include "isolate/isolate.hpp"
+#include "report/report.hpp"
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace sdpa_doctor;
+using nlohmann::json;
+
+namespace {
+
+// What the Python worker wrote in its hello, as the runner turns it into WorkerInfo.
+WorkerInfo worker_from_hello(const std::string& hello_line) {
+  const json hello = json::parse(hello_line);
+  WorkerInfo w;
+  w.device = hello.at("device").get<std::string>();
+  w.probe = hello.at("worker") == "python" ? Probe::python : Probe::torch;
+  w.variant = hello.at("variant").get<std::string>();
+  w.versions = isolate::hello_strings(hello, "versions");
+  w.facts = isolate::hello_strings(hello, "facts");
+  return w;
+}
+
+std::string hello(const std::string& arch_list, const std::string& images = "gfx942",
+                  const std::string& ck = "no") {
+  return json{{"v", 1},
+              {"event", "hello"},
+              {"worker", "python"},
+              {"device", "cuda:0"},
+              {"variant", "flash"},
+              {"versions", {{"torch", "2.9.0+rocm6.4"}, {"python", "3.12.3"}}},
+              {"facts", {{"arch_list", arch_list}, {"aotriton_images", images}, {"ck_sdpa", ck},
+                         {"rocm_build", "true"}}}}
+      .dump();
+}
+
+Device gpu(const std::string& gfx, const std::string& name) {
+  Device d;
+  d.index = 0;
+  d.gfx_target = gfx;
+  d.gfx_arch_name = gfx + ":sramecc-:xnack-";
+  d.name = name;
+  return d;
+}
+
+CaseResult cell(const std::string& variant, Status status, const std::string& reason,
+                int64_t l = 64) {
+  CaseResult r;
+  r.kase.dtype = DType::f16;
+  r.kase.lq = r.kase.lkv = l;
+  r.case_id = r.kase.id();
+  r.device = "cuda:0";
+  r.probe = Probe::python;
+  r.variant = variant;
+  r.status = status;
+  r.reason = reason;
+  return r;
+}
+
+Report report_for(Device d, const std::string& hello_line) {
+  Report r;
+  r.targets = {"cuda:0"};
+  r.inventory.devices.push_back(std::move(d));
+  r.workers.push_back(worker_from_hello(hello_line));
+  return r;
+}
+
+advice::KnownIssues shipped() {
+  auto issues = advice::load_known_issues(sdpa_test::source_path("data/known_issues.json"));
+  EXPECT_TRUE(issues) << issues.error().message;
+  return issues ? *issues : advice::KnownIssues{};
+}
+
+// settle, then advise, as `check` does.
+advice::AdviceResult settle_and_advise(Report& r) {
+  advice::settle_gfx_truth(r);
+  advice::AdviceResult a = advice::advise(r, shipped(), {});
+  r.findings = a.findings;
+  r.known_issues = a.known_issues;
+  return a;
+}
+
+// One passing cell, then settle and advise: the verdict of the report's only device.
+const GfxTruth& verdict_after_a_pass(Report& r, advice::AdviceResult& a) {
+  r.results.push_back(cell("flash", Status::pass, ""));
+  a = settle_and_advise(r);
+  return *r.inventory.devices[0].gfx;
+}
+
+int count_id(const std::vector<Finding>& findings, const std::string& id) {
+  int n = 0;
+  for (const Finding& f : findings) n += f.id == id;
+  return n;
+}
+
+TEST(GfxVerdict, Rdna4WithATorchBuiltForCdnaOnlyIsMissingWithOneFindingAndTheKnownIssue) {
+  Report r = report_for(gpu("gfx1201", "AMD Radeon RX 9070 XT"), hello("gfx90a,gfx942"));
+  const std::string hip = "torch.AcceleratorError: HIP error: invalid device function";
+  for (const char* v : {"flash", "mem_efficient", "math", "default"}) {
+    r.results.push_back(cell(v, Status::error, hip, 64));
+    r.results.push_back(cell(v, Status::error, hip, 128));
+  }
+  const advice::AdviceResult a = settle_and_advise(r);
+  const GfxTruth& g = *r.inventory.devices[0].gfx;
+  EXPECT_EQ(g.verdict, "missing");
+  EXPECT_EQ(g.physical, "gfx1201");
+  EXPECT_EQ(g.effective, "gfx1201");
+  EXPECT_EQ(g.compiled_for, (std::vector<std::string>{"gfx90a", "gfx942"}));
+  EXPECT_NE(g.remedy.find("rocm6.4"), std::string::npos) << g.remedy;
+  EXPECT_NE(g.remedy.find("torch[device-gfx120X]"), std::string::npos) << g.remedy;
+
+  ASSERT_EQ(count_id(a.findings, "torch-not-built-for-arch"), 1);
+  for (const Finding& f : a.findings) {
+    if (f.id != "torch-not-built-for-arch") continue;
+    EXPECT_EQ(f.device, "cuda:0");
+    EXPECT_EQ(f.case_ids.size(), 2u); // the two shapes, named once for all four variants
+    EXPECT_NE(f.message.find("python torch 2.9.0+rocm6.4"), std::string::npos) << f.message;
+  }
+  bool matched = false;
+  for (const KnownIssueMatch& m : a.known_issues) matched |= m.issue_id == "torch-wheel-lacks-gfx-kernels";
+  EXPECT_TRUE(matched);
+
+  report::ConsoleOptions wide;
+  wide.width = 400; // one line unwrapped, to compare it whole
+  const std::string console = report::render_console(r, wide);
+  EXPECT_NE(console.find("gfx: physical gfx1201 · effective gfx1201 · torch built for "
+                         "gfx90a,gfx942 · AOTriton images gfx942 · CK SDPA no → missing: "),
+            std::string::npos)
+      << console;
+  // Under the device's matrix header, not somewhere else.
+  const size_t header = console.find("cuda:0 · AMD Radeon RX 9070 XT");
+  ASSERT_NE(header, std::string::npos) << console;
+  EXPECT_EQ(console.find("  gfx: physical", header), console.find('\n', header) + 1) << console;
+  const std::string md = report::render_markdown(r);
+  EXPECT_NE(md.find("\n\ngfx: physical gfx1201 · effective gfx1201"), std::string::npos) << md;
+  const json doc = json::parse(report::render_json(r));
+  EXPECT_EQ(doc["inventory"]["devices"][0]["gfx"]["verdict"], "missing");
+  EXPECT_EQ(doc["inventory"]["devices"][0]["gfx"]["compiled_for"], json({"gfx90a", "gfx942"}));
+}
+
+TEST(GfxVerdict, Rx6700XtUnderHsaOverrideIsOverrideAndNamesTheRisk) {
+  Device d = gpu("gfx1031", "AMD Radeon RX 6700 XT");
+  d.sources["gfx_target"]["sysfs"] = "gfx1031";
+  d.sources["gfx_target"]["effective"] = "gfx1030"; // what devices::merge_sources records
+  Report r = report_for(d, hello("gfx900,gfx906,gfx908,gfx90a,gfx1030,gfx1100,gfx942"));
+  r.environment["HSA_OVERRIDE_GFX_VERSION"] = "10.3.0";
+  advice::AdviceResult a;
+  const GfxTruth& g = verdict_after_a_pass(r, a);
+  EXPECT_EQ(g.verdict, "override");
+  EXPECT_EQ(g.physical, "gfx1031");
+  EXPECT_EQ(g.effective, "gfx1030");
+  EXPECT_EQ(g.override_env, "HSA_OVERRIDE_GFX_VERSION=10.3.0");
+  EXPECT_NE(g.detail.find("wrong results or GPU memory faults"), std::string::npos) << g.detail;
+  EXPECT_EQ(count_id(a.findings, "torch-not-built-for-arch"), 0);
+  EXPECT_NE(report::render_console(r).find(
+                "physical gfx1031 · effective gfx1030 (HSA_OVERRIDE_GFX_VERSION=10.3.0)"),
+            std::string::npos);
+}
+
+TEST(GfxVerdict, Mi300xWithGfx942InTheListIsNativeIgnoringFeatureSuffixes) {
+  Device d = gpu("", "AMD Instinct MI300X");
+  d.gfx_arch_name = "gfx942:sramecc+:xnack-";
+  Report r = report_for(d, hello("gfx90a:sramecc+:xnack-,gfx942:sramecc+:xnack-", "gfx942", "yes"));
+  advice::AdviceResult a;
+  const GfxTruth& g = verdict_after_a_pass(r, a);
+  EXPECT_EQ(g.verdict, "native");
+  EXPECT_EQ(g.physical, "gfx942");
+  EXPECT_EQ(g.ck_sdpa, "yes");
+  EXPECT_TRUE(g.remedy.empty());
+  EXPECT_EQ(count_id(a.findings, "torch-not-built-for-arch"), 0);
+  for (const KnownIssueMatch& m : a.known_issues) EXPECT_NE(m.issue_id, "torch-wheel-lacks-gfx-kernels");
+}
+
+TEST(GfxVerdict, Rdna2WithoutAnOverrideIsMissingAndSuggestsTheSameFamilyOverride) {
+  Report r = report_for(gpu("gfx1031", "AMD Radeon RX 6700 XT"), hello("gfx1030,gfx1100"));
+  advice::settle_gfx_truth(r);
+  const GfxTruth& g = *r.inventory.devices[0].gfx;
+  EXPECT_EQ(g.verdict, "missing");
+  EXPECT_NE(g.remedy.find("HSA_OVERRIDE_GFX_VERSION=10.3.0"), std::string::npos) << g.remedy;
+}
+
+TEST(GfxVerdict, AnOverrideThatNamesAnArchTorchLacksIsMissing) {
+  Device d = gpu("gfx1100", "AMD Radeon RX 7900 XTX");
+  d.sources["gfx_target"]["effective"] = "gfx1030";
+  Report r = report_for(d, hello("gfx1100,gfx942"));
+  r.environment["HSA_OVERRIDE_GFX_VERSION"] = "10.3.0";
+  advice::settle_gfx_truth(r);
+  EXPECT_EQ(r.inventory.devices[0].gfx->verdict, "missing");
+  EXPECT_EQ(r.inventory.devices[0].gfx->remedy, "unset HSA_OVERRIDE_GFX_VERSION");
+}
+
+TEST(GfxVerdict, NoTorchAnswerIsUnknown) {
+  // A CPU-only torch answers n/a; a LibTorch worker alone has no arch list; no worker at all.
+  Report cpu_only = report_for(gpu("gfx1100", "x"), hello("n/a", "n/a", "n/a"));
+  advice::settle_gfx_truth(cpu_only);
+  EXPECT_EQ(cpu_only.inventory.devices[0].gfx->verdict, "unknown");
+  EXPECT_NE(cpu_only.inventory.devices[0].gfx->detail.find("CPU-only"), std::string::npos);
+
+  Report none;
+  none.inventory.devices.push_back(gpu("gfx1100", "x"));
+  advice::settle_gfx_truth(none);
+  EXPECT_EQ(none.inventory.devices[0].gfx->verdict, "unknown");
+  EXPECT_EQ(json::parse(report::render_json(none))["inventory"]["devices"][0]["gfx"]["verdict"],
+            "unknown");
+}
+
+TEST(GfxVerdict, BaseNamesDropFeatureSuffixes) {
+  EXPECT_EQ(advice::base_gfx("gfx942:sramecc+:xnack-"), "gfx942");
+  EXPECT_EQ(advice::base_gfx(" gfx1201"), "gfx1201");
+  EXPECT_EQ(advice::base_gfx("sm_90"), "");
+  EXPECT_EQ(advice::base_gfx("n/a"), "");
+}
+
+TEST(DevicePoisoned, AFailedCanaryNamesItsCaseOnce) {
+  Report r;
+  r.targets = {"cpu"};
+  CaseResult ok = cell("math", Status::pass, "");
+  ok.device = "cpu";
+  ok.canary = "ok";
+  CaseResult bad = cell("math", Status::error, "poisoned the device: canary failed after it: x", 128);
+  bad.device = "cpu";
+  bad.canary = "failed: x";
+  r.results = {ok, bad};
+  std::vector<Finding> f;
+  advice::poisoned_findings(r, f);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].id, "device-poisoned");
+  EXPECT_EQ(f[0].case_ids, std::vector<std::string>{bad.case_id});
+}
+
+} // namespace
