@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <set>
 
 namespace sdpa_doctor::cli {
@@ -18,7 +19,20 @@ struct CasesOptions {
   std::string suite; // empty: quick, unless custom cases were given
   std::vector<std::string> case_specs;
   std::string case_file;
+  std::string model_config; // --model: a Hugging Face config.json
+  int64_t max_len = probes::k_default_model_max_len;
 };
+
+bool is_custom(const CasesOptions& o) {
+  return !o.case_specs.empty() || !o.case_file.empty() || !o.model_config.empty();
+}
+
+std::optional<probes::ModelShapes> loaded_model(const CasesOptions& o) {
+  if (o.model_config.empty()) return std::nullopt;
+  auto model = probes::load_model_config(o.model_config);
+  if (!model) throw Fatal{model.error().message, exit_code::usage};
+  return *model;
+}
 
 std::string shape(const Case& c) {
   const std::string heads = c.hq == c.hkv ? fmt::format("{}", c.hq) : fmt::format("{}:{}", c.hq, c.hkv);
@@ -27,11 +41,11 @@ std::string shape(const Case& c) {
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f}", double(bytes) / double(1 << 20)); }
 
-// The planned cases, in order, without duplicates: suite first, then --case, then --case-file.
-std::vector<Case> collect(const CasesOptions& o) {
+// The planned cases, in order, without duplicates: suite first, then --case, then --case-file,
+// then --model.
+std::vector<Case> collect(const CasesOptions& o, const std::optional<probes::ModelShapes>& model) {
   std::vector<Case> all;
-  const bool custom = !o.case_specs.empty() || !o.case_file.empty();
-  if (!o.suite.empty() || !custom) {
+  if (!o.suite.empty() || !is_custom(o)) {
     auto suite = probes::suite_cases(o.suite.empty() ? probes::k_default_suite : o.suite);
     if (!suite) throw Fatal{suite.error().message, exit_code::usage};
     all = *suite;
@@ -45,6 +59,10 @@ std::vector<Case> collect(const CasesOptions& o) {
     auto file = probes::load_case_file(o.case_file);
     if (!file) throw Fatal{file.error().message, exit_code::usage};
     all.insert(all.end(), file->begin(), file->end());
+  }
+  if (model) {
+    auto planned = probes::model_cases(*model, o.max_len);
+    all.insert(all.end(), planned.begin(), planned.end());
   }
   std::vector<Case> out;
   std::set<std::string> seen;
@@ -67,7 +85,8 @@ void print_table(const std::vector<Case>& cases) {
   fmt::print("{} cases, {:.1f} GFLOP per variant\n", cases.size(), flops / 1e9);
 }
 
-nlohmann::json to_json_list(const std::vector<Case>& cases, const CasesOptions& o) {
+nlohmann::json to_json_list(const std::vector<Case>& cases, const CasesOptions& o,
+                            const std::optional<probes::ModelShapes>& model) {
   nlohmann::json list = nlohmann::json::array();
   for (const Case& c : cases) {
     nlohmann::json j = to_json(c);
@@ -77,19 +96,26 @@ nlohmann::json to_json_list(const std::vector<Case>& cases, const CasesOptions& 
     j["math_scores_bytes"] = c.math_scores_bytes();
     list.push_back(std::move(j));
   }
-  return nlohmann::json{{"schema", "sdpa-doctor/cases/v1"},
-                        {"suite", o.suite.empty() && (!o.case_specs.empty() || !o.case_file.empty())
-                                      ? std::string("custom")
-                                      : o.suite.empty() ? std::string(probes::k_default_suite)
-                                                        : o.suite},
-                        {"cases", std::move(list)}};
+  std::string suite = o.suite;
+  if (suite.empty() && !is_custom(o))
+    suite = probes::k_default_suite;
+  else if (suite.empty())
+    suite = model && o.case_specs.empty() && o.case_file.empty() ? "model" : "custom";
+  nlohmann::json doc{{"schema", "sdpa-doctor/cases/v1"}, {"suite", suite}};
+  if (model) doc["model"] = model->describe();
+  doc["cases"] = std::move(list);
+  return doc;
 }
 
 int run_cases(const CasesOptions& o, const GlobalOptions& global) {
-  const std::vector<Case> cases = collect(o);
-  if (global.json_path.empty() || global.json_path != "-") print_table(cases);
+  const std::optional<probes::ModelShapes> model = loaded_model(o);
+  const std::vector<Case> cases = collect(o, model);
+  if (global.json_path.empty() || global.json_path != "-") {
+    if (model) fmt::print("model {}\n", model->describe());
+    print_table(cases);
+  }
   if (!global.json_path.empty()) {
-    const std::string text = to_json_list(cases, o).dump(2);
+    const std::string text = to_json_list(cases, o, model).dump(2);
     if (global.json_path == "-") {
       fmt::print("{}\n", text);
     } else if (auto w = probes::write_cases_file(global.json_path, {text}); !w) {
@@ -114,6 +140,12 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->type_name("SPEC");
   sub->add_option("--case-file", options->case_file, "JSON-lines file of cases, one object a line")
       ->type_name("FILE");
+  sub->add_option("--model", options->model_config,
+                  "The attention shapes of a Hugging Face config.json (prefill and decode)")
+      ->type_name("CONFIG");
+  sub->add_option("--max-len", options->max_len, "Longest sequence --model plans")
+      ->check(CLI::Range(int64_t{1}, k_max_dim))
+      ->default_str(std::to_string(probes::k_default_model_max_len));
   sub->callback([&action, &global, options] {
     action = [&global, options] { return run_cases(*options, global); };
   });

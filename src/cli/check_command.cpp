@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <fcntl.h>
 #include <unistd.h>
@@ -34,6 +36,9 @@ struct CheckOptions {
   std::string suite = "quick";
   std::vector<std::string> case_specs;
   std::string case_file;
+  std::string model_config;          // --model: a Hugging Face config.json
+  int64_t max_len = probes::k_default_model_max_len;
+  bool train = false;                // refused: no backward cases yet
   std::vector<std::string> probes;   // libtorch, python, reference
   std::vector<std::string> variants; // filter
   std::vector<std::string> devices;  // targets
@@ -108,7 +113,39 @@ std::vector<std::string> split_list(const std::vector<std::string>& items) {
   return out;
 }
 
-std::vector<Case> planned_cases(const CheckOptions& o) {
+// The `--dtype` list, each name checked; empty when not given.
+std::vector<DType> listed_dtypes(const std::vector<std::string>& list) {
+  std::vector<DType> out;
+  for (const auto& name : split_list(list)) {
+    auto d = dtype_from_string(name);
+    if (!d) throw Fatal{fmt::format("--dtype '{}': expected fp16, bf16 or fp32", name)};
+    out.push_back(*d);
+  }
+  return out;
+}
+
+// The cases of `--model`: in the config's dtype, or in each `--dtype` given instead.
+std::vector<Case> planned_model_cases(const probes::ModelShapes& model, const CheckOptions& o) {
+  std::vector<DType> dtypes = listed_dtypes(o.dtypes);
+  if (dtypes.empty()) dtypes.push_back(model.dtype);
+  std::vector<Case> out;
+  for (DType d : dtypes) {
+    probes::ModelShapes as = model;
+    as.dtype = d;
+    auto cases = probes::model_cases(as, o.max_len);
+    out.insert(out.end(), cases.begin(), cases.end());
+  }
+  // SDPA takes no window and Case has no window mask: say what the plan leaves out.
+  int64_t longest = 0;
+  for (const Case& c : out) longest = std::max(longest, c.lkv);
+  if (model.sliding_window > 0 && longest > model.sliding_window)
+    spdlog::warn("{}: sliding window {} is shorter than planned length {}: those cases run full "
+                 "causal attention", model.name, model.sliding_window, longest);
+  return out;
+}
+
+std::vector<Case> planned_cases(const CheckOptions& o,
+                                const std::optional<probes::ModelShapes>& model) {
   std::vector<Case> cases;
   for (const auto& spec : o.case_specs) {
     auto c = parse_case_spec(spec);
@@ -119,6 +156,10 @@ std::vector<Case> planned_cases(const CheckOptions& o) {
     auto loaded = probes::load_case_file(o.case_file);
     if (!loaded) throw Fatal{loaded.error().message};
     cases.insert(cases.end(), loaded->begin(), loaded->end());
+  }
+  if (model) {
+    auto planned = planned_model_cases(*model, o);
+    cases.insert(cases.end(), planned.begin(), planned.end());
   }
   if (cases.empty()) {
     auto suite = probes::suite_cases(o.suite);
@@ -221,7 +262,19 @@ struct CheckInputs {
   std::vector<std::string> variant_filter;
   std::vector<std::string> targets;
   advice::KnownIssues issues;
+  std::optional<probes::ModelShapes> model; // --model
 };
+
+// `--model`, checked; nullopt without it.
+std::optional<probes::ModelShapes> checked_model(const CheckOptions& o) {
+  if (o.train)
+    throw Fatal{"--train: backward cases are not supported yet (the workers run the forward pass "
+                "only)"};
+  if (o.model_config.empty()) return std::nullopt;
+  auto model = probes::load_model_config(o.model_config);
+  if (!model) throw Fatal{model.error().message};
+  return *model;
+}
 
 std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
   std::vector<std::string> filter = split_list(o.variants);
@@ -236,21 +289,18 @@ std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
 
 // Keeps the cases of the `--dtype` list; a misspelt dtype or one no case has is a usage error.
 void filter_dtypes(std::vector<Case>& cases, const std::vector<std::string>& list) {
+  const std::vector<DType> dtypes = listed_dtypes(list);
+  if (dtypes.empty()) return;
   const std::vector<std::string> names = split_list(list);
-  if (names.empty()) return;
-  std::set<DType> keep;
-  for (const auto& name : names) {
-    auto d = dtype_from_string(name);
-    if (!d) throw Fatal{fmt::format("--dtype '{}': expected fp16, bf16 or fp32", name)};
-    keep.insert(*d);
-  }
+  const std::set<DType> keep(dtypes.begin(), dtypes.end());
   std::erase_if(cases, [&](const Case& c) { return !keep.count(c.dtype); });
   if (cases.empty())
     throw Fatal{fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ","))};
 }
 
 CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
-  CheckInputs in{planned_cases(o), planned_probes(o), {}, {}, {}, {}, {}, {}};
+  std::optional<probes::ModelShapes> model = checked_model(o);
+  CheckInputs in{planned_cases(o, model), planned_probes(o), {}, {}, {}, {}, {}, {}, model};
   filter_dtypes(in.cases, o.dtypes);
   auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
   if (!tolerances) throw Fatal{tolerances.error().message};
@@ -262,6 +312,8 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
     auto t = parse_case_spec(o.target);
     if (!t) throw Fatal{"--target: " + t.error().message};
     in.advice.target = *t;
+  } else if (model) {
+    in.advice.target = probes::model_target_case(*model); // its longest prompt
   }
   in.variant_filter = checked_variant_filter(o);
   in.targets = split_list(o.devices);
@@ -280,14 +332,16 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
 }
 
 // The report's header facts and the device inventory.
-Report started_report(const CheckOptions& o) {
+Report started_report(const CheckOptions& o, const CheckInputs& in) {
   Report report;
   report.tool_version = build_info::k_version;
   report.git_revision = build_info::k_git_revision;
   report.started_at = utc_now();
   report.host = devices::host_facts();
   report.environment = report::reportable_environment(devices::process_environment());
-  report.suite = o.case_specs.empty() && o.case_file.empty() ? o.suite : "custom";
+  const bool custom = !o.case_specs.empty() || !o.case_file.empty();
+  report.suite = in.model && !custom ? "model" : custom ? "custom" : o.suite;
+  if (in.model) report.model = in.model->describe();
 
   const auto enum_start = std::chrono::steady_clock::now();
   devices::EnumerateOptions eo;
@@ -402,7 +456,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   const CheckInputs in = checked_inputs(o, global);
 
   InterruptGuard interrupt_guard;
-  Report report = started_report(o);
+  Report report = started_report(o, in);
   const run::Plan plan = checked_plan(in, report.inventory);
   const run::ExecuteOptions exec = execute_options(o, global, in);
   report.targets = plan.targets;
@@ -452,6 +506,15 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
       ->type_name("SPEC");
   sub.add_option("--case-file", o.case_file, "Cases as JSON lines (replaces the suite)")
       ->type_name("FILE");
+  sub.add_option("--model", o.model_config,
+                 "Plan the attention shapes of this Hugging Face config.json: causal prefill and "
+                 "decode, its heads, KV heads, head dim and dtype (replaces the suite)")
+      ->type_name("CONFIG");
+  sub.add_option("--max-len", o.max_len,
+                 "Longest sequence --model plans (prefill length and decode KV length)")
+      ->check(CLI::Range(int64_t{1}, k_max_dim))
+      ->default_str(std::to_string(probes::k_default_model_max_len));
+  sub.add_flag("--train", o.train, "Also plan backward cases (not supported yet: refused)");
   sub.add_option("--probe", o.probes, "Probes to run: libtorch, python, reference (default all)")
       ->type_name("LIST");
   sub.add_option("--variant", o.variants,

@@ -179,6 +179,7 @@ struct Report {
   DeviceInventory inventory;
   std::vector<std::string> targets;  // probe targets that were planned ("cpu", "cuda:0")
   std::string suite;
+  std::string model; // `check --model`: "name (32 heads, 8 kv heads, d=128)"; empty otherwise
   std::vector<WorkerInfo> workers;
   std::vector<CaseResult> results;
   std::vector<Finding> findings;

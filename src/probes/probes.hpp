@@ -41,6 +41,39 @@ inline constexpr int64_t k_max_case_file_bytes = int64_t{64} << 20;
 // files are refused.
 Expected<std::vector<Case>> load_case_file(const std::string& path);
 
+// Reads a small text input (a case file, a model config): directories, unreadable, oversized
+// (k_max_case_file_bytes) and binary files are refused; `what` names it in the error.
+Expected<std::string> read_input_file(const std::string& path, std::string_view what);
+
+// --- model configs (`check --model`) ----------------------------------------------------------------
+
+// The attention shape of a model, from its Hugging Face config.json.
+struct ModelShapes {
+  std::string name;          // _name_or_path, else architectures[0], else model_type, else "model"
+  int64_t heads = 0;         // num_attention_heads
+  int64_t kv_heads = 0;      // num_key_value_heads (default: heads)
+  int64_t head_dim = 0;      // head_dim, else hidden_size / num_attention_heads
+  int64_t max_positions = 0; // max_position_embeddings
+  DType dtype = DType::bf16; // torch_dtype (float16, bfloat16, float32; default bfloat16)
+  int64_t sliding_window = 0; // tokens; 0 = none (null, absent, or use_sliding_window false)
+
+  // "meta-llama/Meta-Llama-3-8B (32 heads, 8 kv heads, d=128)", plus ", window 4096" if any.
+  std::string describe() const;
+};
+
+// The default --max-len: prefill and decode lengths small enough for a CPU to run in seconds.
+inline constexpr int64_t k_default_model_max_len = 256;
+
+// Reads and checks a config.json; every error is one line naming the file and the field.
+Expected<ModelShapes> load_model_config(const std::string& path);
+// The cases such a model runs, batch 1, its dtype and GQA: causal prefill at 64, 128 and
+// `max_len` (those <= max_len, never past max_positions), then decode (Lq = 1) against a KV of
+// max_len. A sliding window is not a Case mask kind: cases longer than it run full causal
+// attention, and describe() records the window.
+std::vector<Case> model_cases(const ModelShapes& model, int64_t max_len);
+// The model's own longest prefill (L = max_positions), the shape for the advice's memory note.
+Case model_target_case(const ModelShapes& model);
+
 // --- comparison -----------------------------------------------------------------------------------
 
 struct Comparison {

@@ -115,20 +115,27 @@ Expected<std::vector<Case>> suite_cases(std::string_view suite) {
                                 fmt::join(std::begin(k_suites), std::end(k_suites), ", ")));
 }
 
-Expected<std::vector<Case>> load_case_file(const std::string& path) {
+Expected<std::string> read_input_file(const std::string& path, std::string_view what) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    return make_error(fmt::format("case file '{}' is a directory", path));
+    return make_error(fmt::format("{} '{}' is a directory", what, path));
   const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return make_error(fmt::format("cannot read case file '{}': {}", path, ec.message()));
+  if (ec) return make_error(fmt::format("cannot read {} '{}': {}", what, path, ec.message()));
   if (static_cast<int64_t>(size) > k_max_case_file_bytes)
-    return make_error(fmt::format("case file '{}' is {} bytes; the limit is {} MiB", path, size,
+    return make_error(fmt::format("{} '{}' is {} bytes; the limit is {} MiB", what, path, size,
                                   k_max_case_file_bytes >> 20));
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(fmt::format("cannot open case file '{}'", path));
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (!in) return make_error(fmt::format("cannot open {} '{}'", what, path));
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (text.find('\0') != std::string::npos)
-    return make_error(fmt::format("case file '{}' is binary, not JSON lines", path));
+    return make_error(fmt::format("{} '{}' is binary, not JSON", what, path));
+  return text;
+}
+
+Expected<std::vector<Case>> load_case_file(const std::string& path) {
+  auto read = read_input_file(path, "case file");
+  if (!read) return make_error(read.error().message);
+  const std::string& text = *read;
 
   std::vector<Case> cases;
   std::istringstream lines(text);

@@ -416,6 +416,10 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
     if (!report.suite.empty()) title += fmt::format("{}suite {}", dot, report.suite);
     out += wrap_paragraph(title, width, "", "  ");
   }
+  // `check --model`: its own line, so the shape is never wrapped away from the name.
+  if (!report.model.empty())
+    out += wrap_paragraph(report.model, width, fmt::format("  {:<9} ", "model"),
+                          std::string(12, ' '));
   for (const auto& [label, value] : environment_lines(report)) {
     out += wrap_paragraph(value, width, fmt::format("  {:<9} ", label), std::string(12, ' '));
   }

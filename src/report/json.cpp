@@ -161,6 +161,7 @@ std::string render_json(const Report& report) {
            {"timings", timings},
            {"interrupted", report.interrupted},
            {"exit_code", report.exit_code}};
+  if (!report.model.empty()) doc["model"] = report.model; // only for `check --model`
   // Invalid UTF-8 in captured stderr must not make the whole report unwritable.
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }

@@ -67,6 +67,7 @@ std::string header_line(const Report& report) {
   if (!report.git_revision.empty()) parts.back() += fmt::format(" ({})", report.git_revision);
   if (!report.started_at.empty()) parts.push_back("started " + report.started_at);
   if (!report.suite.empty()) parts.push_back("suite " + code(report.suite));
+  if (!report.model.empty()) parts.push_back("model " + code(report.model));
   parts.push_back(fmt::format("exit code {}", report.exit_code));
   if (report.interrupted) parts.push_back("**interrupted**");
   return fmt::format("{}\n\n", fmt::join(parts, " · "));

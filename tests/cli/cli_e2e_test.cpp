@@ -38,3 +38,36 @@ TEST(CliE2E, BadFlagIsOneLineAndExitTwo) {
     EXPECT_LE(sdpa_test::line_count(r.err), 2) << r.err;
   }
 }
+
+// `cases --model` prints the shapes each shipped config plans, byte for byte as in its golden.
+TEST(CliE2E, ModelConfigsPlanTheirGoldenShapes) {
+  for (const char* model : {"llama-3-8b", "qwen2.5-7b", "mistral-7b-v0.1"}) {
+    auto r = run_binary({doctor(), "cases", "--model",
+                         sdpa_test::source_path(std::string("data/models/") + model + ".json")});
+    EXPECT_EQ(r.exit_code, 0) << model << ": " << r.err;
+    EXPECT_EQ(r.out, sdpa_test::read_file(sdpa_test::source_path(
+                         std::string("tests/cli/golden/") + model + ".cases.txt")))
+        << model;
+  }
+}
+
+// A whole check of a model's shapes on the CPU, the model named in the console and the JSON.
+TEST(CliE2E, CheckModelRunsOnTheCpuAndNamesTheModel) {
+  sdpa_test::TempDir dir;
+  sdpa_test::RunOptions options;
+  options.timeout_s = 300;
+  auto r = run_binary({doctor(), "check", "--model",
+                       sdpa_test::source_path("data/models/llama-3-8b.json"), "--max-len", "64",
+                       "--probe", "reference", "--json", dir.file("r.json")},
+                      options);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("suite model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  model     meta-llama/Meta-Llama-3-8B (32 heads, 8 kv heads, d=128)\n"),
+            std::string::npos)
+      << r.out;
+  const std::string json = sdpa_test::read_file(dir.file("r.json"));
+  EXPECT_NE(json.find("\"model\": \"meta-llama/Meta-Llama-3-8B (32 heads"), std::string::npos);
+  EXPECT_NE(json.find("\"suite\": \"model\""), std::string::npos);
+  EXPECT_NE(json.find("bf16-b1-h32:8-q64-k64-d128-causal"), std::string::npos);
+  EXPECT_NE(json.find("bf16-b1-h32:8-q1-k64-d128"), std::string::npos);
+}

@@ -19,6 +19,7 @@ smoke() { # prefix: run the installed doctor from there
   grep -q '"status": *"pass"' "$scratch/r.json" || fail "check from $1 did not pass"
   [ -f "$1/share/sdpa-doctor/sdpa_probe.py" ] || fail "python probe not installed under $1"
   [ -f "$1/share/sdpa-doctor/report.schema.json" ] || fail "schema not installed under $1"
+  [ -f "$1/share/sdpa-doctor/models/llama-3-8b.json" ] || fail "model configs not installed under $1"
 }
 
 case $mode in

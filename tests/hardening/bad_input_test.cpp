@@ -85,6 +85,21 @@ public:
     put("overflow.jsonl", "{\"dtype\":\"fp16\",\"d\":1e999}\n");
     put("issues-dim.json",
         R"([{"id":"x","title":"t","link":"","advice":"a","match":{"head_dim_min":"64"}}])");
+    put("model-notjson.json", "num_attention_heads: 32\n");
+    put("model-array.json", R"([{"num_attention_heads":32}])");
+    put("model-no-heads.json", R"({"hidden_size":4096,"max_position_embeddings":8192})");
+    put("model-heads-hidden.json",
+        R"({"num_attention_heads":30,"hidden_size":4096,"max_position_embeddings":8192})");
+    put("model-kv-heads.json", R"({"num_attention_heads":32,"num_key_value_heads":5,)"
+                               R"("hidden_size":4096,"max_position_embeddings":8192})");
+    put("model-zero-heads.json",
+        R"({"num_attention_heads":0,"hidden_size":4096,"max_position_embeddings":8192})");
+    put("model-negative-positions.json",
+        R"({"num_attention_heads":32,"hidden_size":4096,"max_position_embeddings":-1})");
+    put("model-dtype.json", R"({"num_attention_heads":32,"hidden_size":4096,)"
+                            R"("max_position_embeddings":8192,"torch_dtype":"float8_e4m3fn"})");
+    put("model-ok.json",
+        R"({"num_attention_heads":4,"hidden_size":256,"max_position_embeddings":64})");
     put("plain.txt", "not a program\n");
     ::chmod(m_dir.file("plain.txt").c_str(), 0644);
   }
@@ -209,6 +224,25 @@ std::vector<Row> rows() {
       {"issues_fifo", {"check", "--known-issues", "@/fifo"}},
       {"issues_in_known_issues_command",
        {"known-issues", "--no-devices", "--known-issues", "@/issues-badregex.json"},
+       false},
+      // --model configs
+      {"model_missing", {"check", "--model", "@/no-such-config.json"}},
+      {"model_directory", {"check", "--model", "@"}},
+      {"model_not_json", {"check", "--model", "@/model-notjson.json"}},
+      {"model_json_array", {"check", "--model", "@/model-array.json"}},
+      {"model_no_heads", {"check", "--model", "@/model-no-heads.json"}},
+      {"model_heads_not_dividing_hidden", {"check", "--model", "@/model-heads-hidden.json"}},
+      {"model_kv_heads_not_dividing", {"check", "--model", "@/model-kv-heads.json"}},
+      {"model_zero_heads", {"check", "--model", "@/model-zero-heads.json"}},
+      {"model_negative_positions", {"check", "--model", "@/model-negative-positions.json"}},
+      {"model_unknown_dtype", {"check", "--model", "@/model-dtype.json"}},
+      {"model_binary", {"check", "--model", "@/binary.jsonl"}},
+      {"model_max_len_zero", {"check", "--model", "@/model-ok.json", "--max-len", "0"}},
+      {"model_max_len_negative", {"check", "--model", "@/model-ok.json", "--max-len", "-5"}},
+      {"model_train", {"check", "--model", "@/model-ok.json", "--train"}},
+      {"model_in_cases_command", {"cases", "--model", "@/model-kv-heads.json"}, false},
+      {"model_max_len_in_cases_command",
+       {"cases", "--model", "@/model-ok.json", "--max-len", "0"},
        false},
       // outputs
       {"json_dir_missing", {"check", "--json", "/nonexistent-sdpa-dir/r.json"}},

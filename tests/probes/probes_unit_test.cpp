@@ -150,6 +150,103 @@ TEST(CaseFile, RefusesEmptyBinaryMissingAndHuge) {
   EXPECT_NE(load_case_file(dir.file("huge")).error().message.find("limit"), std::string::npos);
 }
 
+// --- model configs ---------------------------------------------------------------------------
+
+TEST(ModelConfig, ShippedConfigsReadTheirPublishedShapes) {
+  auto llama = load_model_config(sdpa_test::source_path("data/models/llama-3-8b.json"));
+  ASSERT_TRUE(llama.has_value()) << llama.error().message;
+  EXPECT_EQ(llama->name, "meta-llama/Meta-Llama-3-8B");
+  EXPECT_EQ(llama->heads, 32);
+  EXPECT_EQ(llama->kv_heads, 8);
+  EXPECT_EQ(llama->head_dim, 128); // hidden 4096 / 32 heads
+  EXPECT_EQ(llama->max_positions, 8192);
+  EXPECT_EQ(llama->dtype, DType::bf16);
+  EXPECT_EQ(llama->sliding_window, 0);
+  EXPECT_EQ(llama->describe(), "meta-llama/Meta-Llama-3-8B (32 heads, 8 kv heads, d=128)");
+
+  auto qwen = load_model_config(sdpa_test::source_path("data/models/qwen2.5-7b.json"));
+  ASSERT_TRUE(qwen.has_value()) << qwen.error().message;
+  EXPECT_EQ(qwen->heads, 28);
+  EXPECT_EQ(qwen->kv_heads, 4);
+  EXPECT_EQ(qwen->head_dim, 128);
+  EXPECT_EQ(qwen->sliding_window, 0); // use_sliding_window: false
+
+  auto mistral = load_model_config(sdpa_test::source_path("data/models/mistral-7b-v0.1.json"));
+  ASSERT_TRUE(mistral.has_value()) << mistral.error().message;
+  EXPECT_EQ(mistral->sliding_window, 4096);
+  EXPECT_NE(mistral->describe().find("window 4096"), std::string::npos);
+}
+
+TEST(ModelConfig, DefaultsAndFallbacks) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("c.json"),
+                        R"({"model_type":"tiny","num_attention_heads":4,"hidden_size":256,)"
+                        R"("head_dim":null,"sliding_window":null,"max_position_embeddings":100})");
+  auto m = load_model_config(dir.file("c.json"));
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  EXPECT_EQ(m->name, "tiny");
+  EXPECT_EQ(m->kv_heads, 4);
+  EXPECT_EQ(m->head_dim, 64);
+  EXPECT_EQ(m->dtype, DType::bf16);
+  EXPECT_EQ(m->sliding_window, 0);
+}
+
+TEST(ModelConfig, PlansPrefillAndDecodeCappedByPositions) {
+  ModelShapes m;
+  m.name = "m";
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.max_positions = 8192;
+  m.dtype = DType::f16;
+  std::vector<std::string> ids;
+  for (const Case& c : model_cases(m, 256)) ids.push_back(c.id());
+  EXPECT_EQ(ids, (std::vector<std::string>{
+                     "fp16-b1-h32:8-q64-k64-d128-causal", "fp16-b1-h32:8-q128-k128-d128-causal",
+                     "fp16-b1-h32:8-q256-k256-d128-causal", "fp16-b1-h32:8-q1-k256-d128"}));
+  m.max_positions = 100; // never past what the model can attend to
+  for (const Case& c : model_cases(m, 256)) {
+    EXPECT_LE(c.lkv, 100);
+    EXPECT_EQ(validate(c), "");
+  }
+  EXPECT_EQ(model_cases(m, 32).size(), 2u); // prefill 32 and its decode
+  EXPECT_EQ(model_target_case(m).lq, 100);
+}
+
+TEST(ModelConfig, BadConfigsAreOneLineErrors) {
+  sdpa_test::TempDir dir;
+  struct Bad {
+    const char* text;
+    const char* expect;
+  };
+  const Bad bad[] = {
+      {"not json", "not JSON"},
+      {"[1,2]", "JSON object"},
+      {R"({"hidden_size":4096,"max_position_embeddings":8})", "missing num_attention_heads"},
+      {R"({"num_attention_heads":32,"max_position_embeddings":8})", "missing head_dim"},
+      {R"({"num_attention_heads":30,"hidden_size":4096,"max_position_embeddings":8})",
+       "does not divide hidden_size"},
+      {R"({"num_attention_heads":32,"num_key_value_heads":5,"head_dim":64,)"
+       R"("max_position_embeddings":8})",
+       "does not divide num_attention_heads"},
+      {R"({"num_attention_heads":0,"head_dim":64,"max_position_embeddings":8})", "positive"},
+      {R"({"num_attention_heads":-4,"head_dim":64,"max_position_embeddings":8})", "positive"},
+      {R"({"num_attention_heads":4.5,"head_dim":64,"max_position_embeddings":8})", "whole"},
+      {R"({"num_attention_heads":4,"head_dim":64})", "missing max_position_embeddings"},
+      {R"({"num_attention_heads":4,"head_dim":64,"max_position_embeddings":8,)"
+       R"("torch_dtype":"int8"})",
+       "torch_dtype"},
+  };
+  for (const Bad& b : bad) {
+    sdpa_test::write_file(dir.file("c.json"), b.text);
+    auto r = load_model_config(dir.file("c.json"));
+    ASSERT_FALSE(r.has_value()) << b.text;
+    EXPECT_NE(r.error().message.find(b.expect), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
+  }
+  EXPECT_FALSE(load_model_config(dir.file("missing.json")).has_value());
+}
+
 TEST(Tolerance, DefaultsFollowTheDtypeRounding) {
   EXPECT_LT(default_tolerance(DType::f32).rtol, default_tolerance(DType::f16).rtol);
   EXPECT_LT(default_tolerance(DType::f16).rtol, default_tolerance(DType::bf16).rtol);
