@@ -338,8 +338,8 @@ std::string no_configuration_remedy(const Report& report, const std::string& dev
     if (is_failure_by_default(r.status)) ++failed;
   }
   if (report.interrupted && failed == 0)
-    return fmt::format("interrupted: {} of {} cells not measured; run again (or `sdpa-doctor "
-                       "check --resume RUN-DIR`)",
+    return fmt::format("interrupted: {} of {} cells not measured; run the check again to "
+                       "measure them (the journal keeps what finished)",
                        unmeasured, cells);
   return "nothing to recommend from measurements; see the failures and known issues";
 }
