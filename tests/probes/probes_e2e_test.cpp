@@ -223,6 +223,19 @@ TEST_P(WorkerTest, ProcessFaultsReallyHappenAtTheMatchingCase) {
 std::string worker_param_name(const ::testing::TestParamInfo<Worker>& param) {
   return name(param.param);
 }
+TEST_P(WorkerTest, SdpaCallsUseTheConfiguredPoolAndTheWorkerEndsCleanly) {
+  const auto cases = few();
+  const std::string file = write_cases(m_dir, cases, /*oracles=*/false);
+  WorkerRun r = run(GetParam(), "math", file, {{"OMP_NUM_THREADS", "2"}});
+  // Every event arrives and the exit code is 0, though the python worker skips its teardown.
+  expect_protocol_shape(r, cases.size(), GetParam(), "math");
+  const auto& facts = r.events.front()["facts"];
+  EXPECT_EQ(facts["threads"], "2") << facts.dump();
+  EXPECT_EQ(facts["timing_threads"], "2") << facts.dump();
+  EXPECT_EQ(facts["check_threads"], "1") << facts.dump(); // a PyPI/LibTorch CPU build: OpenMP
+  for (const Case& c : cases) EXPECT_EQ(r.result(c.id())["status"], "pass") << c.id();
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, WorkerTest, ::testing::Values(Worker::torch, Worker::python),
                          worker_param_name);
 

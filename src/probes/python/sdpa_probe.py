@@ -406,6 +406,47 @@ CHOICE_NAMES = {"MATH": "math", "FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION
                 "CUDNN_ATTENTION": "cudnn", "OVERRIDEABLE": "overrideable", "ERROR": "error"}
 
 
+class Threads(object):
+    """Torch's intra-op pool only for the SDPA calls: every other op here (inputs, copies, the
+    float64 check) is small, and on a few shared cores waking the pool costs far more than the
+    op itself (443 ms instead of 2-7 ms to build one case's inputs on 2 cores). The SDPA calls,
+    the checked one and the timed ones, run with the count torch chose at start-up."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.configured = torch.get_num_threads()
+        # The native pool cannot be resized once used (torch warns and keeps its size): there
+        # everything runs with the configured count, as before.
+        try:
+            info = torch.__config__.parallel_info()
+        except Exception:
+            info = ""
+        self.check = 1 if "parallel backend: OpenMP" in info else self.configured
+
+    def sdpa(self):
+        return _ThreadCount(self.torch, self.configured)
+
+    def serial(self):
+        return _ThreadCount(self.torch, self.check)
+
+
+class _ThreadCount(object):
+    def __init__(self, torch, count):
+        self.torch = torch
+        self.count = count
+
+    def __enter__(self):
+        self.previous = self.torch.get_num_threads()
+        if self.previous != self.count:
+            self.torch.set_num_threads(self.count)
+        return self
+
+    def __exit__(self, *exc):
+        if self.torch.get_num_threads() != self.previous:
+            self.torch.set_num_threads(self.previous)
+        return False
+
+
 class Probe(object):
     def __init__(self, torch, device, backend, flags):
         self.torch = torch
@@ -413,6 +454,7 @@ class Probe(object):
         self.backend = backend
         self.flags = flags
         self.gpu = device.startswith("cuda")
+        self.threads = Threads(torch)
 
     def facts(self):
         torch = self.torch
@@ -426,7 +468,10 @@ class Probe(object):
             versions["cuda"] = str(cuda)
         facts = {"rocm_build": "true" if hip else "false",
                  "python_executable": sys.executable,
-                 "threads": str(torch.get_num_threads())}
+                 "threads": str(self.threads.configured),
+                 # The SDPA calls (checked and timed) use `threads`; the rest runs on one.
+                 "timing_threads": str(self.threads.configured),
+                 "check_threads": str(self.threads.check)}
         facts.update(gpu_truth_facts(torch))
         aot = self.aotriton_library()
         if aot:
@@ -565,20 +610,23 @@ class Probe(object):
             with ctx:
                 return sdpa(q, k, v, **kwargs)
 
-        out = call()
-        self.sync()
+        # Every SDPA call back to back in one pool block: a pool woken for the timed calls alone
+        # would charge its wake-up (a scheduler tick on busy cores) to the first of them.
+        times = []
+        with self.threads.sdpa():
+            out = call()  # the checked run: its output is the one compared with the oracle
+            self.sync()
+            for _ in range(1, line["warmup"]):
+                call()
+            self.sync()
+            for _ in range(line["repeat"]):
+                t0 = time.perf_counter()
+                call()
+                self.sync()
+                times.append((time.perf_counter() - t0) * 1000.0)
         # A trailing op on the device surfaces errors a kernel left behind without raising.
         float(out.float().sum().item())
         host = out.float().cpu().contiguous()
-        for _ in range(1, line["warmup"]):
-            call()
-        self.sync()
-        times = []
-        for _ in range(line["repeat"]):
-            t0 = time.perf_counter()
-            call()
-            self.sync()
-            times.append((time.perf_counter() - t0) * 1000.0)
         return host, times, chosen
 
 
@@ -647,7 +695,15 @@ def run_worker(args):
         facts["torch"] = "missing"
     writer.event("hello", worker="python", device=args["device"], variant=variant_name,
                  versions=versions, facts=facts)
+    if probe is not None:
+        with probe.threads.serial():  # Probe.run takes the pool back for the SDPA calls
+            return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name,
+                             args["device"])
+    return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name, args["device"])
 
+
+def run_cases(writer, lines, probe, torch, unavailable, fault, variant_name, device):
+    """Runs every case line and writes begin/result, then bye; the worker's exit code."""
     for line in lines:
         cid = line["id"]
         if not writer.event("begin", case=cid):
@@ -702,7 +758,7 @@ def run_worker(args):
                     result["status"], result["reason"] = "error", one_line(e)
         result["metrics"] = {key: (finite_or_none(v) if isinstance(v, float) else v)
                              for key, v in metrics.items()}
-        poisoned = add_canary(result, torch, args["device"], not unavailable,
+        poisoned = add_canary(result, torch, device, not unavailable,
                               hit and fault["action"] == "poison")
         if not writer.event("result", **result):
             return 1
@@ -791,7 +847,15 @@ def main(argv):
         return 2
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    return run_worker(args)
+    code = run_worker(args)
+    # Every event is already written (os.write, unbuffered) and `bye` said the worker is done:
+    # skip the interpreter's teardown, which unloads torch for 0.6-0.8 s per worker.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
