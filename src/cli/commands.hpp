@@ -51,8 +51,6 @@ Action default_check(const GlobalOptions& global);
 // Prints the version block (`--version` and `version`).
 int print_version();
 
-// Whether the console's locale encodes UTF-8 (box drawing and symbols), from LC_CTYPE.
-bool console_is_utf8();
 // diff and merge write JSON and Markdown of their own; --junit is refused (Fatal, exit 2).
 void reject_junit(const GlobalOptions& global, const std::string& command);
 // Prints the console form (its argument: unicode or not) unless --json is stdout, then writes
