@@ -135,8 +135,10 @@ void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
     r.stderr_tail = o.stderr_tail;
     r.attempt = o.attempt;
     r.wall_ms = o.elapsed_ms;
-    if (o.result) isolate::apply_result_event(*o.result, r);
-    if (o.result) isolate::apply_canary(*o.result, r);
+    if (o.result) {
+      isolate::apply_result_event(*o.result, r);
+      isolate::apply_canary(*o.result, r);
+    }
   }
 }
 
