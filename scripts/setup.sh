@@ -21,7 +21,7 @@ torch_version=2.13.0
 packages=(build-essential cmake ninja-build git pkg-config python3 python3-venv python3-pip
           hipcc libamdhip64-dev rocm-device-libs librocm-smi-dev help2man
           libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev dpkg-dev file)
+          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev dpkg-dev file ccache)
 if [ "${SDPA_DOCTOR_SKIP_PACKAGES:-0}" != 1 ]; then
   [ -r /etc/debian_version ] || die "this script installs Debian packages; /etc/debian_version is missing (install the packages listed in scripts/setup.sh by hand and set SDPA_DOCTOR_SKIP_PACKAGES=1)"
   say "Debian $(cat /etc/debian_version)"

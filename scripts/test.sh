@@ -27,13 +27,25 @@ stage() { # stage NAME COMMAND...: runs it, remembers a failure, goes on
   else status=1; failed+=("$name"); say "$name: FAILED after $(( SECONDS - start )) s"; fi
 }
 
+# One compiler cache for every stage: the minimal build compiles most files exactly as the default
+# build did (same flags; paths made relative to the checkout), so it takes them from the cache.
+if command -v ccache >/dev/null || [ "${SDPA_DOCTOR_SKIP_PACKAGES:-0}" != 1 ]; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR=$here CCACHE_NOHASHDIR=1
+fi
+werror=()
+[ "$preset" = ci ] && werror=(-DSDPA_DOCTOR_WERROR=ON) # the same flags as stage 1, so the cache hits
+
 SDPA_DOCTOR_PRESET=$preset scripts/setup.sh
 stage "default build ($preset): ctest" ctest --preset "$preset" -j "$jobs"
 
-build_and_test() { # build_and_test PRESET
-  SDPA_DOCTOR_SKIP_PACKAGES=1 SDPA_DOCTOR_PRESET=$1 scripts/setup.sh && ctest --preset "$1" -j "$jobs"
+build_and_test() { # build_and_test PRESET [CMAKE-ARG...]
+  local preset=$1
+  shift
+  SDPA_DOCTOR_SKIP_PACKAGES=1 SDPA_DOCTOR_PRESET=$preset SDPA_DOCTOR_CMAKE_ARGS="$*" scripts/setup.sh &&
+    ctest --preset "$preset" -j "$jobs"
 }
-stage "minimal build (no HIP, no ROCm SMI, no LibTorch): ctest" build_and_test minimal
+stage "minimal build (no HIP, no ROCm SMI, no LibTorch): ctest" build_and_test minimal "${werror[@]}"
 [ "$asan" = 1 ] && stage "asan build (ASan + UBSan + LSan): ctest" build_and_test asan
 [ "$fuzz_seconds" -gt 0 ] &&
   stage "fuzz: ${fuzz_seconds} s per target" env SDPA_DOCTOR_FUZZ_JOBS="$jobs" scripts/fuzz.sh "$fuzz_seconds"

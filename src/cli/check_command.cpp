@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -59,6 +60,7 @@ struct CheckOptions {
   std::string run_dir;
   int repeat = 3;
   int warmup = 1;
+  double time_budget_s = 2; // per case: no more warm-ups or repeats past it
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
@@ -371,6 +373,7 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
   exec.keep_core_dumps = o.keep_core_dumps;
   exec.warmup = o.warmup;
   exec.repeat = o.repeat;
+  exec.call_budget = std::chrono::milliseconds(int64_t(std::ceil(o.time_budget_s * 1000)));
   exec.progress = global.quiet                 ? run::ProgressMode::none
                   : ::isatty(STDERR_FILENO) != 0 ? run::ProgressMode::terminal
                                                  : run::ProgressMode::log;
@@ -569,6 +572,11 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
       ->default_str("3");
   sub.add_option("--warmup", o.warmup, "Untimed runs per case, the first one checked")
       ->default_str("1");
+  sub.add_option("--time-budget", o.time_budget_s,
+                 "Seconds a case's runs may take before its warm-ups and repeats stop (one timed "
+                 "run always happens; 0 = no limit)")
+      ->check(CLI::Range(0.0, 86'400.0))
+      ->default_str("2");
 }
 
 } // namespace

@@ -50,9 +50,10 @@ std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, i
 std::vector<float> output_from_layout(const Case& c, const std::vector<float>& laid_out);
 
 // Runs `kernel` on the CPU over inputs in the case layout: `warmup` untimed runs, then `repeat`
-// timed ones (at least one run happens). threads: 0 = all cores.
+// timed ones (at least one run happens). threads: 0 = all cores. budget_ms > 0: once the runs have
+// taken that long, the warm-ups left are skipped and no timed run starts after the first.
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
-                            int repeat, int threads = 0);
+                            int repeat, int threads = 0, int budget_ms = 0);
 
 // --- HIP (sdpa_kernels_hip; a stub answers when HIP is not built in) -----------------------
 // Whether the HIP kernels were compiled into this build.

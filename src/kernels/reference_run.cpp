@@ -1,6 +1,7 @@
 // Case-level entry points: lay the inputs out as the case says, run a kernel repeatedly with
 // timing, round the output to the case dtype.
 #include "kernels/kernels.hpp"
+#include "core/io.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -73,7 +74,7 @@ std::vector<float> output_from_layout(const Case& c, const std::vector<float>& l
 }
 
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
-                            int repeat, int threads) {
+                            int repeat, int threads, int budget_ms) {
   if (const std::string bad = validate(c); !bad.empty()) return make_error(bad);
   const std::vector<float> q = to_layout(c, inputs.q, c.hq, c.lq);
   const std::vector<float> k = to_layout(c, inputs.k, c.hkv, c.lkv);
@@ -88,16 +89,20 @@ Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& i
   if (p.mask_kind != MaskKind::none && inputs.mask.size() != size_t(c.b * c.lq * c.lkv))
     return make_error("mask has the wrong size for the case");
   KernelRun run;
-  const int runs = std::max(warmup, 0) + std::max(repeat, 1);
-  for (int r = 0; r < runs; ++r) {
+  const auto start = std::chrono::steady_clock::now();
+  // Past the budget the warm-ups left are skipped, and no timed run starts after the first.
+  const auto spent = [&] { return budget_ms > 0 && ms_since(start) >= budget_ms; };
+  const auto once = [&](bool timed) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string refused =
+    std::string refused =
         kernel == RefKernel::math ? cpu_math_attention(p, threads) : cpu_flash_attention(p, threads);
-    const auto t1 = std::chrono::steady_clock::now();
-    if (!refused.empty()) return make_error(refused);
-    if (r >= std::max(warmup, 0))
-      run.times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
+    if (timed) run.times_ms.push_back(ms_since(t0));
+    return refused;
+  };
+  for (int r = 0; r < warmup && (r == 0 || !spent()); ++r)
+    if (std::string refused = once(false); !refused.empty()) return make_error(refused);
+  for (int r = 0; r < std::max(repeat, 1) && (r == 0 || !spent()); ++r)
+    if (std::string refused = once(true); !refused.empty()) return make_error(refused);
   run.out = output_from_layout(c, o);
   return run;
 }

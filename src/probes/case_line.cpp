@@ -15,13 +15,14 @@
 namespace sdpa_doctor::probes {
 
 std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
-                           int warmup, int repeat) {
+                           int warmup, int repeat, int budget_ms) {
   nlohmann::json j{{"v", 1},
                    {"id", c.id()},
                    {"case", to_json(c)},
                    {"tolerance", {{"atol", tolerance.atol}, {"rtol", tolerance.rtol}}},
                    {"warmup", warmup},
                    {"repeat", repeat}};
+  if (budget_ms > 0) j["budget_ms"] = budget_ms;
   if (oracle_path.empty()) j["oracle"] = nullptr;
   else j["oracle"] = std::move(oracle_path);
   return j.dump();
@@ -86,8 +87,11 @@ Expected<CaseLine> parse_case_line(std::string_view text) {
   if (!warmup) return warmup.error();
   auto repeat = small_int(j, "repeat", 3, 0, k_max_repeat);
   if (!repeat) return repeat.error();
+  auto budget = small_int(j, "budget_ms", 0, 0, k_max_budget_ms);
+  if (!budget) return budget.error();
   line.warmup = *warmup;
   line.repeat = *repeat;
+  line.budget_ms = *budget;
   return line;
 }
 

@@ -108,12 +108,16 @@ struct CaseLine {
   std::string oracle_path; // empty: the worker computes the oracle itself
   int warmup = 1;          // untimed runs; the first of them is the checked run
   int repeat = 3;          // timed runs, the median is reported
+  // Once the case's calls have taken this long, the warm-ups left are skipped and no timed run
+  // after the first starts (0 = none): a case of twenty seconds a call is timed once, not thrice.
+  int budget_ms = 0;
 };
 
 inline constexpr int k_max_repeat = 1000;
+inline constexpr int k_max_budget_ms = 86'400'000;
 
 std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
-                           int warmup, int repeat);
+                           int warmup, int repeat, int budget_ms = 0);
 Expected<CaseLine> parse_case_line(std::string_view line);
 // One case line per non-blank line; errors name the line number.
 Expected<std::vector<CaseLine>> read_cases_file(const std::string& path);

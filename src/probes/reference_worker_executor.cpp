@@ -48,7 +48,8 @@ public:
   CaseRun run(const CaseLine& line, const HostInputs& inputs) override {
     CaseRun run;
     auto result = m_device < 0
-                      ? kernels::run_cpu(*m_kernel, line.kase, inputs, line.warmup, line.repeat)
+                      ? kernels::run_cpu(*m_kernel, line.kase, inputs, line.warmup, line.repeat,
+                                         0, line.budget_ms)
                       : kernels::run_hip(*m_kernel, m_device, line.kase, inputs, line.warmup,
                                          line.repeat);
     if (!result) {

@@ -76,7 +76,8 @@ isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const S
   const bool have_oracle = !oracle.empty();
   isolate::PlannedCase p;
   p.id = c.id();
-  p.line = probes::make_case_line(c, tol, oracle, s.options.warmup, s.options.repeat);
+  p.line = probes::make_case_line(c, tol, oracle, s.options.warmup, s.options.repeat,
+                                  int(s.options.call_budget.count()));
   p.deadline = s.options.case_timeout.value_or(probes::default_case_deadline(
       c, gpu, s.options.warmup + s.options.repeat, !have_oracle));
   return p;

@@ -94,6 +94,8 @@ struct ExecuteOptions {
   bool keep_core_dumps = false;
   int warmup = 1;
   int repeat = 3;
+  // A case's calls stop warming up and repeating once they have taken this long (0 = never).
+  std::chrono::milliseconds call_budget{2'000};
   ProgressMode progress = ProgressMode::none;
   std::chrono::milliseconds progress_interval{10'000}; // between log lines (ProgressMode::log)
   const std::atomic<bool>* interrupted = nullptr;

@@ -353,7 +353,7 @@ TEST(OracleFile, ComputedOracleMatchesShape) {
 TEST(CaseLine, RoundTrip) {
   auto c = parse_case_spec("dtype=bf16,b=2,hq=8,hkv=2,lq=1,lkv=77,d=64,mask=bool,layout=transposed,seed=5");
   ASSERT_TRUE(c.has_value());
-  const std::string text = make_case_line(*c, {1e-2, 2e-2}, "/tmp/x.f64", 2, 7);
+  const std::string text = make_case_line(*c, {1e-2, 2e-2}, "/tmp/x.f64", 2, 7, 1500);
   auto j = nlohmann::json::parse(text);
   EXPECT_EQ(j["v"], 1);
   EXPECT_EQ(j["id"], c->id());
@@ -365,9 +365,11 @@ TEST(CaseLine, RoundTrip) {
   EXPECT_EQ(line->oracle_path, "/tmp/x.f64");
   EXPECT_EQ(line->warmup, 2);
   EXPECT_EQ(line->repeat, 7);
+  EXPECT_EQ(line->budget_ms, 1500);
   auto no_oracle = parse_case_line(make_case_line(*c, {0, 0}, "", 1, 3));
   ASSERT_TRUE(no_oracle.has_value());
   EXPECT_EQ(no_oracle->oracle_path, "");
+  EXPECT_EQ(no_oracle->budget_ms, 0); // absent: no budget, as older doctors wrote it
   EXPECT_EQ(nlohmann::json::parse(make_case_line(*c, {0, 0}, "", 1, 3))["oracle"], nullptr);
 }
 
@@ -378,7 +380,8 @@ TEST(CaseLine, RejectsBadLines) {
         "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":-1,\"rtol\":0}}",
         "{\"v\":1,\"case\":{}}",
         "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"repeat\":100000}",
-        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"oracle\":3}"})
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"oracle\":3}",
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"budget_ms\":-1}"})
     EXPECT_FALSE(parse_case_line(bad).has_value()) << bad;
 }
 

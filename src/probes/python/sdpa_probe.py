@@ -154,9 +154,12 @@ def parse_case_line(text):
         "oracle": j.get("oracle") or "",
         "warmup": int(j.get("warmup", 1) if j.get("warmup") is not None else 1),
         "repeat": int(j.get("repeat", 3) if j.get("repeat") is not None else 3),
+        "budget_ms": int(j.get("budget_ms") or 0),
     }
     if not line["id"]:
         raise ValueError("a case line needs an id")
+    if line["budget_ms"] < 0:
+        raise ValueError("'budget_ms' must not be negative")
     return line
 
 
@@ -612,14 +615,24 @@ class Probe(object):
 
         # Every SDPA call back to back in one pool block: a pool woken for the timed calls alone
         # would charge its wake-up (a scheduler tick on busy cores) to the first of them.
+        # Past the case's budget the warm-ups left are skipped and only the first timed run starts.
         times = []
+        start, budget = time.perf_counter(), line["budget_ms"] / 1000.0
+
+        def spent():
+            return budget > 0 and time.perf_counter() - start >= budget
+
         with self.threads.sdpa():
             out = call()  # the checked run: its output is the one compared with the oracle
             self.sync()
             for _ in range(1, line["warmup"]):
+                if spent():
+                    break
                 call()
             self.sync()
-            for _ in range(line["repeat"]):
+            for i in range(line["repeat"]):
+                if i > 0 and spent():
+                    break
                 t0 = time.perf_counter()
                 call()
                 self.sync()
