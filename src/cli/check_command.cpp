@@ -61,6 +61,7 @@ struct CheckOptions {
   int repeat = 3;
   int warmup = 1;
   double time_budget_s = 2; // per case: no more warm-ups or repeats past it
+  bool no_probe_server = false;
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
@@ -374,6 +375,7 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
   exec.warmup = o.warmup;
   exec.repeat = o.repeat;
   exec.call_budget = std::chrono::milliseconds(int64_t(std::ceil(o.time_budget_s * 1000)));
+  exec.probe_server = !o.no_probe_server;
   exec.progress = global.quiet                 ? run::ProgressMode::none
                   : ::isatty(STDERR_FILENO) != 0 ? run::ProgressMode::terminal
                                                  : run::ProgressMode::log;
@@ -577,6 +579,9 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
                  "run always happens; 0 = no limit)")
       ->check(CLI::Range(0.0, 86'400.0))
       ->default_str("2");
+  sub.add_flag("--no-probe-server", o.no_probe_server,
+               "Start every Python worker as its own interpreter instead of forking it from one "
+               "that imported torch once");
 }
 
 } // namespace

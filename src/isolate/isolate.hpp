@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,6 +47,26 @@ struct SimpleRun {
 // Runs `cmd` to its end or until `deadline` (then SIGTERM to the group, 2 s grace, SIGKILL).
 // stdin is /dev/null. An error means the process could not be started (no such file, ...).
 Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds deadline);
+
+// ---- services -------------------------------------------------------------------------------
+
+// A helper process that lives as long as its owner, e.g. the Python probe's start-up server: its
+// own process group, stdin /dev/null, stdout and stderr appended to a log file, and it dies with
+// the doctor (PR_SET_PDEATHSIG). The destructor kills the whole group and reaps the process.
+class Service {
+public:
+  static Expected<std::unique_ptr<Service>> start(const Command& cmd, const std::string& log_path);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+  int pid() const { return m_pid; }
+  bool running(); // not yet exited; never blocks
+
+private:
+  explicit Service(int pid) : m_pid(pid) {}
+  int m_pid;
+  bool m_reaped = false;
+};
 
 // ---- pieces, exposed for tests and for callers that need them ------------------------------
 

@@ -41,6 +41,7 @@ struct SharedState {
   OracleFeed& feed; // oracle files and host skips, per case index
   Journal& journal;
   Progress& progress;
+  const std::string& probe_server; // the start-up server's socket, empty when none
 };
 
 // One planned run's cases: every one gets a CaseResult; those a worker must run are `planned`.
@@ -174,7 +175,7 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
   info.probe = run.probe;
   info.variant = ctx.variant;
 
-  const WorkerLaunch launch = worker_launch(run, s.options);
+  const WorkerLaunch launch = worker_launch(run, s.options, s.probe_server);
   RunJournal observer(s.journal, s.progress, ctx);
   RunCases cases = sort_cases(run, s.feed.batches()[batch_index], ctx, launch, unhealthy_reason,
                               observer, s);
@@ -269,7 +270,11 @@ ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
   {
     // The oracle of the next batches is computed while the targets run this one.
     OracleFeed feed(plan.cases, oracle_batches(plan.cases), fo);
-    SharedState shared{plan, inventory, options, feed, journal, progress};
+    const ProbeServer server = start_probe_server(plan, options); // killed when the runs end
+    if (server.service)
+      journal.append({{"event", "probe-server"}, {"pid", server.service->pid()},
+                      {"socket", server.socket}});
+    SharedState shared{plan, inventory, options, feed, journal, progress, server.socket};
     // One thread per target: GPUs run beside each other, each strictly one worker at a time.
     std::vector<std::thread> threads;
     for (size_t i = 0; i < plan.targets.size(); ++i)

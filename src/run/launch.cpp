@@ -3,6 +3,9 @@
 #include "core/paths.hpp"
 #include "probes/probes.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +16,8 @@ namespace sdpa_doctor::run {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr size_t k_max_socket_path = 108; // sockaddr_un::sun_path, with its terminating NUL
 
 std::optional<fs::path> locate_worker(const std::string& name, const ExecuteOptions& options) {
   if (options.worker_dir.empty()) return find_worker(name);
@@ -50,13 +55,16 @@ WorkerLaunch probe_executable(Probe probe, const ExecuteOptions& options) {
 
 } // namespace
 
-WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options) {
+WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
+                           const std::string& probe_server) {
   WorkerLaunch launch = probe_executable(run.probe, options);
   if (!launch.command) return launch;
   auto& argv = launch.command->argv;
   argv.insert(argv.end(), {"--device", run.target, "--variant", run.variant.name()});
   // The variant's flags reach the worker before it starts: torch latches them on first use.
   launch.command->env = run.variant.environment();
+  if (run.probe == Probe::python && !probe_server.empty())
+    launch.command->env.emplace_back("SDPA_DOCTOR_PROBE_SERVER", probe_server);
   return launch;
 }
 
@@ -91,6 +99,30 @@ std::string safe_name(std::string text) {
   for (char& ch : text)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
   return text;
+}
+
+ProbeServer start_probe_server(const Plan& plan, const ExecuteOptions& options) {
+  ProbeServer server;
+  const bool has_python = std::any_of(plan.runs.begin(), plan.runs.end(),
+                                      [](const PlannedRun& r) { return r.probe == Probe::python; });
+  if (!options.probe_server || !has_python || options.python.empty()) return server;
+  const WorkerLaunch launch = probe_executable(Probe::python, options);
+  const std::string socket = (fs::path(options.run_dir) / "probe-server.sock").string();
+  if (!launch.command || socket.size() >= k_max_socket_path) return server; // workers start alone
+  isolate::Command cmd = *launch.command;
+  cmd.argv.insert(cmd.argv.end(), {"--serve", socket});
+  auto service = isolate::Service::start(
+      cmd, (fs::path(options.run_dir) / "probe-server.log").string());
+  if (!service) return server;
+  // It binds before it imports torch: wait for that much (tens of ms), so that the first worker
+  // finds it; the workers that come during the import wait in its backlog.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!fs::exists(socket) && (*service)->running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!fs::exists(socket)) return server;
+  server.service = std::move(*service);
+  server.socket = socket;
+  return server;
 }
 
 } // namespace sdpa_doctor::run

@@ -7,6 +7,7 @@
 #include "run/run.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,7 +19,18 @@ struct WorkerLaunch {
 };
 
 // The command of the worker for `run`, or why it cannot be started on this install.
-WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options);
+// `probe_server`: the socket of the Python probe's start-up server, empty when none runs.
+WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
+                           const std::string& probe_server = {});
+
+// The Python probe's start-up server for a run (sdpa_probe.py --serve): one `import torch` that
+// every Python worker of the run forks from. Null when the run has no Python worker, the server
+// is off, or it cannot start; the workers then start on their own as before.
+struct ProbeServer {
+  std::unique_ptr<isolate::Service> service;
+  std::string socket;
+};
+ProbeServer start_probe_server(const Plan& plan, const ExecuteOptions& options);
 
 // The reference worker's device health check for a GPU target; nullopt on the CPU.
 std::optional<isolate::Command> health_check_for(const std::string& target);

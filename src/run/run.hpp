@@ -96,6 +96,9 @@ struct ExecuteOptions {
   int repeat = 3;
   // A case's calls stop warming up and repeating once they have taken this long (0 = never).
   std::chrono::milliseconds call_budget{2'000};
+  // The Python workers fork from one start-up server that imported torch once (sdpa_probe.py
+  // --serve); false: each starts its own interpreter.
+  bool probe_server = true;
   ProgressMode progress = ProgressMode::none;
   std::chrono::milliseconds progress_interval{10'000}; // between log lines (ProgressMode::log)
   const std::atomic<bool>* interrupted = nullptr;

@@ -3,6 +3,7 @@
 
 Run by the doctor as
     python sdpa_probe.py --device cpu|cuda:N --variant NAME --results-fd N --cases FILE
+(or as its start-up server, `python sdpa_probe.py --serve SOCKET`: see "the start-up server")
 and speaks worker protocol v1 (ARCHITECTURE.md): one JSON object per line on the results fd,
 never on stdout/stderr. Standard library and torch only; Python >= 3.8. Without torch every case
 is `unsupported` with the import error, so the doctor reports a missing torch instead of a crash.
@@ -14,7 +15,9 @@ import json
 import math
 import os
 import re
+import selectors
 import signal
+import socket
 import statistics
 import sys
 import time
@@ -492,13 +495,13 @@ class Probe(object):
         except Exception as e:  # a broken GPU stack is a fact, not a crash
             facts["gpu_error"] = one_line(e)
         cuda_backends = getattr(torch.backends, "cuda", None)
+        pref = getattr(cuda_backends, "preferred_rocm_fa_library", None)
+        if pref is not None:
+            try:
+                facts["preferred_rocm_fa_library"] = str(pref())
+            except Exception as e:
+                facts["preferred_rocm_fa_library"] = "error: " + one_line(e)
         if hip and cuda_backends is not None:
-            pref = getattr(cuda_backends, "preferred_rocm_fa_library", None)
-            if pref is not None:
-                try:
-                    facts["preferred_rocm_fa_library"] = str(pref())
-                except Exception as e:
-                    facts["preferred_rocm_fa_library"] = "error: " + one_line(e)
             ck = getattr(cuda_backends, "is_ck_sdpa_available", None)
             if ck is not None:
                 try:
@@ -528,17 +531,23 @@ class Probe(object):
                 return "%s is not visible: PyTorch sees %d GPU(s)" % (self.device,
                                                                        torch.cuda.device_count())
         if "ck" in self.flags or "aotriton" in self.flags:
+            pref = getattr(torch.backends.cuda, "preferred_rocm_fa_library", None)
+            want = "ck" if "ck" in self.flags else "aotriton"
+            # Selected even where it cannot matter (a CPU build keeps the setting), so the
+            # worker's facts show the library each fresh process was given.
+            try:
+                got = pref(want) if pref is not None else None
+            except Exception as e:
+                got, error = None, one_line(e)
+            else:
+                error = ""
             if not getattr(torch.version, "hip", None):
                 return ("this variant selects a ROCm flash-attention library, but this is not a "
                         "ROCm build of PyTorch")
-            pref = getattr(torch.backends.cuda, "preferred_rocm_fa_library", None)
             if pref is None:
                 return "this PyTorch has no preferred_rocm_fa_library(): not supported"
-            want = "ck" if "ck" in self.flags else "aotriton"
-            try:
-                got = pref(want)
-            except Exception as e:
-                return one_line(e)
+            if error:
+                return error
             if want not in str(got).lower():
                 return ("PyTorch declined %s as the flash-attention library (preferred is %s): "
                         "not supported on this GPU or build" % (want, got))
@@ -658,6 +667,20 @@ def timing(times):
     return statistics.median(times), min(times), len(times)
 
 
+def import_torch():
+    """(torch, '') or (None, why): the import, quiet about what is not SDPA's business."""
+    # torch warns "Failed to initialize NumPy" when numpy is missing or broken, at import and
+    # again on lazy use; it is about the environment, not SDPA, and must not reach stderr.
+    warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. NumPy missing: not about SDPA
+        try:
+            import torch
+            return torch, ""
+        except Exception as e:  # ImportError, or a torch that fails to initialise
+            return None, "python: %s" % one_line(e)
+
+
 def run_worker(args):
     backend, flags = parse_variant(args["variant"])
     variant_name = args["variant"]
@@ -666,17 +689,7 @@ def run_worker(args):
     writer = Writer(args["results_fd"])
     fault = parse_fault(os.environ.get("SDPA_DOCTOR_TEST_FAULT", ""))
 
-    torch = None
-    import_error = ""
-    # torch warns "Failed to initialize NumPy" when numpy is missing or broken, at import and
-    # again on lazy use; it is about the environment, not SDPA, and must not reach stderr.
-    warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. NumPy missing: not about SDPA
-        try:
-            import torch  # noqa: F811
-        except Exception as e:  # ImportError, or a torch that fails to initialise
-            import_error = "python: %s" % one_line(e)
+    torch, import_error = import_torch()
 
     with open(args["cases"], "r") as f:
         raw = [l for l in f.read().splitlines() if l.strip()]
@@ -697,8 +710,8 @@ def run_worker(args):
         with warnings.catch_warnings(record=True) as startup:
             warnings.simplefilter("always")
             try:
+                unavailable = probe.unavailable()  # first: it selects the variant's FA library
                 versions, facts = probe.facts()
-                unavailable = probe.unavailable()
             except Exception as e:
                 unavailable = one_line(e)
         if unavailable:
@@ -706,6 +719,9 @@ def run_worker(args):
                 unavailable += " | " + one_line(w.message)
     else:
         facts["torch"] = "missing"
+    facts["started"] = STARTED
+    facts["variant_environment"] = ",".join(
+        "%s=%s" % (k, os.environ.get(k, "")) for k in sorted(variant_environment(flags)))
     writer.event("hello", worker="python", device=args["device"], variant=variant_name,
                  versions=versions, facts=facts)
     if probe is not None:
@@ -808,6 +824,203 @@ def dump_inputs(case_json, path):
             f.write(ctypes.string_at(t.data_ptr(), t.numel() * 4))
 
 
+# --- the start-up server -----------------------------------------------------------------------
+# `import torch` costs 1-2 s of CPU in every worker. The doctor starts one server per run
+# (`--serve SOCKET`) that imports torch once and never touches a GPU or runs an op. Each worker the
+# runner spawns connects, hands over its standard streams and results fd, and the server forks a
+# child that becomes that worker: a fresh process, its environment replaced by the worker's before
+# SDPA is first called, so the variables torch latches on first use and the FA library chosen
+# there are the child's own. The worker the runner spawned waits and then exits the way the child
+# did (its code, or its signal), so the runner's isolation, deadlines and crash attribution are
+# unchanged. Where the server cannot be reached, or forking is unsafe, the worker runs itself.
+
+SERVER_ENV = "SDPA_DOCTOR_PROBE_SERVER"
+STARTED = "exec"  # "forked by the start-up server" in the server's children
+LOST_SERVER_EXIT = 70  # the server died while its child ran the worker
+
+
+def set_parent_death_signal():
+    """Dies with SIGKILL when the parent does (Linux): no worker outlives a killed doctor."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def read_line(conn, buf=b""):
+    """One newline-terminated line from a stream socket, and the bytes after it."""
+    while b"\n" not in buf:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise EOFError("connection closed")
+        buf += chunk
+    line, rest = buf.split(b"\n", 1)
+    return line.decode("utf-8", "replace"), rest
+
+
+def fork_safe():
+    """Forking copies one thread only: with any other thread alive, a lock may be held forever."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def become_worker(request, fds):
+    """In the forked child: take the worker's streams, environment and limits, then run it."""
+    global STARTED
+    STARTED = "forked by the start-up server"
+    set_parent_death_signal()
+    targets = [0, 1, 2, int(request["results_fd"])]
+    top = max(targets) + 1
+    moved = [fcntl_dup_above(fd, top) for fd in fds]  # no dup2 may clobber a source still needed
+    for fd in fds:
+        os.close(fd)
+    for source, target in zip(moved, targets):
+        os.dup2(source, target)
+        os.close(source)
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, tuple(request["rlimit_core"]))
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [sys.argv[0]] + request["argv"]
+    main(request["argv"])  # ends in os._exit
+
+
+def fcntl_dup_above(fd, lowest):
+    import fcntl
+    return fcntl.fcntl(fd, fcntl.F_DUPFD, lowest)
+
+
+def serve(path):
+    """Accepts workers until the doctor kills the server's process group."""
+    set_parent_death_signal()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)  # before the import: early workers wait in the backlog
+    torch, why = import_torch()
+    if torch is None or not fork_safe():
+        sys.stderr.write("sdpa_probe: not serving: %s\n" % (why or "threads alive after import"))
+        listener.close()
+        os.unlink(path)  # workers then run themselves
+        return 1
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ)
+    children = {}  # pid -> the worker's connection
+    while True:
+        for key, _ in sel.select(timeout=0.05):
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                pid = start_child(conn, listener, sel)
+                if pid:
+                    children[pid] = conn
+                    sel.register(conn, selectors.EVENT_READ, pid)
+            else:  # the worker sends nothing after its request: readable means it went away
+                try:
+                    os.kill(key.data, signal.SIGKILL)
+                except OSError:
+                    pass
+        reap(children, sel)
+
+
+def start_child(conn, listener, sel):
+    """Forks the child for one worker's request; its pid, or 0 when the request was bad."""
+    try:
+        conn.settimeout(10)
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 4)
+        line, _ = read_line(conn, data)
+        request = json.loads(line)
+        if len(fds) != 4:
+            raise ValueError("expected 4 descriptors, got %d" % len(fds))
+        conn.settimeout(None)
+    except (OSError, ValueError, EOFError) as e:
+        sys.stderr.write("sdpa_probe: bad request: %s\n" % one_line(e))
+        conn.close()
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            listener.close()
+            sel.close()
+            conn.close()
+            become_worker(request, fds)
+        except BaseException as e:  # the child must never return into the server's loop
+            os.write(2, ("sdpa_probe: forked worker failed: %s\n" % one_line(e)).encode())
+        os._exit(LOST_SERVER_EXIT)
+    for fd in fds:
+        os.close(fd)
+    try:
+        conn.sendall(b"forked %d\n" % pid)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def reap(children, sel):
+    """Tells each finished child's worker how the child ended."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        if os.WIFSIGNALED(status):
+            message = b"signal %d\n" % os.WTERMSIG(status)
+        else:
+            message = b"exit %d\n" % os.WEXITSTATUS(status)
+        sel.unregister(conn)
+        try:
+            conn.sendall(message)
+        except OSError:
+            pass
+        conn.close()
+
+
+def run_through_server(path, argv, results_fd):
+    """The exit code of the server's child that ran this worker; None: run it here instead."""
+    if not hasattr(socket, "send_fds"):  # Python < 3.9
+        return None
+    import resource
+    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
+               "results_fd": results_fd,
+               "rlimit_core": list(resource.getrlimit(resource.RLIMIT_CORE))}
+    request["env"].pop(SERVER_ENV, None)
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(path)
+        socket.send_fds(conn, [json.dumps(request).encode("utf-8") + b"\n"],
+                        [0, 1, 2, results_fd])
+        line, rest = read_line(conn)
+    except (OSError, EOFError):
+        return None  # no server (yet, or any more): nothing ran, so run here
+    if not line.startswith("forked "):
+        return None
+    try:
+        line, _ = read_line(conn, rest)
+    except (OSError, EOFError):
+        sys.stderr.write("sdpa_probe: the start-up server went away while its child ran\n")
+        return LOST_SERVER_EXIT
+    kind, _, value = line.partition(" ")
+    if kind == "signal":  # die the way the child died: the runner reads the signal
+        sig = int(value)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return int(value)
+
+
 def parse_args(argv):
     args = {"device": None, "variant": None, "results_fd": None, "cases": None}
     i = 0
@@ -845,6 +1058,8 @@ def parse_args(argv):
 
 
 def main(argv):
+    if len(argv) == 2 and argv[0] == "--serve":
+        return serve(argv[1])
     try:
         args = parse_args(argv)
     except ValueError as e:
@@ -858,6 +1073,11 @@ def main(argv):
     except OSError:
         sys.stderr.write("sdpa_probe.py: --results-fd %d is not open\n" % args["results_fd"])
         return 2
+    server = os.environ.get(SERVER_ENV, "")
+    if server and STARTED == "exec":
+        code = run_through_server(server, argv, args["results_fd"])
+        if code is not None:
+            os._exit(code)
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     code = run_worker(args)
