@@ -62,6 +62,9 @@ struct CheckOptions {
   int warmup = 1;
   double time_budget_s = 2; // per case: no more warm-ups or repeats past it
   bool no_probe_server = false;
+  std::string oracle_cache; // empty: the default directory
+  double oracle_cache_gib = 2;
+  bool no_oracle_cache = false;
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
@@ -376,6 +379,9 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
   exec.repeat = o.repeat;
   exec.call_budget = std::chrono::milliseconds(int64_t(std::ceil(o.time_budget_s * 1000)));
   exec.probe_server = !o.no_probe_server;
+  if (!o.no_oracle_cache)
+    exec.oracle_cache_dir = o.oracle_cache.empty() ? run::default_oracle_cache_dir() : o.oracle_cache;
+  exec.oracle_cache_bytes = int64_t(o.oracle_cache_gib * double(int64_t{1} << 30));
   exec.progress = global.quiet                 ? run::ProgressMode::none
                   : ::isatty(STDERR_FILENO) != 0 ? run::ProgressMode::terminal
                                                  : run::ProgressMode::log;
@@ -501,6 +507,29 @@ const CLI::Validator k_positive_seconds(
     },
     "SECONDS");
 
+// What trades measurement for time, and the caches and servers that save it.
+void add_speed_options(CLI::App& sub, CheckOptions& o) {
+  sub.add_option("--time-budget", o.time_budget_s,
+                 "Seconds a case's runs may take before its warm-ups and repeats stop (one timed "
+                 "run always happens; 0 = no limit)")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.0, 86'400.0))
+      ->default_str("2");
+  sub.add_option("--oracle-cache", o.oracle_cache,
+                 "Where float64 oracles of big cases are kept across runs (default "
+                 "$XDG_CACHE_HOME/sdpa-doctor/oracle or ~/.cache/sdpa-doctor/oracle)")
+      ->type_name("DIR");
+  sub.add_option("--oracle-cache-size", o.oracle_cache_gib,
+                 "GiB the oracle cache may hold; the least recently used go first")
+      ->type_name("GIB")
+      ->check(CLI::Range(0.0, 1024.0))
+      ->default_str("2");
+  sub.add_flag("--no-oracle-cache", o.no_oracle_cache, "Compute every oracle, keep none");
+  sub.add_flag("--no-probe-server", o.no_probe_server,
+               "Start every Python worker as its own interpreter instead of forking it from one "
+               "that imported torch once");
+}
+
 void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--suite", o.suite, "Case suite: quick (seconds on a CPU) or full (hundreds)")
       ->check(CLI::IsMember({"quick", "full"}))
@@ -574,14 +603,7 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
       ->default_str("3");
   sub.add_option("--warmup", o.warmup, "Untimed runs per case, the first one checked")
       ->default_str("1");
-  sub.add_option("--time-budget", o.time_budget_s,
-                 "Seconds a case's runs may take before its warm-ups and repeats stop (one timed "
-                 "run always happens; 0 = no limit)")
-      ->check(CLI::Range(0.0, 86'400.0))
-      ->default_str("2");
-  sub.add_flag("--no-probe-server", o.no_probe_server,
-               "Start every Python worker as its own interpreter instead of forking it from one "
-               "that imported torch once");
+  add_speed_options(sub, o);
 }
 
 } // namespace

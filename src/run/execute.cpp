@@ -266,6 +266,8 @@ ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
   fo.host_budget = host_memory_budget();
   fo.interrupted = options.interrupted;
   fo.on_progress = [&progress](size_t done, size_t total) { progress.oracle(done, total); };
+  fo.cache_dir = options.oracle_cache_dir;
+  fo.cache_bytes = options.oracle_cache_bytes;
   std::vector<TargetOutput> outputs(plan.targets.size());
   {
     // The oracle of the next batches is computed while the targets run this one.
@@ -281,6 +283,10 @@ ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
       threads.emplace_back([&, i] { outputs[i] = run_target(plan.targets[i], shared); });
     for (auto& t : threads) t.join();
     result.oracle_ms = feed.busy_ms();
+    result.oracle_cache_hits = feed.cache_hits();
+    if (!options.oracle_cache_dir.empty())
+      journal.append({{"event", "oracle-cache"}, {"dir", options.oracle_cache_dir},
+                      {"hits", feed.cache_hits()}, {"stores", feed.cache_stores()}});
   }
   progress.clear();
   result.probes_ms = ms_since(probes_start);

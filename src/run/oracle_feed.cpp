@@ -1,6 +1,8 @@
 #include "run/oracle_feed.hpp"
 
+#include "core/inputs.hpp"
 #include "core/io.hpp"
+#include "run/oracle_cache.hpp"
 #include "probes/probes.hpp"
 
 #include <spdlog/spdlog.h>
@@ -12,6 +14,10 @@
 namespace sdpa_doctor::run {
 
 namespace fs = std::filesystem;
+
+namespace {
+constexpr double k_min_cached_flop = 1e9;
+} // namespace
 
 std::vector<std::vector<size_t>> oracle_batches(const std::vector<Case>& cases, double first_flop,
                                                 int64_t max_bytes) {
@@ -67,14 +73,28 @@ void OracleFeed::compute_case(size_t index) {
     m_skips[index] = "host: " + guard;
     return;
   }
-  const std::vector<double> oracle = probes::compute_oracle(c, m_options.interrupted);
-  if (interrupted()) return; // incomplete: no file, the cases are skipped anyway
   const std::string file = (fs::path(m_options.dir) / (id + ".f64")).string();
-  auto written = probes::write_oracle_file(file, oracle);
-  if (!written) {
-    // The workers compute their own: slower, never wrong.
-    spdlog::warn("oracle for {} not cached: {}", id, written.error().message);
-    return;
+  // Only oracles that take a while are worth a file across runs (about 0.1 s and more).
+  const OracleCache cache(c.flops() >= k_min_cached_flop ? m_options.cache_dir : std::string{},
+                          m_options.cache_bytes);
+  const std::string key = cache.enabled() ? oracle_cache_key(c, make_inputs(c)) : std::string{};
+  const bool cached = cache.enabled() &&
+                      cache.fetch(key, c.q_elements() * int64_t(sizeof(double)), file);
+  if (!cached) {
+    const std::vector<double> oracle = probes::compute_oracle(c, m_options.interrupted);
+    if (interrupted()) return; // incomplete: no file, the cases are skipped anyway
+    auto written = probes::write_oracle_file(file, oracle);
+    if (!written) {
+      // The workers compute their own: slower, never wrong.
+      spdlog::warn("oracle for {} not cached: {}", id, written.error().message);
+      return;
+    }
+    if (cache.enabled()) {
+      cache.store(key, file);
+      ++m_cache_stores;
+    }
+  } else {
+    ++m_cache_hits;
   }
   std::lock_guard lock(m_mutex);
   m_paths[index] = file;

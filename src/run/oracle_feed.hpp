@@ -36,6 +36,8 @@ public:
     int64_t host_budget = 0; // bytes; a case over it is a host skip, not an oracle
     const std::atomic<bool>* interrupted = nullptr;
     std::function<void(size_t done, size_t total)> on_progress; // after each case (any thread)
+    std::string cache_dir;      // oracles kept across runs (oracle_cache.hpp); empty = none
+    int64_t cache_bytes = 0;    // the cache's bound
   };
 
   OracleFeed(const std::vector<Case>& cases, std::vector<std::vector<size_t>> batches,
@@ -55,6 +57,9 @@ public:
   void finished(size_t b);
   // Milliseconds the producer spent computing (overlapped with the probes).
   double busy_ms() const { return m_busy_ms.load(); }
+  // Cases whose oracle came from the cache across runs, and those that went into it.
+  size_t cache_hits() const { return m_cache_hits.load(); }
+  size_t cache_stores() const { return m_cache_stores.load(); }
 
 private:
   void produce();
@@ -72,6 +77,7 @@ private:
   size_t m_done_cases = 0;
   bool m_stop = false;
   std::atomic<double> m_busy_ms{0};
+  std::atomic<size_t> m_cache_hits{0}, m_cache_stores{0};
   mutable std::mutex m_mutex;
   std::condition_variable m_changed;
   std::thread m_producer;

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,9 @@ struct PythonChoice {
 Expected<PythonChoice> choose_python(const std::string& requested,
                                      std::chrono::milliseconds preflight_deadline);
 
+// $XDG_CACHE_HOME/sdpa-doctor/oracle, else ~/.cache/sdpa-doctor/oracle; empty with neither.
+std::string default_oracle_cache_dir();
+
 // `requested` created if missing, or a new temporary directory when empty.
 Expected<std::string> make_run_dir(const std::string& requested);
 
@@ -99,6 +103,9 @@ struct ExecuteOptions {
   // The Python workers fork from one start-up server that imported torch once (sdpa_probe.py
   // --serve); false: each starts its own interpreter.
   bool probe_server = true;
+  // Float64 oracles kept across runs (empty = none), up to this many bytes.
+  std::string oracle_cache_dir;
+  int64_t oracle_cache_bytes = int64_t{2} << 30;
   ProgressMode progress = ProgressMode::none;
   std::chrono::milliseconds progress_interval{10'000}; // between log lines (ProgressMode::log)
   const std::atomic<bool>* interrupted = nullptr;
@@ -109,6 +116,7 @@ struct ExecuteResult {
   std::vector<WorkerInfo> workers;
   std::vector<Finding> findings; // wedged/unhealthy devices, missing workers
   double oracle_ms = 0;
+  size_t oracle_cache_hits = 0; // oracles taken from the cache instead of computed
   double probes_ms = 0;
   std::string journal_path;
 };

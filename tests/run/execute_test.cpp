@@ -145,3 +145,29 @@ TEST(Execute, AMissingWorkerDirectoryIsReportedNotFatal) {
     EXPECT_NE(c.reason.find("sdpa-doctor-ref-worker is missing"), std::string::npos) << c.reason;
   }
 }
+
+TEST(Execute, ASecondRunTakesTheBigOraclesFromTheCacheAndAgrees) {
+  sdpa_test::TempDir dir, cache;
+  // Over the cache's threshold (1 GFLOP of oracle): a small one stays out of the cache.
+  const std::vector<Case> cases = {*parse_case_spec("dtype=fp32,b=1,h=4,l=1024,d=64"),
+                                   *parse_case_spec("dtype=bf16,b=1,h=8,l=1024,d=64,causal"),
+                                   *parse_case_spec("dtype=fp32,h=1,l=8,d=16")};
+  const Plan plan = make_plan({cases, {Probe::reference}, {"ref-flash"}, {"cpu"}}, {});
+  ExecuteOptions o = options_in(dir);
+  o.oracle_cache_dir = cache.path();
+  const ExecuteResult first = execute_plan(plan, {}, o);
+  EXPECT_EQ(first.oracle_cache_hits, 0u);
+  sdpa_test::TempDir dir2;
+  o.run_dir = dir2.path();
+  const ExecuteResult second = execute_plan(plan, {}, o);
+  EXPECT_EQ(second.oracle_cache_hits, 2u);
+  ASSERT_EQ(first.results.size(), second.results.size());
+  for (size_t i = 0; i < first.results.size(); ++i) {
+    EXPECT_EQ(second.results[i].status, Status::pass) << second.results[i].reason;
+    EXPECT_EQ(first.results[i].metrics.max_abs_err, second.results[i].metrics.max_abs_err)
+        << "the cached oracle is the one computed";
+  }
+  const auto events = journal_events(second.journal_path, "oracle-cache");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["hits"], 2);
+}
