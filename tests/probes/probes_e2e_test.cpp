@@ -282,7 +282,9 @@ TEST(PythonWorker, InputsAreBitExactWithCore) {
   for (const char* spec :
        {"dtype=fp16,b=2,hq=4,hkv=2,lq=5,lkv=77,d=64,mask=bool,seed=3",
         "dtype=bf16,h=3,lq=9,lkv=17,d=32,mask=additive,seed=123456789",
-        "dtype=fp32,h=2,l=33,d=128,seed=4294967297", "dtype=fp16,h=1,l=300,d=16,mask=additive"}) {
+        "dtype=fp32,h=2,l=33,d=128,seed=4294967297", "dtype=fp16,h=1,l=300,d=16,mask=additive",
+        // Over the generator's chunk of 2^18 elements, and not a multiple of it.
+        "dtype=bf16,b=1,h=3,lq=1,lkv=1500,d=80,seed=9"}) {
     const Case c = *parse_case_spec(spec);
     const std::string out = dir.file("dump.f32");
     auto r = sdpa_test::run_binary(

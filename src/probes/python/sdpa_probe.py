@@ -166,6 +166,13 @@ def parse_case_line(text):
     return line
 
 
+INPUT_CHUNK = 1 << 18  # elements per step of the input generator: 2 MiB of int64
+
+
+def kv_elements(c):
+    return c["b"] * c["hkv"] * c["lkv"] * c["d"]
+
+
 def q_elements(c):
     return c["b"] * c["hq"] * c["lq"] * c["d"]
 
@@ -187,18 +194,19 @@ def input_key(seed, tensor_index):
 
 
 def hash32_tensor(torch, x):
-    # int64 holds every intermediate: x < 2^32 and the multiplier < 2^27.
-    x = x ^ (x >> 16)
-    x = (x * 0x45D9F3B) & MASK32
-    x = x ^ (x >> 16)
-    x = (x * 0x45D9F3B) & MASK32
-    x = x ^ (x >> 16)
+    # int64 holds every intermediate: x < 2^32 and the multiplier < 2^27. In place: one
+    # temporary at a time, not six (an int64 copy of a decode case's K is a gigabyte).
+    x.bitwise_xor_(x >> 16)
+    x.mul_(0x45D9F3B).bitwise_and_(MASK32)
+    x.bitwise_xor_(x >> 16)
+    x.mul_(0x45D9F3B).bitwise_and_(MASK32)
+    x.bitwise_xor_(x >> 16)
     return x
 
 
 def bits(torch, key, count):
     idx = torch.arange(count, dtype=torch.int64)
-    return hash32_tensor(torch, (idx + key) & MASK32)
+    return hash32_tensor(torch, idx.add_(key).bitwise_and_(MASK32))
 
 
 def unit_from_bits(torch, u):
@@ -216,11 +224,19 @@ def make_inputs(torch, c):
     seed = c["seed"]
 
     def fill(index, count, scale, shape):
-        u = bits(torch, input_key(seed, index), count)
-        return (unit_from_bits(torch, u) * scale).to(dt).reshape(shape)
+        # In chunks that stay in cache: a decode case's K is 10^8 elements, and each whole-tensor
+        # int64 pass would stream gigabytes through memory.
+        key = input_key(seed, index)
+        out = torch.empty(count, dtype=dt)
+        for start in range(0, count, INPUT_CHUNK):
+            n = min(INPUT_CHUNK, count - start)
+            idx = torch.arange(start, start + n, dtype=torch.int64)
+            u = hash32_tensor(torch, idx.add_(key).bitwise_and_(MASK32))
+            out[start:start + n] = unit_from_bits(torch, u) * scale  # rounded as .to(dt) does
+        return out.reshape(shape)
 
     q = fill(0, q_elements(c), 4.0, (c["b"], c["hq"], c["lq"], c["d"]))
-    kv = c["b"] * c["hkv"] * c["lkv"] * c["d"]
+    kv = kv_elements(c)
     k = fill(1, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
     v = fill(2, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
     mask = None
