@@ -31,6 +31,7 @@ struct TargetOutput {
   std::vector<CaseResult> results;
   std::map<size_t, WorkerInfo> workers; // by index into Plan::runs; one per run over all batches
   std::vector<Finding> findings;
+  std::map<Probe, std::string> unstartable; // probe -> why its worker could not even start
 };
 
 // What every target's thread reads (and the journal and progress, which are thread-safe).
@@ -144,6 +145,35 @@ void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
   }
 }
 
+// The last line the worker wrote to stderr before it died, e.g. the loader's complaint.
+std::string last_stderr_line(const std::string& tail) {
+  size_t end = tail.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return {};
+  const size_t start = tail.rfind('\n', end);
+  return tail.substr(start == std::string::npos ? 0 : start + 1,
+                     end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+// A worker that exited 127 before its hello never ran: the loader or exec refused it (a missing
+// shared library, a bad interpreter). That is this install, not a backend: its cells are
+// `skipped` with the loader's words, and the run says it once for the probe. Returns the reason,
+// empty when the worker did start.
+std::string unstartable_reason(const isolate::WorkerRunReport& report, const RunContext& ctx,
+                               RunCases& cases) {
+  if (report.hello || report.outcomes.empty()) return {};
+  for (const auto& o : report.outcomes)
+    if (!o.process_end || o.process_end->exit_code != exit_code::exec_failed) return {};
+  const std::string said = last_stderr_line(report.outcomes.front().stderr_tail);
+  const std::string reason =
+      fmt::format("the {} worker cannot start: {}", to_string(ctx.probe),
+                  said.empty() ? "it exited with code 127 before saying hello" : said);
+  for (size_t index : cases.planned_index) {
+    cases.results[index].status = Status::skipped;
+    cases.results[index].reason = reason;
+  }
+  return reason;
+}
+
 // The finding of a device that failed its health check or held on to a killed worker.
 Finding unhealthy_device_finding(const isolate::WorkerRunReport& report, const std::string& target,
                                  const std::string& culprit) {
@@ -191,6 +221,8 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
     const isolate::WorkerRunReport report = isolate::run_worker(
         *launch.command, cases.planned, runner_options(ctx, s.options), &observer);
     apply_outcomes(report, cases);
+    if (std::string why = unstartable_reason(report, ctx, cases); !why.empty())
+      out.unstartable.try_emplace(run.probe, std::move(why));
     if (report.hello && info.versions.empty()) {
       info.versions = isolate::hello_strings(*report.hello, "versions");
       info.facts = isolate::hello_strings(*report.hello, "facts");
@@ -205,6 +237,20 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
     }
   }
   std::move(cases.results.begin(), cases.results.end(), std::back_inserter(out.results));
+}
+
+// Said once for a probe whose worker cannot start, instead of once per cell.
+Finding unstartable_finding(Probe probe, const std::string& reason) {
+  Finding f;
+  f.id = "worker-cannot-start";
+  f.severity = Severity::problem;
+  f.message = fmt::format("the {} probe did not run: {}", to_string(probe), reason);
+  f.remedy = probe == Probe::torch
+                 ? "the LibTorch worker cannot load its libraries: rebuild and reinstall the "
+                   "doctor against the LibTorch that is installed (scripts/setup.sh), or leave "
+                   "the probe out with --probe reference,python"
+                 : "reinstall the doctor (scripts/setup.sh); its workers must sit beside it";
+  return f;
 }
 
 // Said once for the whole python probe, instead of once per cell.
@@ -295,6 +341,10 @@ ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
       std::any_of(plan.runs.begin(), plan.runs.end(),
                   [](const PlannedRun& r) { return r.probe == Probe::python; }))
     result.findings.push_back(python_unusable_finding(options.python_reason));
+  std::map<Probe, std::string> unstartable;
+  for (const auto& o : outputs) unstartable.insert(o.unstartable.begin(), o.unstartable.end());
+  for (const auto& [probe, why] : unstartable)
+    result.findings.push_back(unstartable_finding(probe, why));
   for (auto& o : outputs) {
     std::move(o.results.begin(), o.results.end(), std::back_inserter(result.results));
     for (auto& [index, info] : o.workers) result.workers.push_back(std::move(info));

@@ -17,6 +17,14 @@ smoke() { # prefix: run the installed doctor from there
   "$bin" check --probe reference --case "dtype=fp32,b=1,h=2,l=16,d=16" --json "$scratch/r.json" \
     -q --run-dir "$scratch/run" >"$scratch/check.txt" 2>&1 || fail "check from $1: $(cat "$scratch/check.txt")"
   grep -q '"status": *"pass"' "$scratch/r.json" || fail "check from $1 did not pass"
+  # The installed LibTorch worker must find the LibTorch it was built with (the .deb leaves it
+  # out: no package provides that LibTorch).
+  if [ -x "$1/bin/sdpa-doctor-torch-worker" ]; then
+    "$bin" check --probe libtorch --variant math --case "dtype=fp32,b=1,h=2,l=16,d=16" \
+      --json "$scratch/t.json" -q --run-dir "$scratch/run-torch" >"$scratch/torch.txt" 2>&1 \
+      || fail "libtorch check from $1: $(cat "$scratch/torch.txt"; cat "$scratch"/run-torch/*stderr.log)"
+    grep -q '"status": *"pass"' "$scratch/t.json" || fail "libtorch check from $1 did not pass"
+  fi
   [ -f "$1/share/sdpa-doctor/sdpa_probe.py" ] || fail "python probe not installed under $1"
   [ -f "$1/share/sdpa-doctor/report.schema.json" ] || fail "schema not installed under $1"
   [ -f "$1/share/sdpa-doctor/models/llama-3-8b.json" ] || fail "model configs not installed under $1"

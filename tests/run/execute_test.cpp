@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <sys/stat.h>
 #include <fstream>
 #include <map>
 
@@ -170,4 +171,25 @@ TEST(Execute, ASecondRunTakesTheBigOraclesFromTheCacheAndAgrees) {
   const auto events = journal_events(second.journal_path, "oracle-cache");
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0]["hits"], 2);
+}
+
+TEST(Execute, AWorkerTheLoaderRefusesIsOneFindingAndSkippedCellsNotErrors) {
+  sdpa_test::TempDir dir, workers;
+  // What ld.so does when a LibTorch the worker was linked against is gone.
+  const std::string fake = workers.file("sdpa-doctor-torch-worker");
+  sdpa_test::write_file(fake, "#!/bin/sh\necho 'sdpa-doctor-torch-worker: error while loading shared "
+                              "libraries: libc10.so: cannot open shared object file' >&2\nexit 127\n");
+  ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
+  const Plan plan = make_plan({three_cases(), {Probe::torch}, {"math", "flash"}, {"cpu"}}, {});
+  ExecuteOptions o = options_in(dir);
+  o.worker_dir = workers.path();
+  const ExecuteResult r = execute_plan(plan, {}, o);
+  ASSERT_EQ(r.results.size(), 6u);
+  for (const CaseResult& c : r.results) {
+    EXPECT_EQ(c.status, Status::skipped) << c.reason;
+    EXPECT_NE(c.reason.find("libc10.so"), std::string::npos) << c.reason;
+  }
+  size_t said = 0;
+  for (const Finding& f : r.findings) said += f.id == "worker-cannot-start";
+  EXPECT_EQ(said, 1u) << "one finding for the probe, not one per variant or cell";
 }
