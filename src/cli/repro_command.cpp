@@ -4,6 +4,7 @@
 #include "core/status.hpp"
 #include "core/variant.hpp"
 #include "devices/devices.hpp"
+#include "report/compare.hpp"
 #include "report/report.hpp"
 
 #include <fmt/format.h>
@@ -23,6 +24,8 @@ struct ReproOptions {
   std::string output = "-";
   double atol = 0; // 0 and 0: the script's per-dtype defaults
   double rtol = 0;
+  std::string report;             // --report: the device (and variant) that report measured
+  bool variant_given = false;     // --variant on the command line wins over the report's
 };
 
 bool valid_device(const std::string& d) {
@@ -43,7 +46,32 @@ std::string first_existing_device() {
   return "cpu";
 }
 
+// The report's cell of `case_id` a repro is most likely wanted for: one of `variant` when it is
+// given, a failing one, a torch probe's (the script runs torch), in that order of weight.
+report::DigestCell measured_cell(const ReproOptions& o) {
+  auto digest = report::read_report_file(o.report);
+  if (!digest) throw Fatal{fmt::format("repro: --report {}: {}", o.report, digest.error().message),
+                           exit_code::usage};
+  const auto weight = [&](const report::DigestCell& c) {
+    const bool failed = c.status != Status::pass && c.status != Status::unsupported &&
+                        c.status != Status::skipped;
+    return 4 * (o.variant_given && c.variant == o.variant) + 2 * failed + (c.probe != "reference");
+  };
+  const report::DigestCell* chosen = nullptr;
+  for (const report::DigestCell& c : digest->cells)
+    if (c.case_id == o.case_id && (!chosen || weight(c) > weight(*chosen))) chosen = &c;
+  if (!chosen)
+    throw Fatal{fmt::format("repro: {} has no result for case {}", o.report, o.case_id),
+                exit_code::usage};
+  return *chosen;
+}
+
 int run_repro(ReproOptions o) {
+  if (!o.report.empty()) {
+    const report::DigestCell cell = measured_cell(o);
+    if (o.device.empty()) o.device = cell.device;
+    if (!o.variant_given && cell.probe != "reference") o.variant = cell.variant;
+  }
   if (o.device.empty()) o.device = first_existing_device();
   auto kase = parse_case_id(o.case_id);
   if (!kase) throw Fatal{fmt::format("repro: {}", kase.error().message), exit_code::usage};
@@ -81,17 +109,26 @@ void setup_repro(CLI::App& app, const GlobalOptions&, Action& action) {
   sub->add_option("case", options->case_id,
                   "Case id as printed in reports, e.g. fp16-b1-h8-q128-k128-d64-causal")
       ->required();
-  sub->add_option("--variant", options->variant,
-                  "Backend and flags, e.g. flash, flash[ck], mem_efficient[aotriton,experimental]")
+  auto* variant = sub->add_option(
+      "--variant", options->variant,
+      "Backend and flags, e.g. flash, flash[ck], mem_efficient[aotriton,experimental]")
       ->default_str("default");
+  sub->add_option("--report", options->report,
+                  "A report of a check: take the device and variant it measured CASE-ID on (a "
+                  "failing result first); --device and --variant still win")
+      ->type_name("FILE");
   sub->add_option("--device", options->device,
-                  "cpu or cuda:N (default: cuda:0 where an AMD GPU is found, else cpu)");
+                  "cpu or cuda:N (default: the device of --report, else cuda:0 where an AMD GPU "
+                  "is found, else cpu)");
   sub->add_option("--atol", options->atol, "Absolute tolerance (default: per dtype)");
   sub->add_option("--rtol", options->rtol, "Relative tolerance (default: per dtype)");
   sub->add_option("-o,--output", options->output, "Write the script to FILE ('-' = stdout)")
       ->type_name("FILE")
       ->default_str("-");
-  sub->callback([&action, options] { action = [options] { return run_repro(*options); }; });
+  sub->callback([&action, options, variant] {
+    options->variant_given = variant->count() > 0;
+    action = [options] { return run_repro(*options); };
+  });
 }
 
 } // namespace sdpa_doctor::cli

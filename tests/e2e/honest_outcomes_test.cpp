@@ -213,6 +213,48 @@ TEST(Repro, DefaultsToADeviceThatExists) {
   EXPECT_NE(run.out.find("#   verdict  not measured"), std::string::npos);
 }
 
+// A report of a GPU run, as a user attaches it: one case crashed under flash[ck] on cuda:3.
+std::string gpu_report(const TempDir& dir) {
+  const auto run = run_binary(check_argv({"-q", "--json", dir.file("cpu.json")}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  json report = json::parse(read_file(dir.file("cpu.json")));
+  json crashed = report.at("results").at(0);
+  crashed["probe"] = "python";
+  crashed["variant"] = "flash[ck]";
+  crashed["device"] = "cuda:3";
+  crashed["status"] = "crash";
+  report["results"].push_back(crashed);
+  const std::string path = dir.file("gpu.json");
+  sdpa_test::write_file(path, report.dump());
+  return path;
+}
+
+TEST(Repro, FromAReportTakesTheDeviceAndVariantItMeasured) {
+  TempDir dir;
+  const std::string report = gpu_report(dir);
+  const auto run = run_binary({doctor(), "repro", "fp32-b1-h1-q8-k8-d8", "--report", report});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("#   device   cuda:3"), std::string::npos) << run.out.substr(0, 400);
+  EXPECT_NE(run.out.find("#   variant  flash[ck]"), std::string::npos) << run.out.substr(0, 400);
+  // What the command line says still wins.
+  const auto cpu = run_binary({doctor(), "repro", "fp32-b1-h1-q8-k8-d8", "--report", report,
+                               "--device", "cpu", "--variant", "math"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_NE(cpu.out.find("#   device   cpu"), std::string::npos);
+  EXPECT_NE(cpu.out.find("#   variant  math"), std::string::npos);
+}
+
+TEST(Repro, ACaseTheReportDoesNotHoldIsAUsageError) {
+  TempDir dir;
+  const std::string report = gpu_report(dir);
+  const auto run = run_binary({doctor(), "repro", "fp16-b1-h1-q9-k9-d8", "--report", report});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("has no result for case fp16-b1-h1-q9-k9-d8"), std::string::npos) << run.err;
+  const auto missing = run_binary({doctor(), "repro", "fp32-b1-h1-q8-k8-d8", "--report",
+                                   dir.file("nope.json")});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+}
+
 TEST(Help, SubcommandsShowOnlyTheirOwnOptions) {
   const auto devices = run_binary({doctor(), "devices", "--help"});
   EXPECT_EQ(devices.out.find("--fail-on"), std::string::npos) << devices.out;
