@@ -1,5 +1,7 @@
 #include "core/inputs.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 
@@ -69,21 +71,28 @@ float round_to_dtype(DType dtype, float value) {
 }
 
 namespace {
-std::vector<float> fill(const Case& c, InputTensor tensor, int64_t count, float scale) {
+bool cancelled(const std::atomic<bool>* cancel) {
+  return cancel && cancel->load(std::memory_order_relaxed);
+}
+
+std::vector<float> fill(const Case& c, InputTensor tensor, int64_t count, float scale,
+                        const std::atomic<bool>* cancel) {
   std::vector<float> out(static_cast<size_t>(count));
   const uint32_t key = input_key(c.seed, tensor);
-  for (int64_t i = 0; i < count; ++i)
-    out[size_t(i)] = round_to_dtype(c.dtype, scale * unit_value(key, uint64_t(i)));
+  constexpr int64_t k_chunk = int64_t{1} << 16; // an interrupt waits for at most one chunk
+  for (int64_t start = 0; start < count && !cancelled(cancel); start += k_chunk)
+    for (int64_t i = start, end = std::min(count, start + k_chunk); i < end; ++i)
+      out[size_t(i)] = round_to_dtype(c.dtype, scale * unit_value(key, uint64_t(i)));
   return out;
 }
 } // namespace
 
-HostInputs make_inputs(const Case& c) {
+HostInputs make_inputs(const Case& c, const std::atomic<bool>* cancel) {
   HostInputs in;
-  in.q = fill(c, InputTensor::q, c.q_elements(), 4.0f);
-  in.k = fill(c, InputTensor::k, c.kv_elements(), 1.0f);
-  in.v = fill(c, InputTensor::v, c.kv_elements(), 1.0f);
-  if (c.mask != Mask::none) {
+  in.q = fill(c, InputTensor::q, c.q_elements(), 4.0f, cancel);
+  in.k = fill(c, InputTensor::k, c.kv_elements(), 1.0f, cancel);
+  in.v = fill(c, InputTensor::v, c.kv_elements(), 1.0f, cancel);
+  if (c.mask != Mask::none && !cancelled(cancel)) {
     const int64_t count = c.b * c.lq * c.lkv;
     const uint32_t key = input_key(c.seed, InputTensor::mask);
     in.mask.resize(size_t(count));

@@ -16,6 +16,7 @@
 
 #include "core/case.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct HostInputs {
   std::vector<float> mask;
 };
 
-HostInputs make_inputs(const Case& c);
+// With `cancel` set midway the result is incomplete: look at the flag before using it.
+HostInputs make_inputs(const Case& c, const std::atomic<bool>* cancel = nullptr);
 
 } // namespace sdpa_doctor

@@ -61,7 +61,13 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
 }
 
 std::vector<double> compute_oracle(const Case& c, const std::atomic<bool>* cancel) {
-  return kernels::oracle_attention(c, make_inputs(c), cancel);
+  return compute_oracle(c, make_inputs(c, cancel), cancel);
+}
+
+std::vector<double> compute_oracle(const Case& c, const HostInputs& inputs,
+                                   const std::atomic<bool>* cancel) {
+  if (cancel && cancel->load()) return {};
+  return kernels::oracle_attention(c, inputs, cancel);
 }
 
 static_assert(std::endian::native == std::endian::little,

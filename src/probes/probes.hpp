@@ -7,6 +7,7 @@
 
 #include "core/case.hpp"
 #include "core/expected.hpp"
+#include "core/inputs.hpp"
 #include "core/model.hpp"
 #include "core/status.hpp"
 #include "core/variant.hpp"
@@ -98,6 +99,9 @@ Expected<std::vector<double>> read_oracle_file(const std::string& path, size_t e
 // The oracle of a case, computed in float64 from core::make_inputs (kernels::oracle_attention).
 // `cancel` (may be null) stops it early; the result is then incomplete.
 std::vector<double> compute_oracle(const Case& c, const std::atomic<bool>* cancel = nullptr);
+// The same on inputs already made (core::make_inputs of `c`).
+std::vector<double> compute_oracle(const Case& c, const HostInputs& inputs,
+                                   const std::atomic<bool>* cancel = nullptr);
 
 // --- worker input: case lines (ARCHITECTURE.md, protocol v1) --------------------------------------
 

@@ -76,23 +76,23 @@ void OracleFeed::compute_case(size_t index) {
   const std::string file = (fs::path(m_options.dir) / (id + ".f64")).string();
   // Only oracles that take a while are worth a file across runs (about 0.1 s and more).
   const OracleCache cache(c.flops() >= k_min_cached_flop ? m_options.cache_dir : std::string{},
-                          m_options.cache_bytes);
-  const std::string key = cache.enabled() ? oracle_cache_key(c, make_inputs(c)) : std::string{};
+                          m_options.cache_bytes, m_started);
+  // Made once (they take seconds for big cases) and interruptible, like the oracle itself.
+  const HostInputs inputs = make_inputs(c, m_options.interrupted);
+  if (interrupted()) return; // incomplete: no file, the cases are skipped anyway
+  const std::string key = cache.enabled() ? oracle_cache_key(c, inputs) : std::string{};
   const bool cached = cache.enabled() &&
                       cache.fetch(key, c.q_elements() * int64_t(sizeof(double)), file);
   if (!cached) {
-    const std::vector<double> oracle = probes::compute_oracle(c, m_options.interrupted);
-    if (interrupted()) return; // incomplete: no file, the cases are skipped anyway
+    const std::vector<double> oracle = probes::compute_oracle(c, inputs, m_options.interrupted);
+    if (interrupted()) return;
     auto written = probes::write_oracle_file(file, oracle);
     if (!written) {
       // The workers compute their own: slower, never wrong.
       spdlog::warn("oracle for {} not cached: {}", id, written.error().message);
       return;
     }
-    if (cache.enabled()) {
-      cache.store(key, file);
-      ++m_cache_stores;
-    }
+    if (cache.enabled() && cache.store(key, file)) ++m_cache_stores;
   } else {
     ++m_cache_hits;
   }

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -78,6 +79,8 @@ private:
   bool m_stop = false;
   std::atomic<double> m_busy_ms{0};
   std::atomic<size_t> m_cache_hits{0}, m_cache_stores{0};
+  // The cache never evicts what this run has used or stored since then.
+  std::filesystem::file_time_type m_started = std::filesystem::file_time_type::clock::now();
   mutable std::mutex m_mutex;
   std::condition_variable m_changed;
   std::thread m_producer;

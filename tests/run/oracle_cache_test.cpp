@@ -41,21 +41,53 @@ TEST(OracleCache, FetchNeedsTheExactSizeAndPlacesACopyOrLink) {
   EXPECT_EQ(sdpa_test::read_file(dir.file("b")), std::string(64, 'x'));
 }
 
-TEST(OracleCache, PastItsBoundTheLeastRecentlyUsedGoFirst) {
+void later() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+
+// A file of its own for each store: the cache hard-links, and links share one modification time.
+std::string fresh_file(const sdpa_test::TempDir& dir) {
+  static int n = 0;
+  const std::string path = dir.file("f" + std::to_string(n++));
+  sdpa_test::write_file(path, std::string(100, 'x'));
+  return path;
+}
+
+TEST(OracleCache, PastItsBoundTheLeastRecentlyUsedOfEarlierRunsGoFirst) {
   sdpa_test::TempDir dir;
-  sdpa_test::write_file(dir.file("f"), std::string(100, 'x'));
-  const OracleCache cache(dir.file("cache"), 250); // room for two files of 100 bytes
-  const auto later = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
-  cache.store("a", dir.file("f"));
+  {
+    const OracleCache first_run(dir.file("cache"), 250); // room for two files of 100 bytes
+    EXPECT_TRUE(first_run.store("a", fresh_file(dir)));
+    later();
+    EXPECT_TRUE(first_run.store("b", fresh_file(dir)));
+    later();
+    ASSERT_TRUE(first_run.fetch("a", 100, dir.file("used"))); // a is now the most recently used
+  }
   later();
-  cache.store("b", dir.file("f"));
-  later();
-  ASSERT_TRUE(cache.fetch("a", 100, dir.file("used"))); // a is now the most recently used
-  later();
-  cache.store("c", dir.file("f"));
+  const OracleCache next_run(dir.file("cache"), 250);
+  EXPECT_TRUE(next_run.store("c", fresh_file(dir)));
   EXPECT_TRUE(fs::exists(dir.file("cache/a.f64")));
   EXPECT_FALSE(fs::exists(dir.file("cache/b.f64")));
   EXPECT_TRUE(fs::exists(dir.file("cache/c.f64")));
+}
+
+TEST(OracleCache, AFullCacheKeepsWhatThisRunUsesInsteadOfThrashing) {
+  // Three cases walked in the same order twice, with room for two: plain LRU evicts on every
+  // store, the next run misses every time. Here the second run finds the two the first one kept.
+  sdpa_test::TempDir dir;
+  const auto walk = [&] {
+    const OracleCache cache(dir.file("cache"), 250);
+    int hits = 0;
+    for (const char* key : {"a", "b", "c"}) {
+      if (cache.fetch(key, 100, dir.file("out"))) ++hits;
+      else cache.store(key, fresh_file(dir));
+      later();
+    }
+    return hits;
+  };
+  EXPECT_EQ(walk(), 0);
+  EXPECT_FALSE(fs::exists(dir.file("cache/c.f64"))); // no room: not kept, nothing evicted
+  later();
+  EXPECT_EQ(walk(), 2);
+  EXPECT_EQ(walk(), 2);
 }
 
 TEST(OracleCache, DefaultDirectoryFollowsXdgThenHome) {
