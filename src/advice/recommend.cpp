@@ -334,12 +334,14 @@ std::string no_configuration_remedy(const Report& report, const std::string& dev
   for (const CaseResult& r : report.results) {
     if (r.device != device) continue;
     ++cells;
-    if (r.status == Status::skipped && r.reason == "interrupted") ++unmeasured;
+    if (r.status == Status::skipped &&
+        (r.reason == "interrupted" || r.reason.rfind("not measured", 0) == 0))
+      ++unmeasured;
     if (is_failure_by_default(r.status)) ++failed;
   }
   if (report.interrupted && failed == 0)
-    return fmt::format("interrupted: {} of {} cells not measured; run the check again to "
-                       "measure them (the journal keeps what finished)",
+    return fmt::format("interrupted: {} of {} cells not measured; `sdpa-doctor check --resume "
+                       "RUN-DIR` measures only them (the journal keeps what finished)",
                        unmeasured, cells);
   return "nothing to recommend from measurements; see the failures and known issues";
 }

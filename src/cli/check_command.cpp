@@ -1,10 +1,12 @@
 #include "advice/advice.hpp"
+#include "cli/check.hpp"
 #include "cli/commands.hpp"
 #include "core/build_info.hpp"
 #include "core/io.hpp"
 #include "core/text.hpp"
 #include "core/paths.hpp"
 #include "devices/devices.hpp"
+#include "core/model_json.hpp"
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
 #include "report/report.hpp"
@@ -32,41 +34,6 @@ namespace sdpa_doctor::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-struct CheckOptions {
-  std::string suite = "quick";
-  std::vector<std::string> case_specs;
-  std::string case_file;
-  std::string model_config;          // --model: a Hugging Face config.json
-  int64_t max_len = probes::k_default_model_max_len;
-  bool train = false;                // refused: no backward cases yet
-  std::vector<std::string> probes;   // libtorch, python, reference
-  std::vector<std::string> variants; // filter
-  std::vector<std::string> devices;  // targets
-  std::vector<std::string> dtypes;   // filter: fp16, bf16, fp32; empty = all
-  std::string python;
-  bool no_python = false;
-  double case_timeout_s = 0;
-  double worker_timeout_s = 0;
-  double startup_timeout_s = 60;
-  int max_worker_restarts = 4;
-  bool keep_core_dumps = false;
-  std::string fail_on = "default";
-  std::string target;
-  std::vector<std::string> known_issue_files;
-  std::string tolerance;
-  bool require_gpu = false;
-  std::string sysfs_root = "/";
-  std::string run_dir;
-  int repeat = 3;
-  int warmup = 1;
-  double time_budget_s = 2; // per case: no more warm-ups or repeats past it
-  bool no_probe_server = false;
-  std::string oracle_cache; // empty: the default directory
-  double oracle_cache_gib = 2;
-  bool no_oracle_cache = false;
-  double progress_every_s = 10; // a progress line this often when stderr is not a terminal
-};
 
 std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_signal{0};
@@ -263,11 +230,9 @@ struct CheckInputs {
   std::vector<Case> cases;
   std::vector<Probe> probes;
   probes::TolerancePolicy tolerances;
-  std::set<Status> fail_on;
-  advice::AdviceOptions advice;
+  AdviceInputs advice;
   std::vector<std::string> variant_filter;
   std::vector<std::string> targets;
-  advice::KnownIssues issues;
   std::optional<probes::ModelShapes> model; // --model
 };
 
@@ -304,23 +269,26 @@ void filter_dtypes(std::vector<Case>& cases, const std::vector<std::string>& lis
     throw Fatal{fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ","))};
 }
 
+// The `--target` case, else the longest prompt of `--model`; nullopt with neither.
+std::optional<Case> advice_target(const CheckOptions& o,
+                                  const std::optional<probes::ModelShapes>& model) {
+  if (!o.target.empty()) {
+    auto t = parse_case_spec(o.target);
+    if (!t) throw Fatal{"--target: " + t.error().message};
+    return *t;
+  }
+  if (model) return probes::model_target_case(*model);
+  return std::nullopt;
+}
+
 CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   std::optional<probes::ModelShapes> model = checked_model(o);
-  CheckInputs in{planned_cases(o, model), planned_probes(o), {}, {}, {}, {}, {}, {}, model};
+  CheckInputs in{planned_cases(o, model), planned_probes(o), {}, {}, {}, {}, model};
   filter_dtypes(in.cases, o.dtypes);
   auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
   if (!tolerances) throw Fatal{tolerances.error().message};
   in.tolerances = *tolerances;
-  auto fail_on = advice::parse_fail_on(o.fail_on);
-  if (!fail_on) throw Fatal{fail_on.error().message};
-  in.fail_on = *fail_on;
-  if (!o.target.empty()) {
-    auto t = parse_case_spec(o.target);
-    if (!t) throw Fatal{"--target: " + t.error().message};
-    in.advice.target = *t;
-  } else if (model) {
-    in.advice.target = probes::model_target_case(*model); // its longest prompt
-  }
+  in.advice = advice_inputs(o, advice_target(o, model));
   in.variant_filter = checked_variant_filter(o);
   in.targets = split_list(o.devices);
   for (const auto& t : in.targets)
@@ -331,7 +299,6 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   check_writable(global.json_path, "--json");
   check_writable(global.markdown_path, "--markdown");
   check_writable(global.junit_path, "--junit");
-  in.issues = advice::merge_known_issues(load_issue_files(o));
   if (o.sysfs_root != "/" && !fs::is_directory(o.sysfs_root))
     throw Fatal{fmt::format("--sysfs-root {}: not a directory", o.sysfs_root)};
   return in;
@@ -428,67 +395,91 @@ void take_results(Report& report, run::ExecuteResult& executed) {
   report.workers = std::move(executed.workers);
   report.timings.oracle_ms = executed.oracle_ms;
   report.timings.probes_ms = executed.probes_ms;
-  for (const WorkerInfo& w : report.workers)
-    for (const auto& [k, v] : w.versions) {
-      const std::string key = (k == "torch" && w.probe == Probe::torch)    ? "torch_cpp"
-                              : (k == "torch" && w.probe == Probe::python) ? "torch_python"
-                                                                           : k;
-      report.versions.try_emplace(key, v);
-    }
+  add_worker_versions(report);
 }
 
-// Advice, findings and the exit code of a finished (or interrupted) run.
-void advise_and_decide(Report& report, const CheckInputs& in, const CheckOptions& o,
-                       const run::ExecuteOptions& exec, std::vector<Finding> run_findings) {
-  report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
-  advice::settle_gfx_truth(report); // before advise: its findings and known issues read it
-  advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
-  // Device findings stay in the inventory; these are the run's own.
-  report.findings = std::move(run_findings);
-  report.findings.insert(report.findings.end(), advised.findings.begin(), advised.findings.end());
-  report.recommendations = std::move(advised.recommendations);
-  report.known_issues = std::move(advised.known_issues);
+// What the journal keeps of this check besides its plan: its options (--resume and `report`
+// decide as this run does), the advice's target and the report's header.
+nlohmann::json journal_header(const CheckOptions& o, const CheckInputs& in, const Report& started) {
+  nlohmann::json header{{"check_options", o},
+                        {"report", nlohmann::json::parse(report::render_json(started))}};
+  if (in.advice.advice.target) header["advice_target"] = to_json(*in.advice.advice.target);
+  return header;
+}
 
-  int code = advice::exit_code_for(report, in.fail_on);
-  if (o.require_gpu && report.inventory.devices.empty()) code = exit_code::no_gpu;
-  // An interpreter the user named that cannot run the probe is their input, not a backend.
-  if (exec.python_unusable && !o.python.empty()) {
-    fmt::print(stderr, "sdpa-doctor: error: --python: {}\n", escape_to_one_line(exec.python_reason));
-    code = exit_code::usage;
-  }
-  if (report.interrupted)
-    code = g_signal.load() == SIGTERM ? exit_code::interrupted_term : exit_code::interrupted_int;
-  report.exit_code = code;
+// What a resumed run keeps of the one before: its workers and findings where this run did not
+// replace them (a variant measured in full then is not run again, but its facts still count).
+void keep_earlier(Report& report, std::vector<Finding>& findings, const run::JournalContents& before) {
+  for (const WorkerInfo& w : before.workers)
+    if (std::none_of(report.workers.begin(), report.workers.end(), [&](const WorkerInfo& n) {
+          return n.device == w.device && n.probe == w.probe && n.variant == w.variant;
+        }))
+      report.workers.push_back(w);
+  for (const Finding& f : before.findings)
+    if (std::none_of(findings.begin(), findings.end(),
+                     [&](const Finding& n) { return n.id == f.id && n.device == f.device; }))
+      findings.push_back(f);
 }
 
 // parse -> plan -> execute -> advise -> render.
-int run_check(const CheckOptions& o, const GlobalOptions& global) {
+int run_check(const CheckOptions& o, const GlobalOptions& global,
+              const run::JournalContents* before = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   const CheckInputs in = checked_inputs(o, global);
 
   InterruptGuard interrupt_guard;
   Report report = started_report(o, in);
   const run::Plan plan = checked_plan(in, report.inventory);
-  const run::ExecuteOptions exec = execute_options(o, global, in);
+  run::ExecuteOptions exec = execute_options(o, global, in);
   report.targets = plan.targets;
+  exec.journal_header = journal_header(o, in, report);
+  if (before) { // --resume: the cells that ended are kept, the rest run
+    for (const CaseResult& r : before->results)
+      if (run::is_measured(r)) exec.finished.push_back(r);
+    spdlog::info("resuming {}: {} cells measured before", exec.run_dir, exec.finished.size());
+  }
   spdlog::info("run directory {}", exec.run_dir);
   run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
   take_results(report, executed);
+  if (before) keep_earlier(report, executed.findings, *before);
 
   const auto report_start = std::chrono::steady_clock::now();
-  advise_and_decide(report, in, o, exec, std::move(executed.findings));
+  report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
+  advise_and_decide(report, in.advice, std::move(executed.findings),
+                    report.interrupted ? g_signal.load() : 0);
+  // An interpreter the user named that cannot run the probe is their input, not a backend.
+  if (exec.python_unusable && !o.python.empty() && !report.interrupted) {
+    fmt::print(stderr, "sdpa-doctor: error: --python: {}\n", escape_to_one_line(exec.python_reason));
+    report.exit_code = exit_code::usage;
+  }
   report.timings.total_ms = ms_since(start);
   report.timings.report_ms = ms_since(report_start);
-  if (global.redact) report = report::redact(std::move(report));
+  return present_and_write(std::move(report), global, executed.journal_path);
+}
 
-  if (global.json_path != "-") {
-    report::ConsoleOptions co;
-    co.color = global.color_mode() == ColorMode::always;
-    co.unicode = utf8_locale();
-    fmt::print("{}", report::render_console(report, co));
-    fmt::print("journal: {}\n", executed.journal_path);
+// `check --resume RUN-DIR`: the options of the journal's check, its cells that ended kept, the
+// rest run. Only output options may come with it: the plan is the journal's.
+int resume_check(const std::vector<const CLI::Option*>& plan_options, const std::string& run_dir,
+                 const GlobalOptions& global) {
+  for (const CLI::Option* opt : plan_options)
+    if (opt->count() > 0)
+      throw Fatal{fmt::format("--resume takes the check's options from its journal; {} cannot "
+                              "come with it",
+                              opt->get_name())};
+  auto journal = run::read_journal(run_dir);
+  if (!journal) throw Fatal{"--resume: " + journal.error().message};
+  const auto options = journal->header.find("check_options");
+  if (options == journal->header.end())
+    throw Fatal{fmt::format("--resume {}: the journal keeps no check options (written by an older "
+                            "doctor)", run_dir)};
+  CheckOptions o;
+  try {
+    o = options->get<CheckOptions>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Fatal{fmt::format("--resume {}: the journal's check options are unreadable", run_dir)};
   }
-  return write_reports(report, global);
+  o.run_dir = fs::is_directory(run_dir) ? run_dir : fs::path(run_dir).parent_path().string();
+  return run_check(o, global, &*journal);
 }
 
 // CLI11's PositiveNumber prints the whole range of a double in its message; ours is one line.
@@ -608,12 +599,76 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
 
 } // namespace
 
+void add_worker_versions(Report& report) {
+  for (const WorkerInfo& w : report.workers)
+    for (const auto& [k, v] : w.versions) {
+      const std::string key = (k == "torch" && w.probe == Probe::torch)    ? "torch_cpp"
+                              : (k == "torch" && w.probe == Probe::python) ? "torch_python"
+                                                                           : k;
+      report.versions.try_emplace(key, v);
+    }
+}
+
+AdviceInputs advice_inputs(const CheckOptions& o, std::optional<Case> target) {
+  AdviceInputs in;
+  auto fail_on = advice::parse_fail_on(o.fail_on);
+  if (!fail_on) throw Fatal{fail_on.error().message};
+  in.fail_on = *fail_on;
+  in.advice.target = std::move(target);
+  in.issues = advice::merge_known_issues(load_issue_files(o));
+  in.require_gpu = o.require_gpu;
+  return in;
+}
+
+void advise_and_decide(Report& report, const AdviceInputs& in, std::vector<Finding> run_findings,
+                       int signal) {
+  advice::settle_gfx_truth(report); // before advise: its findings and known issues read it
+  advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
+  // Device findings stay in the inventory; these are the run's own.
+  report.findings = std::move(run_findings);
+  report.findings.insert(report.findings.end(), advised.findings.begin(), advised.findings.end());
+  report.recommendations = std::move(advised.recommendations);
+  report.known_issues = std::move(advised.known_issues);
+
+  int code = advice::exit_code_for(report, in.fail_on);
+  if (in.require_gpu && report.inventory.devices.empty()) code = exit_code::no_gpu;
+  if (report.interrupted)
+    code = signal == SIGTERM ? exit_code::interrupted_term : exit_code::interrupted_int;
+  report.exit_code = code;
+}
+
+int present_and_write(Report report, const GlobalOptions& global, const std::string& journal) {
+  if (global.redact) report = report::redact(std::move(report));
+  if (global.json_path != "-") {
+    report::ConsoleOptions co;
+    co.color = global.color_mode() == ColorMode::always;
+    co.unicode = utf8_locale();
+    fmt::print("{}", report::render_console(report, co));
+    if (!journal.empty()) fmt::print("journal: {}\n", journal);
+  }
+  return write_reports(report, global);
+}
+
 void setup_check(CLI::App& app, const GlobalOptions& global, Action& action) {
   auto options = std::make_shared<CheckOptions>();
+  auto resume = std::make_shared<std::string>();
   auto* sub = app.add_subcommand(
       "check", "The full diagnosis (default): devices, every probe and variant, matrix, advice");
+  const size_t before = sub->get_options().size(); // the global ones: --json, -q, ...
   add_check_options(*sub, *options);
-  sub->callback([&action, &global, options] {
+  const std::vector<CLI::Option*> all = sub->get_options();
+  const std::vector<const CLI::Option*> plan_options(all.begin() + std::ptrdiff_t(before), all.end());
+  sub->add_option("--resume", *resume,
+                  "Finish the run in RUN-DIR that was stopped: its options and plan from its "
+                  "journal, only the cells it had not measured run")
+      ->type_name("RUN-DIR");
+  sub->callback([&action, &global, options, resume, plan_options] {
+    if (!resume->empty()) {
+      action = [&global, resume, plan_options] {
+        return resume_check(plan_options, *resume, global);
+      };
+      return;
+    }
     action = [&global, options] { return run_check(*options, global); };
   });
 }

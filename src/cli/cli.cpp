@@ -72,6 +72,13 @@ constexpr CommandHelp k_command_help[] = {
   3  no GPU found while --require-gpu was given
   4  the doctor itself failed (e.g. the report could not be written))"},
     {"cases", {true, false, false, false}, k_plain_footer},
+    {"report", k_all_reports, R"(Exit codes: those the check would have returned
+  0  every cell that ran passed or was unsupported
+  1  at least one cell failed (the check's --fail-on)
+  2  usage or input error (no such file, not a journal)
+  4  the doctor itself failed (e.g. a report could not be written)
+  130  the journal ends before the run did (killed or interrupted): resume it with
+       sdpa-doctor check --resume RUN-DIR)"},
     {"self-test", {}, R"(Exit codes:
   0  every injected fault was caught and attributed
   1  at least one was not
@@ -161,7 +168,7 @@ int run(int argc, char** argv) {
                                      setup_self_test,    setup_known_issues,
                                      setup_repro,        setup_variants, setup_version,
                                      setup_completion,   setup_workers,  setup_diff,
-                                     setup_merge};
+                                     setup_merge,        setup_report};
   for (Setup setup : k_subcommands) setup(app, global, action);
   for (CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_group().empty()) continue; // hidden worker modes take no global flags

@@ -42,6 +42,8 @@ void setup_completion(CLI::App& app, const GlobalOptions& global, Action& action
 // Reading reports back: compare two (diff), fold a fleet's into one matrix (merge).
 void setup_diff(CLI::App& app, const GlobalOptions& global, Action& action);
 void setup_merge(CLI::App& app, const GlobalOptions& global, Action& action);
+// A check's reports rebuilt from its journal.
+void setup_report(CLI::App& app, const GlobalOptions& global, Action& action);
 // Hidden worker entry points of the doctor's own binary (e.g. the fault-injection worker).
 void setup_workers(CLI::App& app, const GlobalOptions& global, Action& action);
 

@@ -9,6 +9,8 @@
 #include "core/expected.hpp"
 #include "core/model.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <map>
 #include <string>
 #include <string_view>
@@ -40,6 +42,12 @@ std::string render_matrix(const Report& report, const ConsoleOptions& options = 
 // Numbers stay numbers with units in the key; a non-finite number is null and its key is listed
 // in the object's "nonfinite_fields".
 std::string render_json(const Report& report);
+
+// The inverse of render_json for what was measured and where: header, host, environment,
+// versions, inventory, targets, suite, model, workers, results, timings, interrupted. Findings,
+// recommendations and known issues are left empty: advice derives them anew. An error names the
+// first thing that is not a report.
+Expected<Report> read_measured_report(const nlohmann::json& doc);
 
 // For a bug tracker: environment, matrix, each failure in a <details> block with its repro.
 std::string render_markdown(const Report& report);

@@ -1,6 +1,8 @@
 #include "report/compare.hpp"
 #include "report/report.hpp"
 
+#include "core/model_json.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -173,6 +175,49 @@ Expected<ReportDigest> read_report(std::string_view json_text) {
     out.cells.push_back(std::move(c));
   }
   return out;
+}
+
+Expected<Report> read_measured_report(const json& doc) {
+  if (!doc.is_object()) return make_error("not an sdpa-doctor report (not a JSON object)");
+  if (auto ok = check_report_schema(string_or_empty(doc, "schema")); !ok) return ok.error();
+  Report r;
+  if (auto tool = doc.find("tool"); tool != doc.end() && tool->is_object()) {
+    r.tool_version = string_or_empty(*tool, "version");
+    r.git_revision = string_or_empty(*tool, "git_revision");
+  }
+  r.started_at = string_or_empty(doc, "started_at");
+  for (auto [key, into] : {std::pair{"host", &r.host}, std::pair{"environment", &r.environment},
+                           std::pair{"versions", &r.versions}})
+    if (auto it = doc.find(key); it != doc.end()) add_scalars(*it, *into);
+  if (auto inv = doc.find("inventory"); inv != doc.end()) {
+    auto inventory = inventory_from_json(*inv);
+    if (!inventory) return make_error("inventory: " + inventory.error().message);
+    r.inventory = std::move(*inventory);
+  }
+  if (auto t = doc.find("targets"); t != doc.end() && t->is_array())
+    for (const json& target : *t)
+      if (target.is_string()) r.targets.push_back(target.get<std::string>());
+  r.suite = string_or_empty(doc, "suite");
+  r.model = string_or_empty(doc, "model");
+  for (const char* key : {"workers", "results"}) {
+    auto list = doc.find(key);
+    if (list == doc.end()) continue;
+    if (!list->is_array()) return make_error(fmt::format("\"{}\" is not an array", key));
+    for (const json& item : *list) {
+      if (std::string_view(key) == "workers") {
+        auto w = worker_info_from_json(item);
+        if (!w) return w.error();
+        r.workers.push_back(std::move(*w));
+      } else {
+        auto result = case_result_from_json(item);
+        if (!result) return result.error();
+        r.results.push_back(std::move(*result));
+      }
+    }
+  }
+  if (auto t = doc.find("timings"); t != doc.end()) r.timings = timings_from_json(*t);
+  if (auto i = doc.find("interrupted"); i != doc.end() && i->is_boolean()) r.interrupted = i->get<bool>();
+  return r;
 }
 
 Expected<ReportDigest> read_report_file(const std::string& path) {

@@ -1,6 +1,7 @@
 #include "run/run.hpp"
 
 #include "core/io.hpp"
+#include "core/model_json.hpp"
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
 #include "run/journal.hpp"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 namespace sdpa_doctor::run {
@@ -43,11 +45,13 @@ struct SharedState {
   Journal& journal;
   Progress& progress;
   const std::string& probe_server; // the start-up server's socket, empty when none
+  const std::map<std::string, const CaseResult*>& finished; // by cell_key: measured before
 };
 
 // One planned run's cases: every one gets a CaseResult; those a worker must run are `planned`.
 struct RunCases {
   std::vector<CaseResult> results;
+  std::vector<bool> new_result; // false: an earlier run's result, already in the journal
   std::vector<isolate::PlannedCase> planned;
   std::vector<size_t> planned_index; // into results
 };
@@ -93,6 +97,12 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
   const int64_t budget = device_memory_budget(run.target, s.inventory);
   for (size_t index : batch) {
     const Case& c = s.plan.cases[index];
+    if (auto done = s.finished.find(cell_key(run.target, run.probe, ctx.variant, c.id()));
+        done != s.finished.end()) {
+      out.results.push_back(*done->second);
+      out.new_result.push_back(false);
+      continue;
+    }
     const Tolerance tol = s.options.tolerances.for_dtype(c.dtype);
     CaseResult r = make_result(c, ctx, tol);
     if (std::string skip = skip_reason(index, run, s, unhealthy_reason, budget); !skip.empty()) {
@@ -110,6 +120,7 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
       out.planned_index.push_back(out.results.size());
     }
     out.results.push_back(std::move(r));
+    out.new_result.push_back(true);
   }
   return out;
 }
@@ -194,6 +205,31 @@ Finding unhealthy_device_finding(const isolate::WorkerRunReport& report, const s
   return f;
 }
 
+// Said once for a probe whose worker cannot start, instead of once per cell.
+Finding unstartable_finding(Probe probe, const std::string& reason) {
+  Finding f;
+  f.id = "worker-cannot-start";
+  f.severity = Severity::problem;
+  f.message = fmt::format("the {} probe did not run: {}", to_string(probe), reason);
+  f.remedy = probe == Probe::torch
+                 ? "the LibTorch worker cannot load its libraries: rebuild and reinstall the "
+                   "doctor against the LibTorch that is installed (scripts/setup.sh), or leave "
+                   "the probe out with --probe reference,python"
+                 : "reinstall the doctor (scripts/setup.sh); its workers must sit beside it";
+  return f;
+}
+
+// Said once for the whole python probe, instead of once per cell.
+Finding python_unusable_finding(const std::string& reason) {
+  Finding f;
+  f.id = "python-probe-unusable";
+  f.severity = Severity::problem;
+  f.message = fmt::format("the python probe did not run: {}", reason);
+  f.remedy = "point --python at an interpreter whose torch imports (e.g. the venv your model "
+             "runs in: --python \"$(which python)\"), or leave the probe out with --no-python";
+  return f;
+}
+
 // Runs one planned run's worker over one batch of cases; `unhealthy_reason` is set when the
 // device must not be used again.
 void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& unhealthy_reason,
@@ -221,8 +257,9 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
     const isolate::WorkerRunReport report = isolate::run_worker(
         *launch.command, cases.planned, runner_options(ctx, s.options), &observer);
     apply_outcomes(report, cases);
-    if (std::string why = unstartable_reason(report, ctx, cases); !why.empty())
-      out.unstartable.try_emplace(run.probe, std::move(why));
+    if (std::string why = unstartable_reason(report, ctx, cases); !why.empty() &&
+        out.unstartable.try_emplace(run.probe, why).second)
+      s.journal.append({{"event", "finding"}, {"finding", to_json(unstartable_finding(run.probe, why))}});
     if (report.hello && info.versions.empty()) {
       info.versions = isolate::hello_strings(*report.hello, "versions");
       info.facts = isolate::hello_strings(*report.hello, "facts");
@@ -234,34 +271,14 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
         if (o.status == Status::crash || o.status == Status::timeout) culprit = o.case_id;
       unhealthy_reason = fmt::format("device unhealthy after {} {}", ctx.variant, culprit);
       out.findings.push_back(unhealthy_device_finding(report, run.target, culprit));
+      s.journal.append({{"event", "finding"}, {"finding", to_json(out.findings.back())}});
     }
   }
+  for (size_t i = 0; i < cases.results.size(); ++i)
+    if (cases.new_result[i]) observer.on_result(cases.results[i]);
+  if (!cases.planned.empty() || !launch.command)
+    s.journal.append({{"event", "worker"}, {"worker", to_json(info)}});
   std::move(cases.results.begin(), cases.results.end(), std::back_inserter(out.results));
-}
-
-// Said once for a probe whose worker cannot start, instead of once per cell.
-Finding unstartable_finding(Probe probe, const std::string& reason) {
-  Finding f;
-  f.id = "worker-cannot-start";
-  f.severity = Severity::problem;
-  f.message = fmt::format("the {} probe did not run: {}", to_string(probe), reason);
-  f.remedy = probe == Probe::torch
-                 ? "the LibTorch worker cannot load its libraries: rebuild and reinstall the "
-                   "doctor against the LibTorch that is installed (scripts/setup.sh), or leave "
-                   "the probe out with --probe reference,python"
-                 : "reinstall the doctor (scripts/setup.sh); its workers must sit beside it";
-  return f;
-}
-
-// Said once for the whole python probe, instead of once per cell.
-Finding python_unusable_finding(const std::string& reason) {
-  Finding f;
-  f.id = "python-probe-unusable";
-  f.severity = Severity::problem;
-  f.message = fmt::format("the python probe did not run: {}", reason);
-  f.remedy = "point --python at an interpreter whose torch imports (e.g. the venv your model "
-             "runs in: --python \"$(which python)\"), or leave the probe out with --no-python";
-  return f;
 }
 
 // Batch by batch, as the oracle feed delivers them: every run of the target over one batch, then
@@ -278,34 +295,51 @@ TargetOutput run_target(const std::string& target, SharedState& s) {
   return out;
 }
 
-// Results in plan order (run, then case), whatever order the batches produced them in.
-void sort_by_plan(const Plan& plan, std::vector<CaseResult>& results) {
-  std::map<std::string, size_t> run_order, case_order;
-  for (size_t i = 0; i < plan.runs.size(); ++i)
-    run_order.try_emplace(plan.runs[i].target + "|" + std::string(to_string(plan.runs[i].probe)) +
-                              "|" + plan.runs[i].variant.name(),
-                          i);
-  for (size_t i = 0; i < plan.cases.size(); ++i) case_order.try_emplace(plan.cases[i].id(), i);
-  const auto key = [&](const CaseResult& r) {
-    const std::string run = r.device + "|" + std::string(to_string(r.probe)) + "|" + r.variant;
-    return std::pair{run_order[run], case_order[r.case_id]};
-  };
-  std::stable_sort(results.begin(), results.end(),
-                   [&](const CaseResult& a, const CaseResult& b) { return key(a) < key(b); });
+// The plan less the cases every run of which `finished` already holds.
+Plan unfinished_part(const Plan& plan, const std::map<std::string, const CaseResult*>& finished) {
+  Plan todo = plan;
+  std::erase_if(todo.cases, [&](const Case& c) {
+    return std::all_of(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) {
+      return finished.count(cell_key(r.target, r.probe, r.variant.name(), c.id())) != 0;
+    });
+  });
+  return todo;
 }
 
 } // namespace
 
-ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
+ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& inventory,
                            const ExecuteOptions& options) {
   ExecuteResult result;
   result.journal_path = (fs::path(options.run_dir) / "journal.jsonl").string();
   Journal journal(result.journal_path);
-  journal.append({{"event", "start"}, {"cases", plan.cases.size()}, {"runs", plan.runs.size()}});
+  journal.append({{"event", "start"},
+                  {"cases", whole_plan.cases.size()},
+                  {"runs", whole_plan.runs.size()},
+                  {"plan", to_json(whole_plan)},
+                  {"header", options.journal_header}});
+  std::set<std::string> cells_planned;
+  for (const PlannedRun& r : whole_plan.runs)
+    for (const Case& c : whole_plan.cases)
+      cells_planned.insert(cell_key(r.target, r.probe, r.variant.name(), c.id()));
+  std::map<std::string, const CaseResult*> finished; // of this plan's cells only
+  for (const CaseResult& r : options.finished)
+    if (cells_planned.count(cell_key(r))) finished.try_emplace(cell_key(r), &r);
+  const Plan plan = unfinished_part(whole_plan, finished);
+  if (options.python_unusable &&
+      std::any_of(plan.runs.begin(), plan.runs.end(),
+                  [](const PlannedRun& r) { return r.probe == Probe::python; })) {
+    result.findings.push_back(python_unusable_finding(options.python_reason));
+    journal.append({{"event", "finding"}, {"finding", to_json(result.findings.back())}});
+  }
 
   const auto probes_start = Clock::now();
-  Progress progress(options.progress, plan.cases.size() * plan.runs.size(),
-                    options.progress_interval);
+  std::set<std::string> ids_to_run;
+  for (const Case& c : plan.cases) ids_to_run.insert(c.id());
+  size_t cells = plan.cases.size() * plan.runs.size();
+  for (const auto& [key, r] : finished) // measured before, inside what runs now
+    if (ids_to_run.count(r->case_id)) --cells;
+  Progress progress(options.progress, cells, options.progress_interval);
   OracleFeed::Options fo;
   fo.dir = (fs::path(options.run_dir) / "oracle").string();
   fo.consumers = plan.targets.size();
@@ -322,7 +356,7 @@ ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
     if (server.service)
       journal.append({{"event", "probe-server"}, {"pid", server.service->pid()},
                       {"socket", server.socket}});
-    SharedState shared{plan, inventory, options, feed, journal, progress, server.socket};
+    SharedState shared{plan, inventory, options, feed, journal, progress, server.socket, finished};
     // One thread per target: GPUs run beside each other, each strictly one worker at a time.
     std::vector<std::thread> threads;
     for (size_t i = 0; i < plan.targets.size(); ++i)
@@ -337,10 +371,6 @@ ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
   progress.clear();
   result.probes_ms = ms_since(probes_start);
 
-  if (options.python_unusable &&
-      std::any_of(plan.runs.begin(), plan.runs.end(),
-                  [](const PlannedRun& r) { return r.probe == Probe::python; }))
-    result.findings.push_back(python_unusable_finding(options.python_reason));
   std::map<Probe, std::string> unstartable;
   for (const auto& o : outputs) unstartable.insert(o.unstartable.begin(), o.unstartable.end());
   for (const auto& [probe, why] : unstartable)
@@ -350,7 +380,10 @@ ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
     for (auto& [index, info] : o.workers) result.workers.push_back(std::move(info));
     std::move(o.findings.begin(), o.findings.end(), std::back_inserter(result.findings));
   }
-  sort_by_plan(plan, result.results);
+  // The cells of cases measured before in full, as they were.
+  for (const auto& [key, r] : finished)
+    if (!ids_to_run.count(r->case_id)) result.results.push_back(*r);
+  sort_by_plan(whole_plan, result.results);
   journal.append({{"event", "end"}, {"results", result.results.size()}});
   return result;
 }

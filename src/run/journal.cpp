@@ -1,6 +1,7 @@
 #include "run/journal.hpp"
 
 #include "core/io.hpp"
+#include "core/model_json.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -136,12 +141,94 @@ void RunJournal::on_unrun(const CaseResult& r) {
   m_progress.update(m_where, r.case_id, true);
 }
 
+void RunJournal::on_result(const CaseResult& r) {
+  m_journal.append({{"event", "result"}, {"result", to_json(r)}});
+}
+
 nlohmann::json RunJournal::base(const char* event, const std::string& case_id) const {
   return {{"event", event},
           {"target", m_context.target},
           {"probe", to_string(m_context.probe)},
           {"variant", m_context.variant},
           {"case", case_id}};
+}
+
+std::string cell_key(const std::string& target, Probe probe, const std::string& variant,
+                     const std::string& case_id) {
+  return fmt::format("{}|{}|{}|{}", target, to_string(probe), variant, case_id);
+}
+
+std::string cell_key(const CaseResult& r) { return cell_key(r.device, r.probe, r.variant, r.case_id); }
+
+bool is_measured(const CaseResult& r) {
+  return !(r.status == Status::skipped && r.reason == "interrupted");
+}
+
+namespace {
+
+// Applies one journal line; false when it is not a journal event (torn, foreign, malformed).
+bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
+                 std::map<std::string, CaseResult>& results,
+                 std::map<std::string, WorkerInfo>& workers) {
+  if (!e.is_object() || !e.contains("event") || !e["event"].is_string()) return false;
+  const std::string event = e["event"].get<std::string>();
+  if (event == "start") {
+    if (!started) {
+      auto plan = plan_from_json(e.value("plan", nlohmann::json::object()));
+      if (!plan) return false;
+      out.plan = std::move(*plan);
+      out.header = e.value("header", nlohmann::json());
+      started = true;
+    }
+    out.finished = false;
+  } else if (event == "end") {
+    out.finished = true;
+  } else if (event == "result") {
+    auto r = case_result_from_json(e.value("result", nlohmann::json()));
+    if (!r) return false;
+    const std::string key = cell_key(*r);
+    results.insert_or_assign(key, std::move(*r));
+  } else if (event == "worker") {
+    auto w = worker_info_from_json(e.value("worker", nlohmann::json()));
+    if (!w) return false;
+    const std::string key = cell_key(w->device, w->probe, w->variant, "");
+    workers.insert_or_assign(key, std::move(*w));
+  } else if (event == "finding") {
+    auto f = finding_from_json(e.value("finding", nlohmann::json()));
+    if (!f) return false;
+    const auto same = [&](const Finding& g) {
+      return g.id == f->id && g.device == f->device && g.message == f->message;
+    };
+    if (std::none_of(out.findings.begin(), out.findings.end(), same))
+      out.findings.push_back(std::move(*f));
+  }
+  return true; // begin, outcome, run, ...: read for the timeline, not needed here
+}
+
+} // namespace
+
+Expected<JournalContents> read_journal(const std::string& path) {
+  std::error_code ec;
+  const std::string file = std::filesystem::is_directory(path, ec)
+                               ? (std::filesystem::path(path) / "journal.jsonl").string()
+                               : path;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return make_error(fmt::format("{}: cannot read: {}", file, std::strerror(errno)));
+  JournalContents out;
+  bool started = false;
+  std::map<std::string, CaseResult> results;
+  std::map<std::string, WorkerInfo> workers;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_discarded() || !apply_event(e, out, started, results, workers)) ++out.lines_ignored;
+  }
+  if (!started) return make_error(fmt::format("{}: not an sdpa-doctor journal (no start event)", file));
+  for (auto& [key, r] : results) out.results.push_back(std::move(r));
+  for (auto& [key, w] : workers) out.workers.push_back(std::move(w));
+  sort_by_plan(out.plan, out.results);
+  return out;
 }
 
 } // namespace sdpa_doctor::run

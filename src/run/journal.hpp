@@ -70,6 +70,11 @@ private:
   std::thread m_ticker;
 };
 
+// One cell of the matrix, as a map key: target, probe, variant and case.
+std::string cell_key(const std::string& target, Probe probe, const std::string& variant,
+                     const std::string& case_id);
+std::string cell_key(const CaseResult& r);
+
 // Which worker a journal line is about.
 struct RunContext {
   std::string target;
@@ -85,6 +90,8 @@ public:
   void on_outcome(const isolate::CaseOutcome& outcome) override;
   // A case decided before any worker ran it (skipped, or its probe is unavailable).
   void on_unrun(const CaseResult& r);
+  // The cell's final result, whole: what `report JOURNAL` and `check --resume` read back.
+  void on_result(const CaseResult& r);
 
 private:
   nlohmann::json base(const char* event, const std::string& case_id) const;

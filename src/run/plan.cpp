@@ -2,8 +2,10 @@
 
 #include "probes/probes.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
 #include <set>
 
 namespace sdpa_doctor::run {
@@ -53,6 +55,52 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
     for (Probe probe : request.probes)
       for (const Variant& v : probes::plan_variants(probe, target))
         if (selected(v, request.variant_filter)) plan.runs.push_back({target, probe, v});
+  return plan;
+}
+
+// Results in plan order (run, then case), whatever order the batches produced them in.
+void sort_by_plan(const Plan& plan, std::vector<CaseResult>& results) {
+  std::map<std::string, size_t> run_order, case_order;
+  for (size_t i = 0; i < plan.runs.size(); ++i)
+    run_order.try_emplace(plan.runs[i].target + "|" + std::string(to_string(plan.runs[i].probe)) +
+                              "|" + plan.runs[i].variant.name(),
+                          i);
+  for (size_t i = 0; i < plan.cases.size(); ++i) case_order.try_emplace(plan.cases[i].id(), i);
+  const auto key = [&](const CaseResult& r) {
+    const std::string run = r.device + "|" + std::string(to_string(r.probe)) + "|" + r.variant;
+    return std::pair{run_order[run], case_order[r.case_id]};
+  };
+  std::stable_sort(results.begin(), results.end(),
+                   [&](const CaseResult& a, const CaseResult& b) { return key(a) < key(b); });
+}
+
+nlohmann::json to_json(const Plan& plan) {
+  nlohmann::json runs = nlohmann::json::array(), cases = nlohmann::json::array();
+  for (const PlannedRun& r : plan.runs)
+    runs.push_back({{"target", r.target}, {"probe", to_string(r.probe)}, {"variant", r.variant.name()}});
+  for (const Case& c : plan.cases) cases.push_back(to_json(c));
+  return {{"targets", plan.targets}, {"runs", runs}, {"cases", cases}};
+}
+
+Expected<Plan> plan_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) return make_error("the plan is not a JSON object");
+  Plan plan;
+  try {
+    plan.targets = j.at("targets").get<std::vector<std::string>>();
+    for (const auto& r : j.at("runs")) {
+      auto probe = probe_from_string(r.at("probe").get<std::string>());
+      auto variant = parse_variant(r.at("variant").get<std::string>());
+      if (!probe || !variant) return make_error("the plan names an unknown probe or variant");
+      plan.runs.push_back({r.at("target").get<std::string>(), *probe, *variant});
+    }
+    for (const auto& c : j.at("cases")) {
+      auto parsed = case_from_json(c);
+      if (!parsed) return make_error("the plan holds a bad case: " + parsed.error().message);
+      plan.cases.push_back(*parsed);
+    }
+  } catch (const nlohmann::json::exception&) {
+    return make_error("the plan lacks its targets, runs or cases");
+  }
   return plan;
 }
 

@@ -12,6 +12,8 @@
 #include "core/variant.hpp"
 #include "probes/tolerance.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -50,6 +52,13 @@ std::vector<std::string> unknown_variants(const std::vector<std::string>& filter
 
 // Builds the plan; cases are de-duplicated by id keeping the first.
 Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory);
+
+// Results in plan order (run, then case), whatever order they were produced in.
+void sort_by_plan(const Plan& plan, std::vector<CaseResult>& results);
+
+// The plan as the journal keeps it, and back.
+nlohmann::json to_json(const Plan& plan);
+Expected<Plan> plan_from_json(const nlohmann::json& j);
 
 // ---- what the execution needs from the machine ------------------------------------------------
 
@@ -109,6 +118,12 @@ struct ExecuteOptions {
   ProgressMode progress = ProgressMode::none;
   std::chrono::milliseconds progress_interval{10'000}; // between log lines (ProgressMode::log)
   const std::atomic<bool>* interrupted = nullptr;
+  // Recorded in the journal's `start` event as it is, for whoever rebuilds the report from the
+  // journal (the caller's options and report header; the run never reads it).
+  nlohmann::json journal_header;
+  // Cells an earlier run of this plan measured (`check --resume`): not run again, and returned
+  // in `results` as they were. Only cells that ended (is_measured) belong here.
+  std::vector<CaseResult> finished;
 };
 
 struct ExecuteResult {
@@ -124,5 +139,28 @@ struct ExecuteResult {
 // Runs every planned (run, case) pair; every one ends in `results` with exactly one status.
 ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
                            const ExecuteOptions& options);
+
+// ---- the journal, read back -----------------------------------------------------------------
+
+// What a run's journal holds: enough to rebuild its report after the doctor was killed, and to
+// resume it. A journal appended to by `check --resume` holds both runs: the last word on each
+// cell wins.
+struct JournalContents {
+  nlohmann::json header;           // the first start's ExecuteOptions::journal_header
+  Plan plan;                       // the first start's plan
+  std::vector<CaseResult> results; // the last result of each cell, in plan order
+  std::vector<WorkerInfo> workers; // the last word on each (device, probe, variant)
+  std::vector<Finding> findings;   // the run's own (wedged devices, workers that cannot start)
+  bool finished = false;           // the last start reached its end
+  size_t lines_ignored = 0;        // torn or foreign lines (a kill mid-write leaves one)
+};
+
+// `path`: a journal.jsonl, or the run directory that holds one. A file that is not a journal, or
+// one without a start event, is an error naming it.
+Expected<JournalContents> read_journal(const std::string& path);
+
+// A result that ended: anything but a cell the run was interrupted before. Resuming re-runs the
+// others.
+bool is_measured(const CaseResult& result);
 
 } // namespace sdpa_doctor::run

@@ -1,0 +1,389 @@
+#include "core/model_json.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace sdpa_doctor {
+
+using nlohmann::json;
+
+namespace {
+
+// ---- writing --------------------------------------------------------------------------------
+
+// A finite double as a number; a non-finite one as null with its key listed in the object's
+// "nonfinite_fields"; nothing when absent.
+void put_number(json& o, const std::string& key, const std::optional<double>& value) {
+  if (!value) return;
+  if (std::isfinite(*value)) {
+    o[key] = *value;
+    return;
+  }
+  o[key] = nullptr;
+  o["nonfinite_fields"].push_back(key);
+}
+
+template <typename T> json optional_value(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+json string_or_null(const std::string& value) { return value.empty() ? json(nullptr) : json(value); }
+
+json metrics_json(const Metrics& m) {
+  json j = json::object();
+  put_number(j, "max_abs_err", m.max_abs_err);
+  put_number(j, "rel_l2_err", m.rel_l2_err);
+  put_number(j, "frac_outside_tol", m.frac_outside_tol);
+  j["nan_count"] = m.nan_count;
+  j["inf_count"] = m.inf_count;
+  put_number(j, "time_ms", m.time_ms);
+  put_number(j, "time_min_ms", m.time_min_ms);
+  j["timed_runs"] = m.timed_runs;
+  put_number(j, "tflops", m.tflops);
+  return j;
+}
+
+json gfx_json(const GfxTruth& g) {
+  return {{"physical", g.physical},       {"effective", g.effective},
+          {"override_env", g.override_env}, {"compiled_for", g.compiled_for},
+          {"aotriton_images", g.aotriton_images}, {"ck_sdpa", g.ck_sdpa},
+          {"source", g.source},           {"verdict", g.verdict},
+          {"detail", g.detail},           {"remedy", g.remedy}};
+}
+
+json device_json(const Device& d) {
+  json sources = json::object();
+  for (const auto& [field, by_source] : d.sources) sources[field] = by_source;
+  json out = {
+      {"index", d.index >= 0 ? json(d.index) : json(nullptr)},
+      {"name", string_or_null(d.name)},
+      {"gfx_target", string_or_null(d.gfx_target)},
+      {"gfx_arch_name", string_or_null(d.gfx_arch_name)},
+      {"family", string_or_null(d.family)},
+      {"marketing_names", d.marketing_names},
+      {"matrix_instructions", string_or_null(d.matrix_instructions)},
+      {"wave_size", optional_value(d.wave_size)},
+      {"compute_units", optional_value(d.compute_units)},
+      {"simd_count", optional_value(d.simd_count)},
+      {"vram_total_bytes", optional_value(d.vram_total_bytes)},
+      {"vram_used_bytes", optional_value(d.vram_used_bytes)},
+      {"lds_per_block_bytes", optional_value(d.lds_per_block_bytes)},
+      {"lds_per_cu_bytes", optional_value(d.lds_per_cu_bytes)},
+      {"pci_bdf", string_or_null(d.pci_bdf)},
+      {"driver_version", string_or_null(d.driver_version)},
+      {"vbios", string_or_null(d.vbios)},
+      {"temperature_c", optional_value(d.temperature_c)},
+      {"power_w", optional_value(d.power_w)},
+      {"kfd_node", string_or_null(d.kfd_node)},
+      {"render_node", string_or_null(d.render_node)},
+      {"integrated", d.integrated},
+      {"sources", sources},
+  };
+  if (d.gfx) out["gfx"] = gfx_json(*d.gfx);
+  return out;
+}
+
+// ---- reading: lenient about what is absent, strict about what is there ----------------------
+
+std::string text(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+template <typename T> T number(const json& o, const char* key, T fallback = T{}) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_number() ? it->get<T>() : fallback;
+}
+
+template <typename T> std::optional<T> optional_number(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_number()) return std::nullopt;
+  return it->get<T>();
+}
+
+bool flag(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::vector<std::string> strings(const json& o, const char* key) {
+  std::vector<std::string> out;
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_array()) return out;
+  for (const json& s : *it)
+    if (s.is_string()) out.push_back(s.get<std::string>());
+  return out;
+}
+
+std::map<std::string, std::string> string_map(const json& o, const char* key) {
+  std::map<std::string, std::string> out;
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_object()) return out;
+  for (auto e = it->begin(); e != it->end(); ++e)
+    if (e->is_string()) out[e.key()] = e->get<std::string>();
+  return out;
+}
+
+// The inverse of put_number: a null listed in "nonfinite_fields" is NaN (which non-finite value
+// it was is not kept; every reader only asks whether it is finite).
+std::optional<double> read_number(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end()) return std::nullopt;
+  if (it->is_number()) return it->get<double>();
+  if (it->is_null())
+    for (const std::string& k : strings(o, "nonfinite_fields"))
+      if (k == key) return std::numeric_limits<double>::quiet_NaN();
+  return std::nullopt;
+}
+
+Metrics metrics_from_json(const json& j) {
+  Metrics m;
+  if (!j.is_object()) return m;
+  m.max_abs_err = read_number(j, "max_abs_err");
+  m.rel_l2_err = read_number(j, "rel_l2_err");
+  m.frac_outside_tol = read_number(j, "frac_outside_tol");
+  m.nan_count = number<int64_t>(j, "nan_count");
+  m.inf_count = number<int64_t>(j, "inf_count");
+  m.time_ms = read_number(j, "time_ms");
+  m.time_min_ms = read_number(j, "time_min_ms");
+  m.timed_runs = number<int>(j, "timed_runs");
+  m.tflops = read_number(j, "tflops");
+  return m;
+}
+
+GfxTruth gfx_from_json(const json& j) {
+  GfxTruth g;
+  g.physical = text(j, "physical");
+  g.effective = text(j, "effective");
+  g.override_env = text(j, "override_env");
+  g.compiled_for = strings(j, "compiled_for");
+  g.aotriton_images = strings(j, "aotriton_images");
+  g.ck_sdpa = text(j, "ck_sdpa");
+  g.source = text(j, "source");
+  g.verdict = text(j, "verdict");
+  g.detail = text(j, "detail");
+  g.remedy = text(j, "remedy");
+  return g;
+}
+
+Device device_from_json(const json& j) {
+  Device d;
+  d.index = number<int>(j, "index", -1);
+  d.name = text(j, "name");
+  d.gfx_target = text(j, "gfx_target");
+  d.gfx_arch_name = text(j, "gfx_arch_name");
+  d.family = text(j, "family");
+  d.marketing_names = strings(j, "marketing_names");
+  d.matrix_instructions = text(j, "matrix_instructions");
+  d.wave_size = optional_number<int>(j, "wave_size");
+  d.compute_units = optional_number<int>(j, "compute_units");
+  d.simd_count = optional_number<int>(j, "simd_count");
+  d.vram_total_bytes = optional_number<int64_t>(j, "vram_total_bytes");
+  d.vram_used_bytes = optional_number<int64_t>(j, "vram_used_bytes");
+  d.lds_per_block_bytes = optional_number<int64_t>(j, "lds_per_block_bytes");
+  d.lds_per_cu_bytes = optional_number<int64_t>(j, "lds_per_cu_bytes");
+  d.pci_bdf = text(j, "pci_bdf");
+  d.driver_version = text(j, "driver_version");
+  d.vbios = text(j, "vbios");
+  d.temperature_c = optional_number<double>(j, "temperature_c");
+  d.power_w = optional_number<double>(j, "power_w");
+  d.kfd_node = text(j, "kfd_node");
+  d.render_node = text(j, "render_node");
+  d.integrated = flag(j, "integrated");
+  if (auto s = j.find("sources"); s != j.end() && s->is_object())
+    for (auto field = s->begin(); field != s->end(); ++field) d.sources[field.key()] = string_map(*s, field.key().c_str());
+  if (auto g = j.find("gfx"); g != j.end() && g->is_object()) d.gfx = gfx_from_json(*g);
+  return d;
+}
+
+} // namespace
+
+std::optional<Severity> severity_from_string(std::string_view s) {
+  for (Severity v : {Severity::ok, Severity::warning, Severity::problem})
+    if (to_string(v) == s) return v;
+  return std::nullopt;
+}
+
+json to_json(const CaseResult& r) {
+  json j{{"case_id", r.case_id},
+         {"case", to_json(r.kase)},
+         {"device", r.device},
+         {"probe", std::string(to_string(r.probe))},
+         {"variant", r.variant},
+         {"status", std::string(to_string(r.status))},
+         {"reason", r.reason},
+         {"metrics", metrics_json(r.metrics)},
+         {"backend_chosen", r.backend_chosen},
+         {"warnings", r.warnings},
+         {"signatures", r.signatures},
+         {"stderr_tail", r.stderr_tail},
+         {"attempt", r.attempt},
+         {"wall_ms", r.wall_ms}};
+  json tol = json::object();
+  put_number(tol, "atol", r.tolerance.atol);
+  put_number(tol, "rtol", r.tolerance.rtol);
+  j["tolerance"] = tol;
+  if (!r.canary.empty()) j["canary"] = r.canary;
+  if (r.process_end) {
+    const ProcessEnd& e = *r.process_end;
+    json pe{{"core_dumped", e.core_dumped}, {"killed_by_doctor", e.killed_by_doctor}};
+    pe["exit_code"] = optional_value(e.exit_code);
+    pe["signal"] = optional_value(e.signal);
+    pe["signal_name"] = e.signal_name;
+    j["process_end"] = pe;
+  } else {
+    j["process_end"] = nullptr;
+  }
+  return j;
+}
+
+Expected<CaseResult> case_result_from_json(const json& j) {
+  if (!j.is_object()) return make_error("a result must be a JSON object");
+  CaseResult r;
+  r.case_id = text(j, "case_id");
+  auto kase = j.find("case");
+  if (kase == j.end()) return make_error(fmt::format("result {} has no case", r.case_id));
+  auto c = case_from_json(*kase);
+  if (!c) return make_error(fmt::format("result {}: {}", r.case_id, c.error().message));
+  r.kase = *c;
+  if (r.case_id.empty()) r.case_id = r.kase.id();
+  r.device = text(j, "device");
+  const std::string probe = text(j, "probe");
+  auto p = probe_from_string(probe);
+  if (!p) return make_error(fmt::format("result {} has an unknown probe '{}'", r.case_id, probe));
+  r.probe = *p;
+  r.variant = text(j, "variant");
+  const std::string status = text(j, "status");
+  auto s = status_from_string(status);
+  if (!s) return make_error(fmt::format("result {} has an unknown status '{}'", r.case_id, status));
+  r.status = *s;
+  if (r.device.empty() || r.variant.empty())
+    return make_error(fmt::format("result {} names no device or variant", r.case_id));
+  r.reason = text(j, "reason");
+  if (auto m = j.find("metrics"); m != j.end()) r.metrics = metrics_from_json(*m);
+  if (auto t = j.find("tolerance"); t != j.end() && t->is_object()) {
+    r.tolerance.atol = read_number(*t, "atol").value_or(0);
+    r.tolerance.rtol = read_number(*t, "rtol").value_or(0);
+  }
+  r.backend_chosen = text(j, "backend_chosen");
+  r.warnings = strings(j, "warnings");
+  r.signatures = strings(j, "signatures");
+  r.stderr_tail = text(j, "stderr_tail");
+  r.attempt = number<int>(j, "attempt");
+  r.wall_ms = number<double>(j, "wall_ms");
+  r.canary = text(j, "canary");
+  if (auto pe = j.find("process_end"); pe != j.end() && pe->is_object()) {
+    ProcessEnd e;
+    e.exit_code = optional_number<int>(*pe, "exit_code");
+    e.signal = optional_number<int>(*pe, "signal");
+    e.signal_name = text(*pe, "signal_name");
+    e.core_dumped = flag(*pe, "core_dumped");
+    e.killed_by_doctor = flag(*pe, "killed_by_doctor");
+    r.process_end = e;
+  }
+  return r;
+}
+
+json to_json(const WorkerInfo& w) {
+  return {{"device", w.device},     {"probe", std::string(to_string(w.probe))},
+          {"variant", w.variant},   {"versions", w.versions},
+          {"facts", w.facts},       {"restarts", w.restarts},
+          {"available", w.available}};
+}
+
+Expected<WorkerInfo> worker_info_from_json(const json& j) {
+  if (!j.is_object()) return make_error("a worker must be a JSON object");
+  WorkerInfo w;
+  w.device = text(j, "device");
+  const std::string probe = text(j, "probe");
+  auto p = probe_from_string(probe);
+  if (!p) return make_error(fmt::format("worker has an unknown probe '{}'", probe));
+  w.probe = *p;
+  w.variant = text(j, "variant");
+  w.versions = string_map(j, "versions");
+  w.facts = string_map(j, "facts");
+  w.restarts = number<int>(j, "restarts");
+  w.available = text(j, "available");
+  return w;
+}
+
+json to_json(const Finding& f) {
+  return {{"id", f.id},
+          {"severity", std::string(to_string(f.severity))},
+          {"message", f.message},
+          {"remedy", f.remedy},
+          {"device", f.device},
+          {"case_ids", f.case_ids}};
+}
+
+Expected<Finding> finding_from_json(const json& j) {
+  if (!j.is_object()) return make_error("a finding must be a JSON object");
+  Finding f;
+  f.id = text(j, "id");
+  const std::string severity = text(j, "severity");
+  auto s = severity_from_string(severity);
+  if (f.id.empty() || !s)
+    return make_error(fmt::format("finding '{}' has no id or an unknown severity '{}'", f.id, severity));
+  f.severity = *s;
+  f.message = text(j, "message");
+  f.remedy = text(j, "remedy");
+  f.device = text(j, "device");
+  f.case_ids = strings(j, "case_ids");
+  return f;
+}
+
+json to_json(const DeviceInventory& inventory) {
+  json devices = json::array();
+  for (const Device& d : inventory.devices) devices.push_back(device_json(d));
+  json findings = json::array();
+  for (const Finding& f : inventory.findings) findings.push_back(to_json(f));
+  return {{"gpu_found", !inventory.devices.empty()},
+          {"no_gpu_reason", string_or_null(inventory.no_gpu_reason)},
+          {"devices", devices},
+          {"runtime", inventory.runtime},
+          {"sources_status", inventory.sources_status},
+          {"findings", findings}};
+}
+
+Expected<DeviceInventory> inventory_from_json(const json& j) {
+  if (!j.is_object()) return make_error("an inventory must be a JSON object");
+  DeviceInventory inv;
+  if (auto devs = j.find("devices"); devs != j.end() && devs->is_array())
+    for (const json& d : *devs)
+      if (d.is_object()) inv.devices.push_back(device_from_json(d));
+  inv.runtime = string_map(j, "runtime");
+  inv.sources_status = string_map(j, "sources_status");
+  inv.no_gpu_reason = text(j, "no_gpu_reason");
+  if (auto fs = j.find("findings"); fs != j.end() && fs->is_array())
+    for (const json& f : *fs) {
+      auto finding = finding_from_json(f);
+      if (!finding) return finding.error();
+      inv.findings.push_back(std::move(*finding));
+    }
+  return inv;
+}
+
+json to_json(const Timings& t) {
+  json j = json::object();
+  put_number(j, "total_ms", t.total_ms);
+  put_number(j, "enumerate_ms", t.enumerate_ms);
+  put_number(j, "oracle_ms", t.oracle_ms);
+  put_number(j, "probes_ms", t.probes_ms);
+  put_number(j, "report_ms", t.report_ms);
+  return j;
+}
+
+Timings timings_from_json(const json& j) {
+  Timings t;
+  if (!j.is_object()) return t;
+  t.total_ms = read_number(j, "total_ms").value_or(0);
+  t.enumerate_ms = read_number(j, "enumerate_ms").value_or(0);
+  t.oracle_ms = read_number(j, "oracle_ms").value_or(0);
+  t.probes_ms = read_number(j, "probes_ms").value_or(0);
+  t.report_ms = read_number(j, "report_ms").value_or(0);
+  return t;
+}
+
+} // namespace sdpa_doctor

@@ -1,0 +1,32 @@
+// core/model_json: the measured parts of the model as JSON and back. One form for the report's
+// JSON (report/json.cpp writes it), the run's journal (each result the moment it is known) and
+// the readers that rebuild a Report from either (`report JOURNAL`, `check --resume`).
+// A non-finite number is written as null with its key in the object's "nonfinite_fields", and
+// read back as the NaN or infinity it was only when that list says so.
+#pragma once
+
+#include "core/expected.hpp"
+#include "core/model.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace sdpa_doctor {
+
+nlohmann::json to_json(const CaseResult& result);
+Expected<CaseResult> case_result_from_json(const nlohmann::json& j);
+
+nlohmann::json to_json(const WorkerInfo& worker);
+Expected<WorkerInfo> worker_info_from_json(const nlohmann::json& j);
+
+nlohmann::json to_json(const Finding& finding);
+Expected<Finding> finding_from_json(const nlohmann::json& j);
+
+nlohmann::json to_json(const DeviceInventory& inventory);
+Expected<DeviceInventory> inventory_from_json(const nlohmann::json& j);
+
+nlohmann::json to_json(const Timings& timings);
+Timings timings_from_json(const nlohmann::json& j);
+
+std::optional<Severity> severity_from_string(std::string_view text);
+
+} // namespace sdpa_doctor

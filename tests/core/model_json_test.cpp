@@ -1,0 +1,79 @@
+// The model's JSON form read back: what the journal and the report keep is what was measured.
+#include "core/model_json.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace sdpa_doctor;
+
+namespace {
+
+TEST(ModelJson, ACaseResultComesBackAsItWasWritten) {
+  CaseResult r;
+  r.kase = *parse_case_spec("dtype=bf16,b=2,h=8,hkv=2,l=128,d=64,causal");
+  r.case_id = r.kase.id();
+  r.device = "cuda:1";
+  r.probe = Probe::python;
+  r.variant = "flash[aotriton,experimental]";
+  r.status = Status::crash;
+  r.reason = "SIGABRT";
+  r.metrics.max_abs_err = std::numeric_limits<double>::infinity();
+  r.metrics.time_ms = 1.5;
+  r.metrics.timed_runs = 3;
+  r.metrics.nan_count = 7;
+  r.tolerance = {0.02, 0.03};
+  r.warnings = {"w"};
+  r.signatures = {"ck-assert"};
+  r.stderr_tail = "Assertion failed";
+  r.attempt = 2;
+  r.wall_ms = 12.5;
+  r.canary = "failed: hipErrorIllegalAddress";
+  r.process_end = ProcessEnd{std::nullopt, 6, "SIGABRT", true, false};
+  auto back = case_result_from_json(to_json(r));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(to_json(*back), to_json(r));
+  EXPECT_TRUE(std::isnan(*back->metrics.max_abs_err)); // non-finite stays non-finite
+  EXPECT_EQ(back->kase.id(), r.kase.id());
+  EXPECT_EQ(back->process_end->signal, 6);
+  EXPECT_FALSE(back->process_end->exit_code);
+}
+
+TEST(ModelJson, WorkersFindingsAndInventoryComeBack) {
+  WorkerInfo w{"cpu", Probe::torch, "math", {{"torch", "2.13.0"}}, {{"threads", "2"}}, 1, ""};
+  auto wb = worker_info_from_json(to_json(w));
+  ASSERT_TRUE(wb);
+  EXPECT_EQ(to_json(*wb), to_json(w));
+  Finding f{"device-wedged", Severity::problem, "m", "r", {"a", "b"}, "cuda:0"};
+  auto fb = finding_from_json(to_json(f));
+  ASSERT_TRUE(fb);
+  EXPECT_EQ(to_json(*fb), to_json(f));
+  DeviceInventory inv;
+  Device d;
+  d.index = 0;
+  d.gfx_target = "gfx1201";
+  d.vram_total_bytes = int64_t{16} << 30;
+  d.sources["gfx_target"] = {{"hip", "gfx1201"}, {"sysfs", "gfx1201"}};
+  d.gfx = GfxTruth{};
+  d.gfx->verdict = "native";
+  inv.devices.push_back(d);
+  inv.runtime["hip_runtime_version"] = "6.4";
+  inv.findings.push_back(f);
+  auto ib = inventory_from_json(to_json(inv));
+  ASSERT_TRUE(ib);
+  EXPECT_EQ(to_json(*ib), to_json(inv));
+}
+
+TEST(ModelJson, WhatIsNotAResultSaysWhy) {
+  EXPECT_FALSE(case_result_from_json(nlohmann::json::array()));
+  EXPECT_FALSE(case_result_from_json({{"case_id", "x"}}));
+  auto bad_status = to_json(CaseResult{});
+  bad_status["status"] = "exploded";
+  auto r = case_result_from_json(bad_status);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("exploded"), std::string::npos);
+  EXPECT_FALSE(finding_from_json({{"id", "x"}, {"severity", "fatal"}}));
+}
+
+} // namespace

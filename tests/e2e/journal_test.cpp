@@ -1,0 +1,173 @@
+// A check killed with SIGKILL mid-run, through the real binary: `report JOURNAL` rebuilds its
+// reports from the journal with every planned cell in them, and `check --resume RUN-DIR` runs
+// exactly the cells the journal lacks, then reports the whole run.
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using nlohmann::json;
+using namespace sdpa_test;
+
+namespace {
+
+const std::vector<std::string> k_cases = {"--case", "dtype=fp32,b=1,h=2,l=64,d=32", "--case",
+                                          "dtype=fp32,b=1,h=2,l=128,d=32", "--case",
+                                          "dtype=bf16,b=1,h=2,l=64,d=32"};
+constexpr int k_cells = 3 * 2; // math and flash
+
+std::vector<json> journal_events(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const json e = json::parse(line, nullptr, false);
+    if (!e.is_discarded()) out.push_back(e);
+  }
+  return out;
+}
+
+// `begin` events after the `n`-th `start` (0-based).
+int begins_after_start(const std::vector<json>& events, int n) {
+  int starts = -1, begins = 0;
+  for (const json& e : events) {
+    if (e.value("event", "") == "start") ++starts;
+    else if (e.value("event", "") == "begin" && starts == n) ++begins;
+  }
+  return begins;
+}
+
+// Runs a check whose flash cells hang, and SIGKILLs the doctor once the first of them began:
+// the journal then holds what finished and nothing says the run ended.
+void killed_check(const TempDir& dir) {
+  // The LibTorch worker honours the fault switch; the reference kernels, the witness, never do.
+  std::vector<std::string> argv = {doctor(), "check", "-q", "--probe", "libtorch", "--variant",
+                                   "math,flash", "--json", dir.file("never.json"), "--run-dir",
+                                   dir.file("run")};
+  argv.insert(argv.end(), k_cases.begin(), k_cases.end());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv("SDPA_DOCTOR_TEST_FAULT", "variant=flash,case=*,action=hang", 1);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  const std::string journal = dir.file("run/journal.jsonl");
+  bool hanging = false;
+  for (int i = 0; i < 600 && !hanging; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const json& e : journal_events(journal))
+      if (e.value("event", "") == "begin" && e.value("variant", "") == "flash") hanging = true;
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(hanging) << "no flash cell began within 30 s";
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_FALSE(std::filesystem::exists(dir.file("never.json")));
+}
+
+#ifdef SDPA_TEST_HAVE_TORCH_WORKER
+constexpr bool k_torch_worker = true;
+#else
+constexpr bool k_torch_worker = false;
+#endif
+
+TEST(ReportJournal, AKilledRunGetsEveryPlannedCellAndExit130) {
+  if (!k_torch_worker) GTEST_SKIP() << "the libtorch worker is not built";
+  TempDir dir;
+  killed_check(dir);
+  const auto run = run_binary({doctor(), "report", dir.file("run"), "--json", dir.file("r.json"),
+                               "--markdown", dir.file("r.md"), "--junit", dir.file("r.xml")});
+  EXPECT_EQ(run.exit_code, 130) << run.err;
+  const json report = json::parse(read_file(dir.file("r.json")));
+  ASSERT_EQ(report.at("results").size(), size_t(k_cells));
+  EXPECT_TRUE(report.at("interrupted").get<bool>());
+  int passed = 0, not_measured = 0;
+  for (const json& r : report.at("results")) {
+    if (r.at("variant") == "math") {
+      EXPECT_EQ(r.at("status"), "pass") << r.dump(); // measured before the kill, as it was
+      EXPECT_GT(r.at("metrics").at("timed_runs").get<int>(), 0);
+      ++passed;
+    } else {
+      EXPECT_EQ(r.at("status"), "skipped") << r.dump();
+      EXPECT_NE(r.at("reason").get<std::string>().find("not measured"), std::string::npos);
+      ++not_measured;
+    }
+  }
+  EXPECT_EQ(passed, 3);
+  EXPECT_EQ(not_measured, 3);
+  EXPECT_NE(run.out.find("--resume"), std::string::npos) << run.out;
+  EXPECT_NE(read_file(dir.file("r.xml")).find("<testsuite"), std::string::npos);
+  EXPECT_NE(read_file(dir.file("r.md")).find("math"), std::string::npos);
+  EXPECT_FALSE(report.at("inventory").is_null()); // the header the run started with
+}
+
+TEST(ResumeCheck, RunsOnlyTheCellsTheJournalLacks) {
+  if (!k_torch_worker) GTEST_SKIP() << "the libtorch worker is not built";
+  TempDir dir;
+  killed_check(dir);
+  const std::string journal = dir.file("run/journal.jsonl");
+  const int begun_before = begins_after_start(journal_events(journal), 0);
+  const auto run = run_binary({doctor(), "check", "-q", "--resume", dir.file("run"), "--json",
+                               dir.file("r.json")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const json report = json::parse(read_file(dir.file("r.json")));
+  ASSERT_EQ(report.at("results").size(), size_t(k_cells));
+  for (const json& r : report.at("results")) EXPECT_EQ(r.at("status"), "pass") << r.dump();
+  // The hung cell began and never ended: it and the two after it are the three that ran again.
+  EXPECT_EQ(begun_before, 4);
+  EXPECT_EQ(begins_after_start(journal_events(journal), 1), 3);
+  // The journal now holds the whole run: the rebuilt report agrees and passes.
+  const auto rebuilt = run_binary({doctor(), "report", journal, "--json", dir.file("again.json")});
+  EXPECT_EQ(rebuilt.exit_code, 0) << rebuilt.err;
+  const json again = json::parse(read_file(dir.file("again.json")));
+  EXPECT_EQ(again.at("summary").at("by_status").at("pass"), k_cells);
+}
+
+TEST(ResumeCheck, PlanOptionsCannotComeWithIt) {
+  TempDir dir;
+  const auto run = run_binary({doctor(), "check", "--resume", dir.path(), "--case",
+                               "dtype=fp32,b=1,h=1,l=8,d=8"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--case cannot come with it"), std::string::npos) << run.err;
+  EXPECT_EQ(line_count(run.err), 1) << run.err;
+}
+
+TEST(ResumeCheck, ADirectoryWithoutAJournalIsAUsageError) {
+  TempDir dir;
+  const auto run = run_binary({doctor(), "check", "--resume", dir.path()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("journal.jsonl"), std::string::npos) << run.err;
+  EXPECT_EQ(line_count(run.err), 1) << run.err;
+}
+
+TEST(ReportJournal, BadInputsAreOneLineAndExit2) {
+  TempDir dir;
+  write_file(dir.file("other.jsonl"), "{\"event\":\"begin\"}\nnot json\n");
+  write_file(dir.file("empty.jsonl"), "");
+  for (const std::string& path :
+       {dir.file("missing.jsonl"), dir.file("other.jsonl"), dir.file("empty.jsonl"), dir.path()}) {
+    const auto run = run_binary({doctor(), "report", path});
+    EXPECT_EQ(run.exit_code, 2) << path << ": " << run.err;
+    EXPECT_EQ(line_count(run.err), 1) << path << ": " << run.err;
+  }
+  const auto none = run_binary({doctor(), "report"});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+}
+
+} // namespace
