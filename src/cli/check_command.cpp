@@ -9,6 +9,7 @@
 #include "probes/probes.hpp"
 #include "report/report.hpp"
 #include "run/run.hpp"
+#include "run/shrink.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -65,6 +66,8 @@ struct CheckOptions {
   std::string oracle_cache; // empty: the default directory
   double oracle_cache_gib = 2;
   bool no_oracle_cache = false;
+  bool shrink = true;             // --shrink / --no-shrink: shrink every failure found
+  std::string shrink_budget = "24,60s"; // per failing (device, variant)
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
@@ -328,6 +331,7 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
       throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
   if (o.repeat < 1 || o.repeat > probes::k_max_repeat || o.warmup < 1)
     throw Fatal{"--repeat must be in 1..1000 and --warmup at least 1"};
+  if (auto b = run::parse_shrink_budget(o.shrink_budget); !b) throw Fatal{b.error().message};
   check_writable(global.json_path, "--json");
   check_writable(global.markdown_path, "--markdown");
   check_writable(global.junit_path, "--junit");
@@ -437,6 +441,15 @@ void take_results(Report& report, run::ExecuteResult& executed) {
     }
 }
 
+// The boundary and the smallest case of every failure; nothing runs when nothing failed.
+std::vector<Shrink> shrink_step(const CheckOptions& o, const Report& report,
+                                const run::ExecuteOptions& exec) {
+  auto budget = run::parse_shrink_budget(o.shrink_budget);
+  if (!budget) throw Fatal{budget.error().message};
+  if (!o.shrink || g_interrupted.load()) return {};
+  return run::shrink_failures(report.results, report.inventory, exec, *budget);
+}
+
 // Advice, findings and the exit code of a finished (or interrupted) run.
 void advise_and_decide(Report& report, const CheckInputs& in, const CheckOptions& o,
                        const run::ExecuteOptions& exec, std::vector<Finding> run_findings) {
@@ -474,6 +487,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global) {
   spdlog::info("run directory {}", exec.run_dir);
   run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
   take_results(report, executed);
+  report.shrinks = shrink_step(o, report, exec);
 
   const auto report_start = std::chrono::steady_clock::now();
   advise_and_decide(report, in, o, exec, std::move(executed.findings));
@@ -604,6 +618,14 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--warmup", o.warmup, "Untimed runs per case, the first one checked")
       ->default_str("1");
   add_speed_options(sub, o);
+  sub.add_flag("--shrink,!--no-shrink", o.shrink,
+               "Search each failure's boundary over the case dimensions and its smallest failing "
+               "case (default on; costs nothing when nothing fails)");
+  sub.add_option("--shrink-budget", o.shrink_budget,
+                 "Cases and seconds the shrinking may spend per failing variant and device: "
+                 "CASES, SECONDSs or CASES,SECONDSs")
+      ->type_name("CASES[,SECONDSs]")
+      ->default_str("24,60s");
 }
 
 } // namespace
