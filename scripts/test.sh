@@ -5,7 +5,7 @@
 #   3. the asan preset (AddressSanitizer + UBSan + LeakSanitizer), every CTest label;
 #   4. each libFuzzer target for a bounded time (scripts/fuzz.sh); any finding fails.
 # Knobs: SDPA_DOCTOR_TEST_ASAN=0 skips stage 3; SDPA_DOCTOR_TEST_FUZZ=SECONDS per target
-# (default 60, 0 skips stage 4). CI=true builds stage 1 with warnings as errors.
+# (default 30, 0 skips stage 4). CI=true builds stage 1 with warnings as errors.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -14,7 +14,7 @@ say() { printf '\033[1mtest:\033[0m %s\n' "$*"; }
 preset=default
 [ "${CI:-}" = true ] && preset=ci
 asan=${SDPA_DOCTOR_TEST_ASAN:-1}
-fuzz_seconds=${SDPA_DOCTOR_TEST_FUZZ:-60}
+fuzz_seconds=${SDPA_DOCTOR_TEST_FUZZ:-30}
 [[ $fuzz_seconds =~ ^[0-9]+$ ]] || { echo "test.sh: SDPA_DOCTOR_TEST_FUZZ must be seconds" >&2; exit 2; }
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0

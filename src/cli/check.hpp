@@ -50,10 +50,12 @@ struct CheckOptions {
   std::string oracle_cache; // empty: the default directory
   double oracle_cache_gib = 2;
   bool no_oracle_cache = false;
+  bool shrink = true;             // --shrink / --no-shrink: shrink every failure found
+  std::string shrink_budget = "24,60s"; // per failing (device, variant)
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, progress_every_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, shrink, shrink_budget, progress_every_s)
 
 // Worker versions into the report's own where it lacks them, keyed by the probe that saw them
 // (torch_cpp, torch_python).

@@ -11,6 +11,7 @@
 #include "probes/probes.hpp"
 #include "report/report.hpp"
 #include "run/run.hpp"
+#include "run/shrink.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -296,6 +297,7 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
       throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
   if (o.repeat < 1 || o.repeat > probes::k_max_repeat || o.warmup < 1)
     throw Fatal{"--repeat must be in 1..1000 and --warmup at least 1"};
+  if (auto b = run::parse_shrink_budget(o.shrink_budget); !b) throw Fatal{b.error().message};
   check_writable(global.json_path, "--json");
   check_writable(global.markdown_path, "--markdown");
   check_writable(global.junit_path, "--junit");
@@ -407,6 +409,15 @@ nlohmann::json journal_header(const CheckOptions& o, const CheckInputs& in, cons
   return header;
 }
 
+// The boundary and the smallest case of every failure; nothing runs when nothing failed.
+std::vector<Shrink> shrink_step(const CheckOptions& o, const Report& report,
+                                const run::ExecuteOptions& exec) {
+  auto budget = run::parse_shrink_budget(o.shrink_budget);
+  if (!budget) throw Fatal{budget.error().message};
+  if (!o.shrink || g_interrupted.load()) return {};
+  return run::shrink_failures(report.results, report.inventory, exec, *budget);
+}
+
 // What a resumed run keeps of the one before: its workers and findings where this run did not
 // replace them (a variant measured in full then is not run again, but its facts still count).
 void keep_earlier(Report& report, std::vector<Finding>& findings, const run::JournalContents& before) {
@@ -442,6 +453,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
   run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
   take_results(report, executed);
   if (before) keep_earlier(report, executed.findings, *before);
+  report.shrinks = shrink_step(o, report, exec);
 
   const auto report_start = std::chrono::steady_clock::now();
   report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
@@ -511,7 +523,7 @@ void add_speed_options(CLI::App& sub, CheckOptions& o) {
                  "$XDG_CACHE_HOME/sdpa-doctor/oracle or ~/.cache/sdpa-doctor/oracle)")
       ->type_name("DIR");
   sub.add_option("--oracle-cache-size", o.oracle_cache_gib,
-                 "GiB the oracle cache may hold; the least recently used go first")
+                 "GiB the oracle cache may hold; when full, what earlier runs used least recently goes")
       ->type_name("GIB")
       ->check(CLI::Range(0.0, 1024.0))
       ->default_str("2");
@@ -595,6 +607,14 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--warmup", o.warmup, "Untimed runs per case, the first one checked")
       ->default_str("1");
   add_speed_options(sub, o);
+  sub.add_flag("--shrink,!--no-shrink", o.shrink,
+               "Search each failure's boundary over the case dimensions and its smallest failing "
+               "case (default on; costs nothing when nothing fails)");
+  sub.add_option("--shrink-budget", o.shrink_budget,
+                 "Cases and seconds the shrinking may spend per failing variant and device: "
+                 "CASES, SECONDSs or CASES,SECONDSs")
+      ->type_name("CASES[,SECONDSs]")
+      ->default_str("24,60s");
 }
 
 } // namespace

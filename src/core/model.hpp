@@ -169,6 +169,32 @@ struct Timings {
   double report_ms = 0;
 };
 
+// What a failure needs, from `check`'s shrinking: `axis op value`, e.g. d > 128, causal = 1,
+// dtype = bf16 (then `text` holds the dtype and value is 0).
+struct ShrinkCondition {
+  std::string axis; // b, hkv (heads, the GQA ratio kept), lq, lkv, d, causal, mask, layout, gqa, dtype
+  std::string op;   // ">" or "="
+  int64_t value = 0;
+  std::string text; // for a person: "head_dim > 128", "causal"
+  bool settled = true; // false: the budget ran out before the boundary was pinned down
+};
+
+// One failing (device, probe, variant) after shrinking: the rule, and the smallest failing case.
+struct Shrink {
+  std::string device;
+  Probe probe = Probe::torch;
+  std::string variant;
+  Status status = Status::error; // of the case that was shrunk
+  std::string original_case;     // its id
+  std::string verdict;           // "boundary", "everywhere", "flaky"
+  std::string rule;              // one line for a person
+  std::vector<ShrinkCondition> conditions; // all must hold for the failure; empty unless boundary
+  std::optional<Case> minimal;   // the smallest failing case seen; empty when flaky
+  std::vector<std::pair<std::string, Status>> tried; // every probe case id and its status, in order
+  double seconds = 0;
+  bool budget_exhausted = false;
+};
+
 struct Report {
   std::string tool_version;
   std::string git_revision;
@@ -185,6 +211,7 @@ struct Report {
   std::vector<Finding> findings;
   std::vector<Recommendation> recommendations;
   std::vector<KnownIssueMatch> known_issues;
+  std::vector<Shrink> shrinks; // empty when nothing failed or with --no-shrink
   Timings timings;
   bool interrupted = false;
   int exit_code = 0;

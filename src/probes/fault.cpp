@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <unistd.h>
 
 namespace sdpa_doctor::probes {
@@ -12,6 +13,95 @@ namespace sdpa_doctor::probes {
 bool FaultSpec::matches(std::string_view variant_name, std::string_view id) const {
   if (action == FaultAction::none) return false;
   return (variant == "*" || variant == variant_name) && (case_id == "*" || case_id == id);
+}
+
+bool FaultSpec::matches(std::string_view variant_name, std::string_view id, const Case& c) const {
+  if (!matches(variant_name, id)) return false;
+  for (const FaultCondition& w : when)
+    if (!w.holds(c)) return false;
+  return true;
+}
+
+namespace {
+
+std::optional<int64_t> condition_value(std::string_view name, const Case& c) {
+  if (name == "b") return c.b;
+  if (name == "hq") return c.hq;
+  if (name == "hkv") return c.hkv;
+  if (name == "lq") return c.lq;
+  if (name == "lkv") return c.lkv;
+  if (name == "d") return c.d;
+  if (name == "causal") return c.causal ? 1 : 0;
+  if (name == "gqa") return c.hq != c.hkv ? 1 : 0;
+  if (name == "mask") return static_cast<int64_t>(c.mask);
+  if (name == "transposed") return c.layout == Layout::transposed ? 1 : 0;
+  return std::nullopt;
+}
+
+Expected<FaultCondition> parse_condition(std::string_view text) {
+  FaultCondition w;
+  const size_t at = text.find_first_of("<>=");
+  w.name = std::string(text.substr(0, at));
+  const auto bad = [&] {
+    return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: bad condition '{}' (NAME, NAME>N, "
+                                  "NAME<N, NAME=N; NAME b, hq, hkv, lq, lkv, d, causal, gqa, "
+                                  "mask, transposed, dtype)",
+                                  text));
+  };
+  if (at == std::string_view::npos) {
+    if (w.name == "dtype" || !condition_value(w.name, Case{})) return bad();
+    return w;
+  }
+  w.op = text[at];
+  const std::string_view value = text.substr(at + 1);
+  if (w.name == "dtype") {
+    if (w.op != '=' || !dtype_from_string(value)) return bad();
+    w.text = std::string(to_string(*dtype_from_string(value)));
+    return w;
+  }
+  if (!condition_value(w.name, Case{}) || value.empty()) return bad();
+  size_t used = 0;
+  try {
+    w.value = std::stoll(std::string(value), &used);
+  } catch (const std::exception&) {
+    return bad();
+  }
+  if (used != value.size()) return bad();
+  return w;
+}
+
+} // namespace
+
+bool FaultCondition::holds(const Case& c) const {
+  if (name == "dtype") return to_string(c.dtype) == text;
+  const int64_t v = condition_value(name, c).value_or(0);
+  switch (op) {
+  case '>': return v > value;
+  case '<': return v < value;
+  case '=': return v == value;
+  default: return v != 0;
+  }
+}
+
+const FaultSpec* matching_fault(const std::vector<FaultSpec>& specs, std::string_view variant_name,
+                                const Case& c, std::string_view id) {
+  for (const FaultSpec& s : specs)
+    if (s.matches(variant_name, id, c)) return &s;
+  return nullptr;
+}
+
+Expected<std::vector<FaultSpec>> parse_fault_specs(std::string_view text) {
+  std::vector<FaultSpec> specs;
+  while (!text.empty()) {
+    const size_t semi = text.find(';');
+    const std::string_view one = text.substr(0, semi);
+    text = semi == std::string_view::npos ? std::string_view{} : text.substr(semi + 1);
+    if (one.empty()) continue;
+    auto spec = parse_fault_spec(one);
+    if (!spec) return make_error(spec.error().message);
+    specs.push_back(std::move(*spec));
+  }
+  return specs;
 }
 
 Expected<FaultSpec> parse_fault_spec(std::string_view text) {
@@ -28,6 +118,11 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "variant") spec.variant = std::string(value);
     else if (key == "case") spec.case_id = std::string(value);
+    else if (key == "when") {
+      auto w = parse_condition(value);
+      if (!w) return make_error(w.error().message);
+      spec.when.push_back(std::move(*w));
+    }
     else if (key == "action") {
       static constexpr std::pair<std::string_view, FaultAction> k_actions[] = {
           {"abort", FaultAction::abort}, {"segv", FaultAction::segv},
@@ -46,7 +141,7 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
                                       value));
     } else {
       return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown key '{}' (variant, case, "
-                                    "action)",
+                                    "when, action)",
                                     key));
     }
   }
@@ -54,10 +149,10 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
   return spec;
 }
 
-Expected<FaultSpec> fault_from_environment() {
+Expected<std::vector<FaultSpec>> fault_from_environment() {
   const char* text = std::getenv("SDPA_DOCTOR_TEST_FAULT");
-  if (!text || !*text) return FaultSpec{};
-  return parse_fault_spec(text);
+  if (!text || !*text) return std::vector<FaultSpec>{};
+  return parse_fault_specs(text);
 }
 
 // The faults are the point: UBSan must not turn the null write into a report of its own.

@@ -170,19 +170,38 @@ bool is_backend_refusal(std::string_view message);
 
 enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison };
 
+// A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N or NAME=N. NAME is b, hq,
+// hkv, lq, lkv, d, causal (0/1), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
+// transposed (0/1) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
+struct FaultCondition {
+  std::string name;
+  char op = 0;        // '>', '<', '=' or 0 for a bare NAME
+  int64_t value = 0;
+  std::string text;   // the dtype name for dtype=...
+  bool holds(const Case& c) const;
+};
+
 struct FaultSpec {
   std::string variant = "*"; // a Variant::name() or "*"
   std::string case_id = "*"; // a case id or "*"
   FaultAction action = FaultAction::none;
+  std::vector<FaultCondition> when; // all must hold; empty = every case
 
   bool matches(std::string_view variant_name, std::string_view id) const;
+  bool matches(std::string_view variant_name, std::string_view id, const Case& c) const;
 };
 
-// "variant=<name|*>,case=<id|*>,action=<abort|segv|hang|nan|perturb|exit3|poison>". poison leaves
-// the case alone and makes the canary after it fail, as a deferred asynchronous GPU error would.
+// "variant=<name|*>,case=<id|*>,when=<cond>,...,action=<abort|segv|hang|nan|perturb|exit3|poison>".
+// poison leaves the case alone and makes the canary after it fail, as a deferred asynchronous GPU
+// error would. `when` may repeat (all must hold).
 Expected<FaultSpec> parse_fault_spec(std::string_view text);
-// From the environment; action none when unset or empty. A malformed value is an error.
-Expected<FaultSpec> fault_from_environment();
+// Several specs separated by ';'; the first that matches a case decides its fault.
+Expected<std::vector<FaultSpec>> parse_fault_specs(std::string_view text);
+// The first spec matching (variant, case), or nullptr.
+const FaultSpec* matching_fault(const std::vector<FaultSpec>& specs, std::string_view variant_name,
+                                const Case& c, std::string_view id);
+// From the environment; empty when unset or empty. A malformed value is an error.
+Expected<std::vector<FaultSpec>> fault_from_environment();
 // abort, segv, hang and exit3 happen here, for real (this function does not return for them).
 void trigger_process_fault(FaultAction action);
 // nan and perturb corrupt the output before it is compared (element n/2: NaN, resp. +0.5).

@@ -112,14 +112,14 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
   // A reader that went away must not kill us mid-case: the write fails and we stop instead.
   std::signal(SIGPIPE, SIG_IGN);
   ProtocolWriter out(args.results_fd);
-  FaultSpec fault;
+  std::vector<FaultSpec> faults;
   if (options.honour_test_fault) {
     auto f = fault_from_environment();
     if (!f) {
       std::fprintf(stderr, "%s\n", f.error().message.c_str());
       return exit_code::usage;
     }
-    fault = *f;
+    faults = std::move(*f);
   }
   auto lines = read_cases_file(args.cases_path);
   HelloInfo info = executor.hello();
@@ -131,7 +131,9 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
   const std::string variant = args.variant.name();
   for (const CaseLine& line : *lines) {
     if (!out.begin(line.id)) return exit_code::failures;
-    const bool faulty = fault.matches(variant, line.id);
+    const FaultSpec* hit = matching_fault(faults, variant, line.kase, line.id);
+    const bool faulty = hit != nullptr;
+    const FaultSpec fault = faulty ? *hit : FaultSpec{};
     if (faulty) trigger_process_fault(fault.action);
     CaseRun run;
     if (!info.unavailable.empty()) {

@@ -456,6 +456,18 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
   }
 
   {
+    // Each failure's boundary and its smallest failing case (check --shrink); empty block otherwise.
+    std::string body;
+    for (const Shrink& s : report.shrinks) {
+      body += wrap_paragraph(fmt::format("{} ({} cases, {:.1f} s{})", s.rule, s.tried.size(),
+                                         s.seconds, s.budget_exhausted ? ", budget spent" : ""),
+                             width, "  ", "    ");
+      if (s.minimal) body += wrap_paragraph(s.minimal->id(), width, "    smallest failing case: ", "      ");
+    }
+    out += block("Shrunk", body);
+  }
+
+  {
     std::string body;
     for (const Finding& f : report.findings) {
       if (f.severity == Severity::ok) continue;

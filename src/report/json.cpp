@@ -13,6 +13,37 @@ namespace sdpa_doctor::report {
 using nlohmann::json;
 using namespace detail;
 
+namespace {
+
+json shrink_json(const Shrink& s) {
+  json conditions = json::array();
+  for (const ShrinkCondition& w : s.conditions)
+    conditions.push_back(json{{"axis", w.axis},
+                              {"op", w.op},
+                              {"value", w.value},
+                              {"text", w.text},
+                              {"settled", w.settled}});
+  json tried = json::array();
+  for (const auto& [id, status] : s.tried)
+    tried.push_back(json{{"case_id", id}, {"status", std::string(to_string(status))}});
+  json j{{"device", s.device},
+         {"probe", std::string(to_string(s.probe))},
+         {"variant", s.variant},
+         {"status", std::string(to_string(s.status))},
+         {"original_case", s.original_case},
+         {"verdict", s.verdict},
+         {"rule", s.rule},
+         {"conditions", conditions},
+         {"cases_tried", s.tried.size()},
+         {"tried", tried},
+         {"seconds", s.seconds},
+         {"budget_exhausted", s.budget_exhausted}};
+  if (s.minimal) j["minimal_case"] = json{{"id", s.minimal->id()}, {"case", to_json(*s.minimal)}};
+  else j["minimal_case"] = nullptr;
+  return j;
+}
+
+} // namespace
 
 std::string render_json(const Report& report) {
   json workers = json::array();
@@ -73,6 +104,11 @@ std::string render_json(const Report& report) {
            {"interrupted", report.interrupted},
            {"exit_code", report.exit_code}};
   if (!report.model.empty()) doc["model"] = report.model; // only for `check --model`
+  if (!report.shrinks.empty()) { // v1.1; absent with --no-shrink or when nothing failed
+    json shrinks = json::array();
+    for (const Shrink& s : report.shrinks) shrinks.push_back(shrink_json(s));
+    doc["shrinks"] = shrinks;
+  }
   // Invalid UTF-8 in captured stderr must not make the whole report unwritable.
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }

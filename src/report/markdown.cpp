@@ -184,6 +184,20 @@ std::string failure_detail(const Report& report, const CaseResult* r,
     out += fmt::format("\nSame cell as {}: use its repro with this case's shape.\n",
                        code(it->second));
   }
+  // The shrunk rule and the smallest failing case: its repro is the one to hand out.
+  for (const Shrink& sh : report.shrinks) {
+    if (sh.device != r->device || sh.probe != r->probe || sh.variant != r->variant ||
+        sh.original_case != r->case_id)
+      continue;
+    out += fmt::format("\nShrunk: {} ({} cases, {:.1f} s).\n", sh.rule, sh.tried.size(), sh.seconds);
+    if (sh.minimal) {
+      CaseResult smallest = *r;
+      smallest.kase = *sh.minimal;
+      smallest.case_id = sh.minimal->id();
+      out += fmt::format("\nSmallest failing case {}:\n\n{}", code(smallest.case_id),
+                         fenced(render_repro(smallest), "python"));
+    }
+  }
   out += "\n</details>\n\n";
   return out;
 }

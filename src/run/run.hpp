@@ -163,4 +163,14 @@ Expected<JournalContents> read_journal(const std::string& path);
 // others.
 bool is_measured(const CaseResult& result);
 
+// ---- shrinking (run/shrink.hpp holds the pure search) --------------------------------------
+
+struct ShrinkBudget;
+// For every failing (device, probe, variant) in `results`: the boundary of its failure and its
+// smallest failing case, each probe an isolated case run through execute_plan (in
+// run_dir/shrink/). Empty when nothing failed: shrinking costs only when something fails.
+std::vector<Shrink> shrink_failures(const std::vector<CaseResult>& results,
+                                    const DeviceInventory& inventory, const ExecuteOptions& exec,
+                                    const ShrinkBudget& budget);
+
 } // namespace sdpa_doctor::run

@@ -79,7 +79,7 @@ json* DefaultCheck::s_report = nullptr;
 TEST_F(DefaultCheck, ExitsZeroWithEveryCaseAccountedFor) {
   EXPECT_EQ(s_run->exit_code, 0) << s_run->out << s_run->err;
   ASSERT_FALSE(s_report->is_discarded()) << "r.json is not JSON";
-  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1");
+  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1.1");
   EXPECT_EQ(s_report->at("exit_code"), 0);
   EXPECT_NE(s_run->out.find("Summary"), std::string::npos) << s_run->out;
   for (const auto& r : s_report->at("results")) {
@@ -296,3 +296,59 @@ TEST(CheckInterrupt, SigintWritesTheReportAndExits130) {
 }
 
 } // namespace
+
+// Shrinking through the real binary: the fault switch plants a failure with a known boundary.
+TEST(CheckShrink, ReportsBothBoundariesAndAMinimalCase) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  TempDir dir;
+  auto r = run_binary(
+      {doctor(), "check", "--probe", "libtorch", "--variant", "math,flash", "--case",
+       "dtype=fp32,b=2,h=4,l=64,d=256,causal", "--json", dir.file("r.json"), "--run-dir",
+       dir.file("run")},
+      with_env({{"SDPA_DOCTOR_TEST_FAULT",
+                 "variant=math,when=d>128,action=abort;variant=flash,when=causal,action=perturb"},
+                {"NO_COLOR", "1"}}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("math on cpu: crash only when head_dim > 128"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("flash on cpu: mismatch only when causal"), std::string::npos) << r.out;
+  auto report = json::parse(read_file(dir.file("r.json")));
+  ASSERT_EQ(report.at("shrinks").size(), 2u) << report;
+  for (const auto& s : report.at("shrinks")) {
+    EXPECT_EQ(s.at("verdict"), "boundary") << s;
+    ASSERT_EQ(s.at("conditions").size(), 1u) << s;
+    EXPECT_FALSE(s.at("minimal_case").is_null()) << s;
+    EXPECT_LE(s.at("tried").size(), 24u) << s;
+    const auto& cond = s.at("conditions").at(0);
+    if (s.at("variant") == "math") {
+      EXPECT_EQ(cond.at("axis"), "d");
+      EXPECT_EQ(cond.at("value"), 128);
+    } else {
+      EXPECT_EQ(cond.at("axis"), "causal");
+    }
+  }
+}
+
+TEST(CheckShrink, AFailureEverywhereSaysSo) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  TempDir dir;
+  auto r = run_binary({doctor(), "check", "--probe", "libtorch", "--variant", "math", "--case",
+                       "dtype=fp32,b=2,h=4,l=64,d=64", "--json", dir.file("r.json")},
+                      with_env({{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=*,action=perturb"},
+                                {"NO_COLOR", "1"}}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("for every case"), std::string::npos) << r.out;
+  auto report = json::parse(read_file(dir.file("r.json")));
+  ASSERT_EQ(report.at("shrinks").size(), 1u);
+  EXPECT_EQ(report.at("shrinks").at(0).at("verdict"), "everywhere");
+}
+
+TEST(CheckShrink, NothingFailingRunsNoShrink) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  TempDir dir;
+  auto r = run_binary({doctor(), "check", "--probe", "libtorch", "--variant", "math", "--case",
+                       "dtype=fp32,b=1,h=2,l=8,d=16", "--json", dir.file("r.json"), "-q"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto report = json::parse(read_file(dir.file("r.json")));
+  EXPECT_FALSE(report.contains("shrinks") && !report.at("shrinks").empty()) << report;
+  EXPECT_EQ(report.at("results").size(), 1u);
+}

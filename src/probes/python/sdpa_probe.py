@@ -313,20 +313,77 @@ def compare(torch, out, ref, atol, rtol):
 
 # --- faults (SDPA_DOCTOR_TEST_FAULT, test only) ----------------------------------------------
 
+FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison")
+FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed")
+
+
+def fault_value(name, c):
+    """A case's value for a fault condition, as probes::FaultCondition reads it."""
+    if name == "causal":
+        return 1 if c["causal"] else 0
+    if name == "gqa":
+        return 1 if c["hq"] != c["hkv"] else 0
+    if name == "mask":
+        return {"none": 0, "bool": 1, "additive": 2}[c["mask"]]
+    if name == "transposed":
+        return 1 if c["layout"] == "transposed" else 0
+    return c[name]
+
+
+def parse_condition(text):
+    """`when=NAME`, NAME>N, NAME<N, NAME=N: (name, op, value); the same grammar as fault.cpp."""
+    m = re.match(r"^([a-z]+)(?:([<>=])(.*))?$", text)
+    bad = ValueError("SDPA_DOCTOR_TEST_FAULT: bad condition '%s'" % text)
+    if not m:
+        raise bad
+    name, op, value = m.group(1), m.group(2) or "", m.group(3)
+    if name == "dtype":
+        if op != "=" or value not in DTYPE_NAMES:
+            raise bad
+        return (name, op, DTYPE_NAMES[value])
+    if name not in FAULT_NAMES or (op and not re.match(r"^[+-]?[0-9]+$", value or "")):
+        raise bad
+    return (name, op, int(value) if op else 0)
+
+
+def condition_holds(cond, c):
+    name, op, value = cond
+    if name == "dtype":
+        return c["dtype"] == value
+    v = fault_value(name, c)
+    return {">": v > value, "<": v < value, "=": v == value, "": v != 0}[op]
+
+
 def parse_fault(text):
-    if not text:
-        return None
-    spec = {"variant": "*", "case": "*", "action": None}
-    for item in text.split(","):
-        if not item:
+    """SDPA_DOCTOR_TEST_FAULT: specs separated by ';', each as probes::parse_fault_spec reads it."""
+    specs = []
+    for one in (text or "").split(";"):
+        if not one:
             continue
-        key, sep, value = item.partition("=")
-        if not sep or key not in spec:
-            raise ValueError("SDPA_DOCTOR_TEST_FAULT: bad item '%s'" % item)
-        spec[key] = value
-    if spec["action"] not in ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison"):
-        raise ValueError("SDPA_DOCTOR_TEST_FAULT: unknown action '%s'" % spec["action"])
-    return spec
+        spec = {"variant": "*", "case": "*", "action": None, "when": []}
+        for item in one.split(","):
+            if not item:
+                continue
+            key, sep, value = item.partition("=")
+            if not sep or key not in spec:
+                raise ValueError("SDPA_DOCTOR_TEST_FAULT: bad item '%s'" % item)
+            if key == "when":
+                spec["when"].append(parse_condition(value))
+            else:
+                spec[key] = value
+        if spec["action"] not in FAULT_ACTIONS:
+            raise ValueError("SDPA_DOCTOR_TEST_FAULT: unknown action '%s'" % spec["action"])
+        specs.append(spec)
+    return specs or None
+
+
+def matching_fault(faults, variant_name, cid, c):
+    """The first spec that matches this case, or None."""
+    for f in faults or ():
+        if f["variant"] in ("*", variant_name) and f["case"] in ("*", cid) and \
+                all(condition_holds(w, c) for w in f["when"]):
+            return f
+    return None
 
 
 def process_fault(action):
@@ -747,14 +804,14 @@ def run_worker(args):
     return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name, args["device"])
 
 
-def run_cases(writer, lines, probe, torch, unavailable, fault, variant_name, device):
+def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, device):
     """Runs every case line and writes begin/result, then bye; the worker's exit code."""
     for line in lines:
         cid = line["id"]
         if not writer.event("begin", case=cid):
             return 1
-        hit = fault is not None and fault["variant"] in ("*", variant_name) and \
-            fault["case"] in ("*", cid)
+        fault = matching_fault(faults, variant_name, cid, line["case"])
+        hit = fault is not None
         if hit:
             process_fault(fault["action"])
         result = {"case": cid, "status": "error", "reason": "", "metrics": {},
