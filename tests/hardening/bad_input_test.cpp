@@ -262,6 +262,16 @@ std::vector<Row> rows() {
       {"sysfs_root_missing", {"check", "--sysfs-root", "@/no-such-root"}},
       {"sysfs_root_is_a_file", {"check", "--sysfs-root", "@/empty.jsonl"}},
       {"devices_sysfs_root_missing", {"devices", "--sysfs-root", "@/no-such-root"}, false},
+      // report JOURNAL and check --resume
+      {"report_missing_journal", {"report", "@/no-such-run"}, false},
+      {"report_not_a_journal", {"report", "@/notjson.jsonl"}, false},
+      {"report_empty_journal", {"report", "@/empty.jsonl"}, false},
+      {"report_directory_without_journal", {"report", "@"}, false},
+      {"report_no_argument", {"report"}, false},
+      {"resume_missing_dir", {"check", "--resume", "@/no-such-run"}, false},
+      {"resume_without_journal", {"check", "--resume", "@"}, false},
+      {"resume_with_plan_option", {"check", "--resume", "@", "--variant", "math"}, false},
+      {"shrink_budget_bad", {"check", "--shrink-budget", "lots"}},
       // control characters in what the user typed or wrote: still one line, the bytes escaped
       {"flag_with_newline", {"check", "--bo\ngus"}},
       {"case_with_newline", {"check", "--case", "dtype=fp16\nb=1"}},
