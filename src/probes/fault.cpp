@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <fcntl.h>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -83,10 +84,19 @@ bool FaultCondition::holds(const Case& c) const {
   }
 }
 
+bool FaultSpec::fires() const {
+  if (once.empty()) return true;
+  // Whoever creates the marker first fires; every later match, in any process, does not.
+  const int fd = ::open(once.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
 const FaultSpec* matching_fault(const std::vector<FaultSpec>& specs, std::string_view variant_name,
                                 const Case& c, std::string_view id) {
   for (const FaultSpec& s : specs)
-    if (s.matches(variant_name, id, c)) return &s;
+    if (s.matches(variant_name, id, c)) return s.fires() ? &s : nullptr;
   return nullptr;
 }
 
@@ -118,6 +128,11 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "variant") spec.variant = std::string(value);
     else if (key == "case") spec.case_id = std::string(value);
+    else if (key == "once") {
+      if (value.empty() || value.front() != '/')
+        return make_error("SDPA_DOCTOR_TEST_FAULT: once= takes an absolute path");
+      spec.once = std::string(value);
+    }
     else if (key == "when") {
       auto w = parse_condition(value);
       if (!w) return make_error(w.error().message);
@@ -141,7 +156,7 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
                                       value));
     } else {
       return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown key '{}' (variant, case, "
-                                    "when, action)",
+                                    "when, once, action)",
                                     key));
     }
   }

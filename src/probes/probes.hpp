@@ -186,18 +186,22 @@ struct FaultSpec {
   std::string case_id = "*"; // a case id or "*"
   FaultAction action = FaultAction::none;
   std::vector<FaultCondition> when; // all must hold; empty = every case
+  std::string once; // a marker file: the fault fires only for the match that creates it (flaky)
 
   bool matches(std::string_view variant_name, std::string_view id) const;
+  // True unless `once` is set and its marker exists already (then it is made).
+  bool fires() const;
   bool matches(std::string_view variant_name, std::string_view id, const Case& c) const;
 };
 
-// "variant=<name|*>,case=<id|*>,when=<cond>,...,action=<abort|segv|hang|nan|perturb|exit3|poison>".
+// "variant=<name|*>,case=<id|*>,when=<cond>,...,once=<path>,action=<abort|segv|hang|nan|perturb|
+// exit3|poison>".
 // poison leaves the case alone and makes the canary after it fail, as a deferred asynchronous GPU
 // error would. `when` may repeat (all must hold).
 Expected<FaultSpec> parse_fault_spec(std::string_view text);
 // Several specs separated by ';'; the first that matches a case decides its fault.
 Expected<std::vector<FaultSpec>> parse_fault_specs(std::string_view text);
-// The first spec matching (variant, case), or nullptr.
+// The first spec matching (variant, case), or nullptr (also when that one does not fire: `once`).
 const FaultSpec* matching_fault(const std::vector<FaultSpec>& specs, std::string_view variant_name,
                                 const Case& c, std::string_view id);
 // From the environment; empty when unset or empty. A malformed value is an error.

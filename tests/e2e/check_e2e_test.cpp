@@ -342,6 +342,27 @@ TEST(CheckShrink, AFailureEverywhereSaysSo) {
   EXPECT_EQ(report.at("shrinks").at(0).at("verdict"), "everywhere");
 }
 
+TEST(CheckShrink, AFlakyFailureSaysSoAndInventsNoBoundary) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  TempDir dir;
+  // The crash happens once in the whole run: the re-run of the failing case passes.
+  auto r = run_binary({doctor(), "check", "--probe", "libtorch", "--variant", "math", "--case",
+                       "dtype=fp32,b=2,h=4,l=64,d=64", "--json", dir.file("r.json")},
+                      with_env({{"SDPA_DOCTOR_TEST_FAULT",
+                                 "variant=math,case=*,once=" + dir.file("fired") + ",action=abort"},
+                                {"NO_COLOR", "1"}}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err; // the crash that was measured still counts
+  EXPECT_NE(r.out.find("did not happen again when re-run (flaky; no"), std::string::npos)
+      << r.out;
+  auto report = json::parse(read_file(dir.file("r.json")));
+  ASSERT_EQ(report.at("shrinks").size(), 1u);
+  const json& s = report.at("shrinks").at(0);
+  EXPECT_EQ(s.at("verdict"), "flaky") << s;
+  EXPECT_TRUE(s.at("conditions").empty()) << s;
+  EXPECT_TRUE(s.at("minimal_case").is_null()) << s;
+  EXPECT_EQ(report.at("results").at(0).at("status"), "crash");
+}
+
 TEST(CheckShrink, NothingFailingRunsNoShrink) {
   if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
   TempDir dir;

@@ -543,6 +543,17 @@ TEST(Plan, RefusalsAreTheDataFilesList) {
   EXPECT_FALSE(expected.empty());
 }
 
+TEST(Fault, OnceFiresForTheFirstMatchOnlyAcrossProcesses) {
+  sdpa_test::TempDir dir;
+  auto specs = parse_fault_specs("variant=math,once=" + dir.file("marker") + ",action=abort");
+  ASSERT_TRUE(specs.has_value()) << specs.error().message;
+  const Case c = *parse_case_spec("dtype=fp32,h=1,l=8,d=8");
+  EXPECT_NE(matching_fault(*specs, "math", c, c.id()), nullptr);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("marker")));
+  EXPECT_EQ(matching_fault(*specs, "math", c, c.id()), nullptr); // the marker is there: no more
+  EXPECT_FALSE(parse_fault_spec("once=relative/marker,action=abort").has_value());
+}
+
 TEST(Fault, SpecParsesAndMatches) {
   auto f = parse_fault_spec("variant=flash,case=fp16-b1-h2-q8-k8-d16,action=perturb");
   ASSERT_TRUE(f.has_value()) << f.error().message;

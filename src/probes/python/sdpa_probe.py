@@ -360,7 +360,7 @@ def parse_fault(text):
     for one in (text or "").split(";"):
         if not one:
             continue
-        spec = {"variant": "*", "case": "*", "action": None, "when": []}
+        spec = {"variant": "*", "case": "*", "action": None, "when": [], "once": None}
         for item in one.split(","):
             if not item:
                 continue
@@ -373,16 +373,29 @@ def parse_fault(text):
                 spec[key] = value
         if spec["action"] not in FAULT_ACTIONS:
             raise ValueError("SDPA_DOCTOR_TEST_FAULT: unknown action '%s'" % spec["action"])
+        if spec["once"] is not None and not spec["once"].startswith("/"):
+            raise ValueError("SDPA_DOCTOR_TEST_FAULT: once= takes an absolute path")
         specs.append(spec)
     return specs or None
 
 
+def fault_fires(spec):
+    """True unless once=PATH is set and PATH exists already (then this call makes it)."""
+    if not spec["once"]:
+        return True
+    try:
+        os.close(os.open(spec["once"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        return True
+    except OSError:
+        return False
+
+
 def matching_fault(faults, variant_name, cid, c):
-    """The first spec that matches this case, or None."""
+    """The first spec that matches this case (None also when it does not fire: once=)."""
     for f in faults or ():
         if f["variant"] in ("*", variant_name) and f["case"] in ("*", cid) and \
                 all(condition_holds(w, c) for w in f["when"]):
-            return f
+            return f if fault_fires(f) else None
     return None
 
 
