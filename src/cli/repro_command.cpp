@@ -9,7 +9,10 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 namespace sdpa_doctor::cli {
@@ -26,6 +29,7 @@ struct ReproOptions {
   double rtol = 0;
   std::string report;             // --report: the device (and variant) that report measured
   bool variant_given = false;     // --variant on the command line wins over the report's
+  bool original = false;          // --original: CASE-ID itself, not its shrink's smallest case
 };
 
 bool valid_device(const std::string& d) {
@@ -66,11 +70,34 @@ report::DigestCell measured_cell(const ReproOptions& o) {
   return *chosen;
 }
 
+// The smallest failing case the report's shrinking found for `cell`'s failure; "" when none.
+std::string smallest_failing_case(const std::string& path, const report::DigestCell& cell) {
+  std::ifstream in(path, std::ios::binary);
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+  if (!doc.is_object() || !doc.contains("shrinks") || !doc["shrinks"].is_array()) return {};
+  for (const nlohmann::json& s : doc["shrinks"]) {
+    if (!s.is_object() || s.value("original_case", "") != cell.case_id ||
+        s.value("device", "") != cell.device || s.value("variant", "") != cell.variant)
+      continue;
+    const auto minimal = s.find("minimal_case");
+    if (minimal != s.end() && minimal->is_object()) return minimal->value("id", "");
+  }
+  return {};
+}
+
 int run_repro(ReproOptions o) {
   if (!o.report.empty()) {
     const report::DigestCell cell = measured_cell(o);
     if (o.device.empty()) o.device = cell.device;
     if (!o.variant_given && cell.probe != "reference") o.variant = cell.variant;
+    // A shrunk failure's script is its smallest failing case: the one to attach to a bug.
+    if (const std::string smallest = smallest_failing_case(o.report, cell);
+        !o.original && !smallest.empty() && smallest != o.case_id) {
+      fmt::print(stderr, "sdpa-doctor: {} on {} shrank to {}: its script follows (--original for "
+                         "{} itself)\n",
+                 o.case_id, o.device, smallest, o.case_id);
+      o.case_id = smallest;
+    }
   }
   if (o.device.empty()) o.device = first_existing_device();
   auto kase = parse_case_id(o.case_id);
@@ -117,6 +144,9 @@ void setup_repro(CLI::App& app, const GlobalOptions&, Action& action) {
                   "A report of a check: take the device and variant it measured CASE-ID on (a "
                   "failing result first); --device and --variant still win")
       ->type_name("FILE");
+  sub->add_flag("--original", options->original,
+               "With --report: the script of CASE-ID itself, not of the smallest failing case its "
+               "shrinking found");
   sub->add_option("--device", options->device,
                   "cpu or cuda:N (default: the device of --report, else cuda:0 where an AMD GPU "
                   "is found, else cpu)");

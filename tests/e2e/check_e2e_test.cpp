@@ -328,6 +328,29 @@ TEST(CheckShrink, ReportsBothBoundariesAndAMinimalCase) {
   }
 }
 
+TEST(CheckShrink, ReproFromTheReportHandsOutTheSmallestFailingCase) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  TempDir dir;
+  const std::string original = "fp32-b2-h4-q64-k64-d256";
+  auto r = run_binary({doctor(), "check", "-q", "--probe", "libtorch", "--variant", "math",
+                       "--case", "dtype=fp32,b=2,h=4,l=64,d=256", "--json", dir.file("r.json")},
+                      with_env({{"SDPA_DOCTOR_TEST_FAULT", "variant=math,when=d>128,action=abort"}}));
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  const auto report = json::parse(read_file(dir.file("r.json")));
+  ASSERT_EQ(report.at("shrinks").size(), 1u);
+  const std::string smallest = report.at("shrinks").at(0).at("minimal_case").at("id");
+  ASSERT_NE(smallest, original);
+  const auto repro = run_binary({doctor(), "repro", original, "--report", dir.file("r.json")});
+  EXPECT_EQ(repro.exit_code, 0) << repro.err;
+  EXPECT_NE(repro.err.find("shrank to " + smallest), std::string::npos) << repro.err;
+  EXPECT_NE(repro.out.find(smallest), std::string::npos);
+  EXPECT_EQ(repro.out.find(original), std::string::npos);
+  const auto itself =
+      run_binary({doctor(), "repro", original, "--report", dir.file("r.json"), "--original"});
+  EXPECT_EQ(itself.exit_code, 0) << itself.err;
+  EXPECT_NE(itself.out.find(original), std::string::npos);
+}
+
 TEST(CheckShrink, AFailureEverywhereSaysSo) {
   if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
   TempDir dir;
