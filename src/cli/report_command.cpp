@@ -29,13 +29,12 @@ std::vector<CaseResult> every_planned_cell(const run::JournalContents& journal,
                                            const probes::TolerancePolicy& tolerances) {
   std::set<std::string> have;
   for (const CaseResult& r : journal.results)
-    have.insert(fmt::format("{}|{}|{}|{}", r.device, to_string(r.probe), r.variant, r.case_id));
+    have.insert(run::cell_key(r));
   std::vector<CaseResult> out = journal.results;
   for (const run::PlannedRun& run : journal.plan.runs)
     for (const Case& c : journal.plan.cases) {
       const std::string variant = run.variant.name();
-      if (have.count(fmt::format("{}|{}|{}|{}", run.target, to_string(run.probe), variant, c.id())))
-        continue;
+      if (have.count(run::cell_key(run.target, run.probe, variant, c.id()))) continue;
       CaseResult r;
       r.case_id = c.id();
       r.kase = c;

@@ -70,11 +70,6 @@ private:
   std::thread m_ticker;
 };
 
-// One cell of the matrix, as a map key: target, probe, variant and case.
-std::string cell_key(const std::string& target, Probe probe, const std::string& variant,
-                     const std::string& case_id);
-std::string cell_key(const CaseResult& r);
-
 // Which worker a journal line is about.
 struct RunContext {
   std::string target;

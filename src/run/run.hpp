@@ -53,6 +53,11 @@ std::vector<std::string> unknown_variants(const std::vector<std::string>& filter
 // Builds the plan; cases are de-duplicated by id keeping the first.
 Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory);
 
+// One cell of the matrix, as a map key: target, probe, variant and case.
+std::string cell_key(const std::string& target, Probe probe, const std::string& variant,
+                     const std::string& case_id);
+std::string cell_key(const CaseResult& r);
+
 // Results in plan order (run, then case), whatever order they were produced in.
 void sort_by_plan(const Plan& plan, std::vector<CaseResult>& results);
 
