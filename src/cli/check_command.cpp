@@ -421,11 +421,14 @@ std::vector<Shrink> shrink_step(const CheckOptions& o, const Report& report,
 // What a resumed run keeps of the one before: its workers and findings where this run did not
 // replace them (a variant measured in full then is not run again, but its facts still count).
 void keep_earlier(Report& report, std::vector<Finding>& findings, const run::JournalContents& before) {
-  for (const WorkerInfo& w : before.workers)
-    if (std::none_of(report.workers.begin(), report.workers.end(), [&](const WorkerInfo& n) {
-          return n.device == w.device && n.probe == w.probe && n.variant == w.variant;
-        }))
-      report.workers.push_back(w);
+  for (const WorkerInfo& w : before.workers) {
+    auto now = std::find_if(report.workers.begin(), report.workers.end(), [&](const WorkerInfo& n) {
+      return n.device == w.device && n.probe == w.probe && n.variant == w.variant;
+    });
+    if (now == report.workers.end()) report.workers.push_back(w);
+    // Listed but never started this time (all its cells measured before): the earlier facts.
+    else if (now->versions.empty() && now->facts.empty() && now->available.empty()) *now = w;
+  }
   for (const Finding& f : before.findings)
     if (std::none_of(findings.begin(), findings.end(),
                      [&](const Finding& n) { return n.id == f.id && n.device == f.device; }))
@@ -452,7 +455,10 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
   spdlog::info("run directory {}", exec.run_dir);
   run::ExecuteResult executed = run::execute_plan(plan, report.inventory, exec);
   take_results(report, executed);
-  if (before) keep_earlier(report, executed.findings, *before);
+  if (before) {
+    keep_earlier(report, executed.findings, *before);
+    add_worker_versions(report); // what only the earlier workers said
+  }
   report.shrinks = shrink_step(o, report, exec);
 
   const auto report_start = std::chrono::steady_clock::now();
