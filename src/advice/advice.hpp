@@ -116,9 +116,15 @@ struct AdviceOptions {
   std::set<DType> dtypes;
 };
 
+// How many next-best configurations per device `advise` offers beside its recommendation.
+constexpr size_t k_max_alternatives = 2;
+
 struct AdviceResult {
   std::vector<Finding> findings;
-  std::vector<Recommendation> recommendations;
+  std::vector<Recommendation> recommendations; // the best proven configuration per device
+  // Per device, the next proven configurations in rank order (each id once, at most
+  // k_max_alternatives): what to fall back on when a re-run rejects the recommendation.
+  std::vector<Recommendation> alternatives;
   std::vector<KnownIssueMatch> known_issues;
 };
 

@@ -284,26 +284,34 @@ bool better_than(const Chain& c, const Evaluation& e, const Chain& best, const E
   return changes(c) < changes(best);
 }
 
-struct Choice {
-  std::optional<Chain> chain; // nullopt: no candidate was proven
+struct Ranked {
+  Chain chain;
   Evaluation evaluation;
-  std::string why_not; // why math alone was not proven, when it was not
 };
 
-Choice choose_chain(const DeviceIndex& view) {
-  Choice best;
+struct Choice {
+  std::vector<Ranked> ranked; // every proven chain, best first; empty: none was proven
+  std::string why_not;        // why math alone was not proven, when it was not
+};
+
+// Proven chains, best first: the best of those left is taken each time (`better_than` has a
+// noise band, so it is no ordering a sort may rely on).
+Choice rank_chains(const DeviceIndex& view) {
+  Choice out;
+  std::vector<Ranked> proven;
   for (const Chain& c : candidate_chains(view)) {
     Evaluation e = evaluate(view, c);
-    if (!e.proven) {
-      if (best.why_not.empty() && c.kind == Chain::Kind::math_only) best.why_not = e.why_not;
-      continue;
-    }
-    if (!best.chain || better_than(c, e, *best.chain, best.evaluation)) {
-      best.chain = c;
-      best.evaluation = std::move(e);
-    }
+    if (e.proven) proven.push_back({c, std::move(e)});
+    else if (out.why_not.empty() && c.kind == Chain::Kind::math_only) out.why_not = e.why_not;
   }
-  return best;
+  while (!proven.empty()) {
+    auto best = proven.begin();
+    for (auto it = std::next(best); it != proven.end(); ++it)
+      if (better_than(it->chain, it->evaluation, best->chain, best->evaluation)) best = it;
+    out.ranked.push_back(std::move(*best));
+    proven.erase(best);
+  }
+  return out;
 }
 
 Recommendation recommendation_for(const Chain& c, const Evaluation& e, const DeviceIndex& d,
@@ -351,8 +359,8 @@ std::string no_configuration_remedy(const Report& report, const std::string& dev
 void recommend(const Report& report, const DeviceIndex& device, const AdviceOptions& options,
                AdviceResult& out) {
   if (device.case_order.empty()) return;
-  const Choice choice = choose_chain(device);
-  if (!choice.chain) {
+  const Choice choice = rank_chains(device);
+  if (choice.ranked.empty()) {
     out.findings.push_back(make_finding(
         "no-working-configuration", Severity::problem, device.device,
         fmt::format("no measured configuration passes every case on {} ({})", device.device,
@@ -360,8 +368,16 @@ void recommend(const Report& report, const DeviceIndex& device, const AdviceOpti
         no_configuration_remedy(report, device.device)));
     return;
   }
-  out.recommendations.push_back(
-      recommendation_for(*choice.chain, choice.evaluation, device, options));
+  // Two chains can print the same advice (the `default` variant and the flash, mem-efficient,
+  // math chain under the same flags): each id once, in rank order.
+  std::set<std::string> said;
+  for (const Ranked& r : choice.ranked) {
+    Recommendation rec = recommendation_for(r.chain, r.evaluation, device, options);
+    if (!said.insert(rec.id).second) continue;
+    if (said.size() == 1) out.recommendations.push_back(std::move(rec));
+    else if (said.size() <= 1 + k_max_alternatives) out.alternatives.push_back(std::move(rec));
+    else break;
+  }
 }
 
 } // namespace sdpa_doctor::advice::detail

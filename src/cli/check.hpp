@@ -52,10 +52,11 @@ struct CheckOptions {
   bool no_oracle_cache = false;
   bool shrink = true;             // --shrink / --no-shrink: shrink every failure found
   std::string shrink_budget = "24,60s"; // per failing (device, variant)
+  bool verify = true; // --verify / --no-verify: re-run the advice under its own flags
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, shrink, shrink_budget, progress_every_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, shrink, shrink_budget, verify, progress_every_s)
 
 // Worker versions into the report's own where it lacks them, keyed by the probe that saw them
 // (torch_cpp, torch_python).
@@ -73,9 +74,10 @@ struct AdviceInputs {
 AdviceInputs advice_inputs(const CheckOptions& o, std::optional<Case> target);
 
 // Advice, findings (the run's own first) and the exit code of a finished or interrupted run.
-// `signal`: what interrupted it (SIGINT, SIGTERM), 0 for none.
-void advise_and_decide(Report& report, const AdviceInputs& in, std::vector<Finding> run_findings,
-                       int signal);
+// `signal`: what interrupted it (SIGINT, SIGTERM), 0 for none. Returns the advice's alternatives:
+// per device, the next proven configurations, for the re-runs that verify the advice.
+std::vector<Recommendation> advise_and_decide(Report& report, const AdviceInputs& in,
+                                              std::vector<Finding> run_findings, int signal);
 
 // Redacts when asked, prints the console report (unless --json is stdout) and the journal's
 // path, then writes every report asked for. The report's exit code, or 4 when one failed.

@@ -328,15 +328,22 @@ Report started_report(const CheckOptions& o, const CheckInputs& in) {
   return report;
 }
 
-run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& global,
-                                    const CheckInputs& in) {
-  run::ExecuteOptions exec;
+// The run's directory (journal, oracles, logs): the one named, or a new temporary one.
+std::string checked_run_dir(const CheckOptions& o) {
   auto run_dir = run::make_run_dir(o.run_dir);
   // A directory the user named is an input error; the system's temp directory is ours.
   if (!run_dir)
     throw Fatal{run_dir.error().message,
                 o.run_dir.empty() ? exit_code::internal : exit_code::usage};
-  exec.run_dir = *run_dir;
+  return *run_dir;
+}
+
+// Everything but the run directory. The python probe's interpreter is chosen here (its
+// pre-flight imports torch once); the GPUs that torch sees join `inventory`, so a device only
+// torch can reach (another vendor's, or one whose ROCm only the wheel carries) is a target too.
+run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& global,
+                                    const CheckInputs& in, DeviceInventory& inventory) {
+  run::ExecuteOptions exec;
   exec.tolerances = in.tolerances;
   if (o.case_timeout_s > 0)
     exec.case_timeout = std::chrono::milliseconds(int64_t(o.case_timeout_s * 1000));
@@ -365,6 +372,9 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
     exec.python = python->path;
     exec.python_reason = python->reason;
     exec.python_unusable = python->unusable;
+    devices::add_torch_gpus(inventory, python->gpus, python->path);
+    if (!python->gpus_error.empty())
+      spdlog::warn("{}: torch could not list its GPUs: {}", python->path, python->gpus_error);
   }
   return exec;
 }
@@ -418,6 +428,29 @@ std::vector<Shrink> shrink_step(const CheckOptions& o, const Report& report,
   return run::shrink_failures(report.results, report.inventory, exec, *budget);
 }
 
+// Each recommendation re-run in a fresh python worker under exactly its printed flags; one whose
+// re-run fails gives way to the next configuration the advice ranked. A re-run case that fails
+// (by --fail-on) fails the check, as any other case would.
+void verify_step(const CheckOptions& o, Report& report, const AdviceInputs& in,
+                 const std::vector<Recommendation>& alternatives, const run::ExecuteOptions& exec) {
+  if (!o.verify || report.interrupted || report.recommendations.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  run::VerifiedAdvice verified = run::verify_recommendations(
+      report.recommendations, alternatives, report.results, report.inventory, exec);
+  report.timings.verify_ms = ms_since(start);
+  report.recommendations = std::move(verified.recommendations);
+  report.findings.insert(report.findings.end(), verified.findings.begin(), verified.findings.end());
+  if (g_interrupted.load()) {
+    report.interrupted = true;
+    report.exit_code = g_signal.load() == SIGTERM ? exit_code::interrupted_term
+                                                  : exit_code::interrupted_int;
+    return;
+  }
+  const bool failed = std::any_of(verified.statuses.begin(), verified.statuses.end(),
+                                  [&](Status s) { return in.fail_on.count(s) != 0; });
+  if (failed && report.exit_code == 0) report.exit_code = 1;
+}
+
 // What a resumed run keeps of the one before: its workers and findings where this run did not
 // replace them (a variant measured in full then is not run again, but its facts still count).
 void keep_earlier(Report& report, std::vector<Finding>& findings, const run::JournalContents& before) {
@@ -443,8 +476,9 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
 
   InterruptGuard interrupt_guard;
   Report report = started_report(o, in);
+  run::ExecuteOptions exec = execute_options(o, global, in, report.inventory);
   const run::Plan plan = checked_plan(in, report.inventory);
-  run::ExecuteOptions exec = execute_options(o, global, in);
+  exec.run_dir = checked_run_dir(o);
   report.targets = plan.targets;
   exec.journal_header = journal_header(o, in, report);
   if (before) { // --resume: the cells that ended are kept, the rest run
@@ -463,15 +497,16 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
 
   const auto report_start = std::chrono::steady_clock::now();
   report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
-  advise_and_decide(report, in.advice, std::move(executed.findings),
-                    report.interrupted ? g_signal.load() : 0);
+  const std::vector<Recommendation> alternatives = advise_and_decide(
+      report, in.advice, std::move(executed.findings), report.interrupted ? g_signal.load() : 0);
+  verify_step(o, report, in.advice, alternatives, exec);
   // An interpreter the user named that cannot run the probe is their input, not a backend.
   if (exec.python_unusable && !o.python.empty() && !report.interrupted) {
     fmt::print(stderr, "sdpa-doctor: error: --python: {}\n", escape_to_one_line(exec.python_reason));
     report.exit_code = exit_code::usage;
   }
   report.timings.total_ms = ms_since(start);
-  report.timings.report_ms = ms_since(report_start);
+  report.timings.report_ms = ms_since(report_start) - report.timings.verify_ms;
   return present_and_write(std::move(report), global, executed.journal_path);
 }
 
@@ -621,6 +656,9 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
                  "CASES, SECONDSs or CASES,SECONDSs")
       ->type_name("CASES[,SECONDSs]")
       ->default_str("24,60s");
+  sub.add_flag("--verify,!--no-verify", o.verify,
+               "Re-run each recommendation in a fresh python worker under exactly its printed "
+               "flags, falling back to the next configuration when that fails (default on)");
 }
 
 } // namespace
@@ -646,8 +684,8 @@ AdviceInputs advice_inputs(const CheckOptions& o, std::optional<Case> target) {
   return in;
 }
 
-void advise_and_decide(Report& report, const AdviceInputs& in, std::vector<Finding> run_findings,
-                       int signal) {
+std::vector<Recommendation> advise_and_decide(Report& report, const AdviceInputs& in,
+                                              std::vector<Finding> run_findings, int signal) {
   advice::settle_gfx_truth(report); // before advise: its findings and known issues read it
   advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
   // Device findings stay in the inventory; these are the run's own.
@@ -661,6 +699,7 @@ void advise_and_decide(Report& report, const AdviceInputs& in, std::vector<Findi
   if (report.interrupted)
     code = signal == SIGTERM ? exit_code::interrupted_term : exit_code::interrupted_int;
   report.exit_code = code;
+  return std::move(advised.alternatives);
 }
 
 int present_and_write(Report report, const GlobalOptions& global, const std::string& journal) {

@@ -136,6 +136,25 @@ struct WorkerInfo {
   std::string available; // empty when the worker ran; else why this probe could not run
 };
 
+// A recommendation re-run in a fresh python worker: the environment set before the interpreter
+// starts, the printed Python snippet executed byte for byte, then every case of the device through
+// the default dispatch, as a user's model calls SDPA.
+struct Verification {
+  bool ran = false; // false: it could not be re-run; `note` says why
+  int passed = 0;
+  int total = 0;
+  double seconds = 0;
+  std::string how;  // "a fresh python worker"
+  std::string note; // the first failure ("<case>: crash: ..."), or why it did not run
+  bool verified() const { return ran && total > 0 && passed == total; }
+};
+
+// A configuration the advice ranked higher, dropped because its re-run failed.
+struct RejectedRecommendation {
+  std::string id;
+  std::string reason; // "2 of 36 cases failed under these flags; first <case>: <status>: <why>"
+};
+
 struct Recommendation {
   std::string id;     // stable: "use-math-only", "enable-aotriton-experimental", ...
   std::string device; // probe target
@@ -147,6 +166,10 @@ struct Recommendation {
   std::string vllm;         // --attention-backend ...
   std::string cost;         // what it costs, e.g. memory of math scores for --target
   std::vector<std::string> case_ids; // measured proof
+  // The re-run under exactly these flags (`check --verify`); nullopt: not re-run (--no-verify).
+  std::optional<Verification> verification;
+  // Better-ranked configurations whose re-run failed, in the order they were tried.
+  std::vector<RejectedRecommendation> rejected;
 };
 
 struct KnownIssueMatch {
@@ -167,6 +190,7 @@ struct Timings {
   double oracle_ms = 0;
   double probes_ms = 0;
   double report_ms = 0;
+  double verify_ms = 0; // the advice's re-runs (check --verify)
 };
 
 // What a failure needs, from `check`'s shrinking: `axis op value`, e.g. d > 128, causal = 1,

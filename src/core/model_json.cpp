@@ -371,6 +371,7 @@ json to_json(const Timings& t) {
   put_number(j, "enumerate_ms", t.enumerate_ms);
   put_number(j, "oracle_ms", t.oracle_ms);
   put_number(j, "probes_ms", t.probes_ms);
+  put_number(j, "verify_ms", t.verify_ms);
   put_number(j, "report_ms", t.report_ms);
   return j;
 }
@@ -382,6 +383,7 @@ Timings timings_from_json(const json& j) {
   t.enumerate_ms = read_number(j, "enumerate_ms").value_or(0);
   t.oracle_ms = read_number(j, "oracle_ms").value_or(0);
   t.probes_ms = read_number(j, "probes_ms").value_or(0);
+  t.verify_ms = read_number(j, "verify_ms").value_or(0);
   t.report_ms = read_number(j, "report_ms").value_or(0);
   return t;
 }

@@ -47,6 +47,14 @@ struct EnumerateOptions {
 // sources_status entry. An empty device list comes with no_gpu_reason set.
 DeviceInventory enumerate_devices(const EnumerateOptions& options);
 
+// Adds the GPUs the probed torch sees (run::PythonChoice::gpus, index = cuda:N) that no source
+// of the inventory saw: an NVIDIA GPU, or an AMD GPU whose runtime only the torch wheel carries.
+// Each such device gets finding `gpu-seen-by-torch-only`, so that `--device cuda:N` and the
+// default targets reach it. A device the sources saw keeps their facts. `python` names the
+// interpreter that saw them.
+void add_torch_gpus(DeviceInventory& inventory, const std::vector<Device>& seen,
+                    const std::string& python);
+
 // ---- arch knowledge --------------------------------------------------------------------------
 
 struct GfxArch {

@@ -322,4 +322,46 @@ DeviceInventory merge_sources(const std::vector<NamedResult>& results,
   return inv;
 }
 
+void add_torch_gpus(DeviceInventory& inventory, const std::vector<Device>& seen,
+                    const std::string& python) {
+  for (const Device& g : seen) {
+    const std::string label = fmt::format("cuda:{}", g.index);
+    auto known = std::find_if(inventory.devices.begin(), inventory.devices.end(),
+                              [&](const Device& d) { return d.index == g.index; });
+    if (known != inventory.devices.end()) {
+      if (known->name.empty()) known->name = g.name;
+      continue;
+    }
+    Device d = g;
+    d.gfx_target = base_gfx_target(g.gfx_arch_name);
+    d.sources["seen_by"]["torch"] = python;
+    const bool amd = !d.gfx_target.empty();
+    if (auto arch = find_gfx_arch(d.gfx_target)) {
+      d.family = std::string(arch->family);
+      d.marketing_names = marketing_names(*arch);
+      d.matrix_instructions = std::string(arch->matrix);
+      d.wave_size = arch->wave_size;
+    } else {
+      d.family = amd ? "unknown" : "";
+    }
+    // An AMD GPU the doctor's own runtime missed (a wheel that brings its own ROCm libraries)
+    // says something about this install; another vendor's GPU is simply outside those sources.
+    inventory.findings.push_back(
+        {"gpu-seen-by-torch-only", amd ? Severity::warning : Severity::ok,
+         amd ? fmt::format("{} ({}, {}) is visible to the probed torch but not to the doctor's "
+                           "HIP runtime, ROCm SMI or KFD sources",
+                           label, d.name, d.gfx_target)
+             : fmt::format("{} ({}) is visible to the probed torch; it is not an AMD GPU, so the "
+                           "doctor's ROCm checks do not apply, but its probes run on it",
+                           label, d.name),
+         amd ? "the probes still run on it through torch; for the doctor's own device facts "
+               "install the ROCm runtime (libamdhip64, librocm_smi64) or check /dev/kfd access"
+             : "",
+         {},
+         label});
+    inventory.devices.push_back(std::move(d));
+    if (amd) inventory.no_gpu_reason.clear();
+  }
+}
+
 } // namespace sdpa_doctor::devices

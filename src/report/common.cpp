@@ -321,4 +321,13 @@ std::string ascii_dots(std::string_view text) {
   return out;
 }
 
+std::string verification_line(const Verification& v) {
+  if (!v.ran) return fmt::format("not verified: {}", v.note);
+  const std::string how = fmt::format("{}, {:.1f} s", v.how, v.seconds);
+  if (v.verified())
+    return fmt::format("verified: {}/{} cases under these flags ({})", v.passed, v.total, how);
+  return fmt::format("NOT verified: {}/{} cases passed under these flags ({}): {}", v.passed,
+                     v.total, how, v.note);
+}
+
 } // namespace sdpa_doctor::report::detail

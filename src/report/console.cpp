@@ -500,6 +500,10 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
     for (const Recommendation& r : report.recommendations) {
       body += fmt::format("  {} {}: {}\n", o.unicode ? "▶" : ">", r.device, r.id);
       body += wrap_paragraph(r.summary, width, "    ", "    ");
+      for (const RejectedRecommendation& x : r.rejected)
+        body += wrap_paragraph(fmt::format("instead of {}, whose re-run failed: {}", x.id, x.reason),
+                               width, "    ", "      ");
+      if (r.verification) body += wrap_paragraph(verification_line(*r.verification), width, "    ", "      ");
       auto section = [&](const char* name, const std::string& text) {
         if (text.empty()) return;
         body += fmt::format("    {}:\n", name);

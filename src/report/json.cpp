@@ -61,16 +61,28 @@ std::string render_json(const Report& report) {
   for (const Finding& f : report.findings) findings.push_back(to_json(f));
   json recs = json::array();
   for (const Recommendation& r : report.recommendations) {
-    recs.push_back(json{{"id", r.id},
-                        {"device", r.device},
-                        {"summary", r.summary},
-                        {"python", r.python},
-                        {"cpp", r.cpp},
-                        {"environment", r.environment},
-                        {"transformers", r.transformers},
-                        {"vllm", r.vllm},
-                        {"cost", r.cost},
-                        {"case_ids", r.case_ids}});
+    json rec{{"id", r.id},
+             {"device", r.device},
+             {"summary", r.summary},
+             {"python", r.python},
+             {"cpp", r.cpp},
+             {"environment", r.environment},
+             {"transformers", r.transformers},
+             {"vllm", r.vllm},
+             {"cost", r.cost},
+             {"case_ids", r.case_ids}};
+    if (r.verification) { // v1.2; absent with --no-verify
+      const Verification& v = *r.verification;
+      rec["verified"] = v.verified();
+      rec["verification"] = json{{"ran", v.ran},         {"passed", v.passed},
+                                 {"total", v.total},     {"seconds", v.seconds},
+                                 {"how", v.how},         {"note", v.note}};
+      json rejected = json::array();
+      for (const RejectedRecommendation& x : r.rejected)
+        rejected.push_back(json{{"id", x.id}, {"reason", x.reason}});
+      rec["rejected"] = rejected;
+    }
+    recs.push_back(std::move(rec));
   }
   json issues = json::array();
   for (const KnownIssueMatch& m : report.known_issues) {

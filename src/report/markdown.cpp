@@ -253,6 +253,10 @@ std::string recommendations_section(const Report& report) {
     out += "## Recommendations\n\n";
     for (const Recommendation& r : report.recommendations) {
       out += fmt::format("### {}: {}\n\n{}\n\n", code(r.device), code(r.id), r.summary);
+      for (const RejectedRecommendation& x : r.rejected)
+        out += fmt::format("- instead of {}, whose re-run failed: {}\n", code(x.id), x.reason);
+      if (r.verification) out += fmt::format("- {}\n", verification_line(*r.verification));
+      if (r.verification || !r.rejected.empty()) out += "\n";
       if (!r.python.empty()) out += "Python:\n\n" + fenced(r.python, "python") + "\n";
       if (!r.environment.empty()) out += "Environment:\n\n" + fenced(r.environment, "sh") + "\n";
       if (!r.cpp.empty()) out += "C++:\n\n" + fenced(r.cpp, "cpp") + "\n";

@@ -63,6 +63,11 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
   argv.insert(argv.end(), {"--device", run.target, "--variant", run.variant.name()});
   // The variant's flags reach the worker before it starts: torch latches them on first use.
   launch.command->env = run.variant.environment();
+  if (run.verify) { // exactly the recommendation's environment, in an interpreter of its own
+    argv.insert(argv.end(), {"--verify", run.verify->id, "--snippet", run.verify->snippet});
+    launch.command->env = run.verify->environment;
+    return launch;
+  }
   if (run.probe == Probe::python && !probe_server.empty())
     launch.command->env.emplace_back("SDPA_DOCTOR_PROBE_SERVER", probe_server);
   return launch;

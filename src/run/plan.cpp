@@ -54,7 +54,8 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
   for (const std::string& target : plan.targets)
     for (Probe probe : request.probes)
       for (const Variant& v : probes::plan_variants(probe, target))
-        if (selected(v, request.variant_filter)) plan.runs.push_back({target, probe, v});
+        if (selected(v, request.variant_filter))
+          plan.runs.push_back({target, probe, v, std::nullopt});
   return plan;
 }
 
@@ -76,8 +77,14 @@ void sort_by_plan(const Plan& plan, std::vector<CaseResult>& results) {
 
 nlohmann::json to_json(const Plan& plan) {
   nlohmann::json runs = nlohmann::json::array(), cases = nlohmann::json::array();
-  for (const PlannedRun& r : plan.runs)
-    runs.push_back({{"target", r.target}, {"probe", to_string(r.probe)}, {"variant", r.variant.name()}});
+  for (const PlannedRun& r : plan.runs) {
+    nlohmann::json run{{"target", r.target}, {"probe", to_string(r.probe)}, {"variant", r.variant.name()}};
+    if (r.verify)
+      run["verify"] = {{"id", r.verify->id},
+                       {"snippet", r.verify->snippet},
+                       {"environment", r.verify->environment}};
+    runs.push_back(std::move(run));
+  }
   for (const Case& c : plan.cases) cases.push_back(to_json(c));
   return {{"targets", plan.targets}, {"runs", runs}, {"cases", cases}};
 }
@@ -91,7 +98,12 @@ Expected<Plan> plan_from_json(const nlohmann::json& j) {
       auto probe = probe_from_string(r.at("probe").get<std::string>());
       auto variant = parse_variant(r.at("variant").get<std::string>());
       if (!probe || !variant) return make_error("the plan names an unknown probe or variant");
-      plan.runs.push_back({r.at("target").get<std::string>(), *probe, *variant});
+      PlannedRun run{r.at("target").get<std::string>(), *probe, *variant, std::nullopt};
+      if (const auto v = r.find("verify"); v != r.end())
+        run.verify = VerifyRun{v->at("id").get<std::string>(), v->at("snippet").get<std::string>(),
+                               v->at("environment")
+                                   .get<std::vector<std::pair<std::string, std::string>>>()};
+      plan.runs.push_back(std::move(run));
     }
     for (const auto& c : j.at("cases")) {
       auto parsed = case_from_json(c);

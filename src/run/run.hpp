@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,22 @@ namespace sdpa_doctor::run {
 
 // ---- the plan (pure) ------------------------------------------------------------------------
 
+// A recommendation's re-run (`check --verify`): the python worker executes `snippet` (a file
+// holding the recommendation's Python, byte for byte) before its cases, which it runs through the
+// default dispatch, under `environment` (the recommendation's "VAR=value" lines) instead of the
+// variant's. It starts its own interpreter: the start-up server's was started without them.
+struct VerifyRun {
+  std::string id;      // the recommendation's id; the fault switch names it `verify:<id>`
+  std::string snippet; // path of the Python file
+  std::vector<std::pair<std::string, std::string>> environment;
+};
+
 // One worker process's worth of work: a probe and a variant on one target, over cases.
 struct PlannedRun {
   std::string target; // "cpu", "cuda:0"
   Probe probe = Probe::torch;
   Variant variant;
+  std::optional<VerifyRun> verify; // python probe, variant `default` only
 };
 
 struct Plan {
@@ -76,6 +88,10 @@ struct PythonChoice {
   bool unusable = false;
   std::string unusable_path; // the interpreter that failed the pre-flight
   std::string torch_version; // from the pre-flight; empty when not asked or inconclusive
+  // The GPUs this torch sees (index = cuda:N, name, gcnArchName on ROCm, memory, PCI address):
+  // the devices its probes run on, whatever the doctor's own sources saw.
+  std::vector<Device> gpus;
+  std::string gpus_error; // why torch could not list them; empty when it could
 };
 
 // `requested` (--python: a path, or a name looked up on PATH) must exist and be executable, else
@@ -167,6 +183,32 @@ Expected<JournalContents> read_journal(const std::string& path);
 // A result that ended: anything but a cell the run was interrupted before. Resuming re-runs the
 // others.
 bool is_measured(const CaseResult& result);
+
+// ---- verified advice ------------------------------------------------------------------------
+
+// What the re-runs of the advice decided.
+struct VerifiedAdvice {
+  // Per device: the first configuration whose re-run passed every case, with the ones rejected
+  // before it; when none passed, the advice's own choice with its failed verification.
+  std::vector<Recommendation> recommendations;
+  std::vector<Finding> findings; // recommendation-failed-verification, one per such device
+  std::set<Status> statuses; // what re-run cases ended in, pass left out (for --fail-on)
+};
+
+// Re-runs each recommendation (then, while its re-run fails, each alternative for its device in
+// the order given) in a fresh python worker under exactly the printed flags: the environment
+// before the interpreter starts, the Python snippet executed as printed, then every case the
+// recommendation was proven on (taken from `results`) through the default dispatch, each isolated
+// like any other case (in exec.run_dir/verify/). Without a usable python probe nothing runs and
+// each recommendation's verification says why.
+VerifiedAdvice verify_recommendations(const std::vector<Recommendation>& recommendations,
+                                      const std::vector<Recommendation>& alternatives,
+                                      const std::vector<CaseResult>& results,
+                                      const DeviceInventory& inventory, const ExecuteOptions& exec);
+
+// "VAR=value" lines (Recommendation::environment) as pairs; blank lines and lines without '='
+// are skipped.
+std::vector<std::pair<std::string, std::string>> environment_lines(const std::string& text);
 
 // ---- shrinking (run/shrink.hpp holds the pure search) --------------------------------------
 

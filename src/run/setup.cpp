@@ -7,6 +7,7 @@
 #include "isolate/isolate.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
@@ -59,21 +60,56 @@ Expected<PythonChoice> requested_python(const std::string& requested) {
   if (!fs::exists(p, ec)) return make_error(fmt::format("--python: '{}' does not exist", requested));
   if (fs::is_directory(p, ec) || ::access(p.c_str(), X_OK) != 0)
     return make_error(fmt::format("--python: '{}' is not an executable", requested));
-  return PythonChoice{p.string(), "", false, "", ""};
+  PythonChoice choice;
+  choice.path = p.string();
+  return choice;
 }
 
 constexpr const char* k_preflight_mark = "sdpa-doctor-preflight";
 
-// What `python -c "import torch"` says, as the pre-flight's verdict on `choice`.
+// The GPUs the pre-flight's torch listed: one JSON object each.
+std::vector<Device> torch_gpus(const std::string& json_text) {
+  std::vector<Device> out;
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& g : j) {
+    if (!g.is_object() || !g.contains("index") || !g.at("index").is_number_integer()) continue;
+    Device d;
+    d.index = g.at("index").get<int>();
+    d.name = g.value("name", "");
+    d.gfx_arch_name = g.value("arch", "");
+    d.pci_bdf = g.value("pci", "");
+    if (const auto m = g.find("memory"); m != g.end() && m->is_number_integer() && *m > 0)
+      d.vram_total_bytes = m->get<int64_t>();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// What `python -c "import torch"` says, as the pre-flight's verdict on `choice`, and the GPUs that
+// torch sees (the device the probes will use, whatever the doctor's own sources saw).
 PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) {
   isolate::Command cmd;
   cmd.argv = {choice.path, "-W", "ignore", "-c",
-              fmt::format("import sys\n"
+              fmt::format("import sys, json\n"
                           "try:\n"
                           "    import torch\n"
                           "except BaseException as e:\n"
                           "    print('{0} error', str(e) or type(e).__name__); sys.exit(0)\n"
-                          "print('{0} torch', torch.__version__)\n",
+                          "print('{0} torch', torch.__version__, flush=True)\n"
+                          "gpus = []\n"
+                          "try:\n"
+                          "    for i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
+                          "        p = torch.cuda.get_device_properties(i)\n"
+                          "        g = {{'index': i, 'name': p.name, 'memory': int(p.total_memory),\n"
+                          "             'arch': getattr(p, 'gcnArchName', '') or ''}}\n"
+                          "        if hasattr(p, 'pci_bus_id'):\n"
+                          "            g['pci'] = '%04x:%02x:%02x.0' % (getattr(p, 'pci_domain_id', 0),\n"
+                          "                                             p.pci_bus_id, p.pci_device_id)\n"
+                          "        gpus.append(g)\n"
+                          "except BaseException as e:\n"
+                          "    print('{0} gpus-error', str(e).splitlines()[0] if str(e) else type(e).__name__)\n"
+                          "print('{0} gpus', json.dumps(gpus))\n",
                           k_preflight_mark)};
   auto run = isolate::run_simple(cmd, deadline);
   if (run && run->timed_out) {
@@ -83,8 +119,13 @@ PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) 
   }
   std::string answer;
   if (run)
-    for (const std::string& line : split_lines(run->out))
-      if (line.rfind(k_preflight_mark, 0) == 0) answer = line.substr(std::strlen(k_preflight_mark) + 1);
+    for (const std::string& line : split_lines(run->out)) {
+      if (line.rfind(k_preflight_mark, 0) != 0) continue;
+      const std::string said = line.substr(std::strlen(k_preflight_mark) + 1);
+      if (said.rfind("gpus ", 0) == 0) choice.gpus = torch_gpus(said.substr(5));
+      else if (said.rfind("gpus-error ", 0) == 0) choice.gpus_error = said.substr(11);
+      else if (answer.empty()) answer = said;
+    }
   if (answer.rfind("torch ", 0) == 0) {
     choice.torch_version = answer.substr(6);
     return choice;
@@ -120,10 +161,14 @@ Expected<PythonChoice> choose_python(const std::string& requested,
   if (auto p = find_on_path("python3")) candidates.push_back(p->string());
   if (*build_info::k_python) candidates.push_back(build_info::k_python);
   for (const auto& c : candidates)
-    if (::access(c.c_str(), X_OK) == 0 && finds_torch_quickly(c))
-      return preflight(PythonChoice{c, "", false, "", ""}, preflight_deadline);
-  return PythonChoice{"", "no python3 that can import torch was found (use --python PATH)", false,
-                      "", ""};
+    if (::access(c.c_str(), X_OK) == 0 && finds_torch_quickly(c)) {
+      PythonChoice choice;
+      choice.path = c;
+      return preflight(std::move(choice), preflight_deadline);
+    }
+  PythonChoice none;
+  none.reason = "no python3 that can import torch was found (use --python PATH)";
+  return none;
 }
 
 Expected<std::string> make_run_dir(const std::string& requested) {

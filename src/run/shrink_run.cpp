@@ -71,7 +71,7 @@ Shrink shrink_group(const Group& g, const DeviceInventory& inventory, ExecuteOpt
     Plan plan;
     plan.targets = {g.device};
     plan.cases = batch;
-    plan.runs = {{g.device, g.probe, variant ? *variant : Variant{g.variant, {}}}};
+    plan.runs = {{g.device, g.probe, variant ? *variant : Variant{g.variant, {}}, std::nullopt}};
     ExecuteOptions round_exec = exec;
     round_exec.run_dir =
         (fs::path(exec.run_dir) / "shrink" / fmt::format("{}-{}", index, round++)).string();

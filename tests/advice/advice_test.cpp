@@ -241,3 +241,32 @@ TEST(ExitCode, ParsesFailOnLists) {
   EXPECT_NE(bad.error().message.find("'boom'"), std::string::npos);
   EXPECT_FALSE(parse_fail_on(""));
 }
+
+TEST(Recommend, OffersTheNextProvenConfigurationsInRankOrderEachOnce) {
+  Builder b;
+  b.all("default", Status::pass, 1)
+      .all("flash", Status::pass, 1)
+      .all("mem_efficient", Status::pass, 1.2)
+      .all("math", Status::pass, 5);
+  const AdviceResult a = advise(b.report, {}, {});
+  ASSERT_EQ(a.recommendations.size(), 1u);
+  EXPECT_EQ(a.recommendations[0].id, "keep-defaults");
+  // The `default` variant and the flash, mem-efficient, math chain are the same advice: once.
+  std::vector<std::string> ids;
+  for (const Recommendation& r : a.alternatives) {
+    EXPECT_EQ(r.device, "cuda:0");
+    EXPECT_FALSE(r.python.empty());
+    ids.push_back(r.id);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"disable-mem-efficient", "disable-flash"}));
+  EXPECT_LE(a.alternatives.size(), k_max_alternatives);
+}
+
+TEST(Recommend, OffersNoAlternativeWhereOnlyOneConfigurationIsProven) {
+  Builder b;
+  b.all("flash", Status::crash).all("mem_efficient", Status::crash).all("math", Status::pass, 5);
+  const AdviceResult a = advise(b.report, {}, {});
+  ASSERT_EQ(a.recommendations.size(), 1u);
+  EXPECT_EQ(a.recommendations[0].id, "use-math-only");
+  EXPECT_TRUE(a.alternatives.empty());
+}

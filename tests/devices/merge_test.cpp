@@ -192,3 +192,53 @@ TEST(Merge, NoGpuReasonNamesEverySource) {
                                                                << inv.no_gpu_reason;
   EXPECT_EQ(inv.sources_status.at("hip"), "hipErrorNoDevice");
 }
+
+TEST(TorchGpus, ADeviceOnlyTorchSeesJoinsTheInventoryWithAFinding) {
+  DeviceInventory inv;
+  inv.no_gpu_reason = "No AMD GPU found: /dev/kfd does not exist";
+  Device h200;
+  h200.index = 0;
+  h200.name = "NVIDIA H200";
+  h200.vram_total_bytes = int64_t{150} << 30;
+  h200.pci_bdf = "0000:19:00.0";
+  dev::add_torch_gpus(inv, {h200}, "/usr/bin/python3");
+  ASSERT_EQ(inv.devices.size(), 1u);
+  const Device& d = inv.devices[0];
+  EXPECT_EQ(d.index, 0);
+  EXPECT_EQ(d.name, "NVIDIA H200");
+  EXPECT_TRUE(d.gfx_target.empty());
+  EXPECT_EQ(d.sources.at("seen_by").at("torch"), "/usr/bin/python3");
+  ASSERT_EQ(inv.findings.size(), 1u);
+  EXPECT_EQ(inv.findings[0].id, "gpu-seen-by-torch-only");
+  EXPECT_EQ(inv.findings[0].severity, sdpa_doctor::Severity::ok);
+  EXPECT_EQ(inv.findings[0].device, "cuda:0");
+  // Still true: no AMD GPU was found.
+  EXPECT_FALSE(inv.no_gpu_reason.empty());
+}
+
+TEST(TorchGpus, AnAmdGpuTheSourcesMissedIsAWarningAndNoLongerNoGpu) {
+  DeviceInventory inv;
+  inv.no_gpu_reason = "No AMD GPU found: the HIP runtime is not installed";
+  Device g;
+  g.index = 0;
+  g.name = "AMD Radeon RX 9070 XT";
+  g.gfx_arch_name = "gfx1201:sramecc-:xnack-";
+  dev::add_torch_gpus(inv, {g}, "python3");
+  ASSERT_EQ(inv.devices.size(), 1u);
+  EXPECT_EQ(inv.devices[0].gfx_target, "gfx1201");
+  EXPECT_EQ(inv.devices[0].family, "RDNA4");
+  EXPECT_EQ(inv.findings.at(0).severity, sdpa_doctor::Severity::warning);
+  EXPECT_TRUE(inv.no_gpu_reason.empty());
+}
+
+TEST(TorchGpus, ADeviceTheSourcesSawKeepsTheirFacts) {
+  DeviceInventory inv;
+  inv.devices.push_back(hip_device(0, "0000:03:00.0", "gfx1201"));
+  Device g;
+  g.index = 0;
+  g.name = "something else";
+  dev::add_torch_gpus(inv, {g}, "python3");
+  ASSERT_EQ(inv.devices.size(), 1u);
+  EXPECT_EQ(inv.devices[0].name, "AMD Radeon Graphics");
+  EXPECT_TRUE(inv.findings.empty());
+}

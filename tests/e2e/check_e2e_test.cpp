@@ -10,6 +10,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -43,6 +44,12 @@ constexpr bool k_torch_worker = true;
 #else
 constexpr bool k_torch_worker = false;
 #endif
+
+// The line a recommendation verified on `cases` cases carries, up to its timing.
+std::string fmt_verified(size_t cases) {
+  return "verified: " + std::to_string(cases) + "/" + std::to_string(cases) +
+         " cases under these flags (a fresh python worker";
+}
 
 std::vector<json> results_of(const json& report, const std::string& probe,
                              const std::string& variant) {
@@ -79,7 +86,7 @@ json* DefaultCheck::s_report = nullptr;
 TEST_F(DefaultCheck, ExitsZeroWithEveryCaseAccountedFor) {
   EXPECT_EQ(s_run->exit_code, 0) << s_run->out << s_run->err;
   ASSERT_FALSE(s_report->is_discarded()) << "r.json is not JSON";
-  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1.1");
+  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1.2");
   EXPECT_EQ(s_report->at("exit_code"), 0);
   EXPECT_NE(s_run->out.find("Summary"), std::string::npos) << s_run->out;
   for (const auto& r : s_report->at("results")) {
@@ -395,4 +402,142 @@ TEST(CheckShrink, NothingFailingRunsNoShrink) {
   auto report = json::parse(read_file(dir.file("r.json")));
   EXPECT_FALSE(report.contains("shrinks") && !report.at("shrinks").empty()) << report;
   EXPECT_EQ(report.at("results").size(), 1u);
+}
+
+TEST_F(DefaultCheck, TheRecommendationIsVerifiedByAReRunOfEveryCase) {
+  if (!python_has("torch")) GTEST_SKIP() << "no torch in " << k_python;
+  const auto& recs = s_report->at("recommendations");
+  ASSERT_FALSE(recs.empty());
+  const json& rec = recs.at(0);
+  EXPECT_EQ(rec.at("verified"), true) << rec;
+  EXPECT_EQ(rec.at("verification").at("passed"), rec.at("case_ids").size()) << rec;
+  EXPECT_EQ(rec.at("verification").at("total"), rec.at("case_ids").size()) << rec;
+  const std::string line = fmt_verified(rec.at("case_ids").size());
+  EXPECT_NE(s_run->out.find(line), std::string::npos) << s_run->out;
+  EXPECT_NE(read_file(s_dir->file("r.md")).find(line), std::string::npos);
+}
+
+// The advice re-run (check --verify, on by default) on two small cases through the python probe.
+class CheckVerify : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!python_has("torch")) GTEST_SKIP() << "no torch in " << k_python;
+  }
+  sdpa_test::RunResult check(const std::string& fault, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{doctor(), "check", "--probe", "python", "--python", k_python,
+                                  "--case", "dtype=fp32,b=1,h=2,l=16,d=32", "--case",
+                                  "dtype=bf16,b=1,h=2,l=8,d=32,causal", "--json",
+                                  m_dir.file("r.json"), "--run-dir", m_dir.file("run")};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::map<std::string, std::string> env{{"NO_COLOR", "1"}};
+    if (!fault.empty()) env["SDPA_DOCTOR_TEST_FAULT"] = fault;
+    auto r = run_binary(argv, with_env(env, 300));
+    m_report = json::parse(read_file(m_dir.file("r.json")), nullptr, false);
+    return r;
+  }
+  // The facts the re-run of `id` said hello with, from its journal in RUN-DIR/verify/.
+  json verify_worker_facts(const std::string& id) {
+    for (const auto& entry :
+         std::filesystem::directory_iterator(m_dir.file("run") + "/verify")) {
+      if (entry.path().filename().string().find(id) == std::string::npos) continue;
+      const std::string journal = read_file((entry.path() / "journal.jsonl").string());
+      size_t start = 0;
+      while (start < journal.size()) {
+        const size_t end = journal.find('\n', start);
+        const json line = json::parse(journal.substr(start, end - start), nullptr, false);
+        if (line.is_object() && line.value("event", "") == "worker")
+          return line.at("worker").at("facts");
+        if (end == std::string::npos) break;
+        start = end + 1;
+      }
+    }
+    return json();
+  }
+  TempDir m_dir;
+  json m_report;
+};
+
+TEST_F(CheckVerify, TheSnippetThatWasVerifiedIsByteForByteThePrintedOne) {
+  auto r = check("");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json& rec = m_report.at("recommendations").at(0);
+  EXPECT_EQ(rec.at("id"), "keep-defaults");
+  EXPECT_EQ(rec.at("verified"), true) << rec;
+  EXPECT_TRUE(rec.at("rejected").empty()) << rec;
+  EXPECT_NE(r.out.find(fmt_verified(2)), std::string::npos) << r.out;
+  // The worker hashed the bytes it executed; the same hash of the JSON's `python`.
+  const json facts = verify_worker_facts("keep-defaults");
+  ASSERT_TRUE(facts.is_object()) << "no worker event in the re-run's journal";
+  EXPECT_EQ(facts.at("verify"), "keep-defaults");
+  const std::string printed = m_dir.file("printed.py");
+  {
+    std::ofstream f(printed, std::ios::binary);
+    f << rec.at("python").get<std::string>();
+  }
+  auto sha = run_binary({k_python, "-c",
+                         "import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read())"
+                         ".hexdigest())",
+                         printed});
+  ASSERT_EQ(sha.exit_code, 0) << sha.err;
+  EXPECT_EQ(facts.at("snippet_sha256"), sha.out.substr(0, 64));
+}
+
+TEST_F(CheckVerify, AFirstChoiceWhoseReRunFailsGivesWayToTheNextAndSaysWhy) {
+  auto r = check("variant=verify:keep-defaults,action=abort");
+  // The matrix passed, but a case crashed under the flags first chosen: that fails the check.
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (const auto& res : m_report.at("results"))
+    EXPECT_NE(res.at("status"), "crash") << "the main run is not what failed: " << res;
+  const json& rec = m_report.at("recommendations").at(0);
+  EXPECT_EQ(rec.at("id"), "disable-mem-efficient") << rec;
+  EXPECT_EQ(rec.at("verified"), true) << rec;
+  ASSERT_EQ(rec.at("rejected").size(), 1u) << rec;
+  EXPECT_EQ(rec.at("rejected").at(0).at("id"), "keep-defaults");
+  const std::string why = rec.at("rejected").at(0).at("reason");
+  EXPECT_NE(why.find("2 of 2 cases failed under these flags"), std::string::npos) << why;
+  EXPECT_NE(why.find("crash"), std::string::npos) << why;
+  EXPECT_NE(r.out.find("instead of keep-defaults, whose re-run failed: 2 of 2 cases failed"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(fmt_verified(2)), std::string::npos) << r.out;
+  EXPECT_EQ(verify_worker_facts("disable-mem-efficient").at("verify"), "disable-mem-efficient");
+  // The exit code's reason, said once with what to use instead.
+  bool finding = false;
+  for (const auto& f : m_report.at("findings"))
+    if (f.at("id") == "recommendation-rejected") {
+      finding = true;
+      EXPECT_NE(f.at("remedy").get<std::string>().find("use disable-mem-efficient"),
+                std::string::npos)
+          << f;
+    }
+  EXPECT_TRUE(finding) << m_report.at("findings");
+}
+
+TEST_F(CheckVerify, WhenNoConfigurationPassesItsReRunTheCheckSaysSoAndFails) {
+  auto r = check("variant=verify:keep-defaults,action=abort;"
+                 "variant=verify:disable-mem-efficient,action=exit3;"
+                 "variant=verify:disable-flash,action=perturb");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const json& rec = m_report.at("recommendations").at(0);
+  EXPECT_EQ(rec.at("id"), "keep-defaults") << rec;
+  EXPECT_EQ(rec.at("verified"), false) << rec;
+  ASSERT_EQ(rec.at("rejected").size(), 2u) << rec;
+  EXPECT_EQ(rec.at("rejected").at(1).at("id"), "disable-flash");
+  EXPECT_NE(rec.at("rejected").at(1).at("reason").get<std::string>().find("mismatch"),
+            std::string::npos);
+  bool finding = false;
+  for (const auto& f : m_report.at("findings"))
+    finding = finding || f.at("id") == "recommendation-failed-verification";
+  EXPECT_TRUE(finding) << m_report.at("findings");
+  EXPECT_NE(r.out.find("NOT verified: 0/2 cases passed under these flags"), std::string::npos)
+      << r.out;
+}
+
+TEST_F(CheckVerify, NoVerifyRunsNoReRun) {
+  auto r = check("variant=verify:keep-defaults,action=abort", {"--no-verify"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json& rec = m_report.at("recommendations").at(0);
+  EXPECT_EQ(rec.at("id"), "keep-defaults");
+  EXPECT_FALSE(rec.contains("verified")) << rec;
+  EXPECT_FALSE(std::filesystem::exists(m_dir.file("run") + "/verify"));
 }

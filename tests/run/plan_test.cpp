@@ -1,4 +1,5 @@
 // The plan is pure data from the request and the inventory: no process, no file.
+#include "run/launch.hpp"
 #include "run/run.hpp"
 
 #include <gtest/gtest.h>
@@ -114,4 +115,41 @@ TEST(Plan, UnknownVariantsAreNamedInOrder) {
   const auto known = known_variant_names();
   EXPECT_TRUE(contains(known, "mem_efficient[aotriton,experimental]"));
   EXPECT_TRUE(contains(known, "ref-math"));
+}
+
+TEST(Verify, EnvironmentLinesAreThePrintedPairsAsTheyStand) {
+  using P = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(environment_lines(""), P{});
+  EXPECT_EQ(environment_lines("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1\nTORCH_ROCM_FA_PREFER_CK=0"),
+            (P{{"TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL", "1"}, {"TORCH_ROCM_FA_PREFER_CK", "0"}}));
+  // A value keeps its own '=', blank lines and lines without a name are not variables.
+  EXPECT_EQ(environment_lines("\nA=b=c\n=x\nno-equals\n"), (P{{"A", "b=c"}}));
+}
+
+TEST(Verify, AVerifyRunSurvivesTheJournalsPlanAndStartsWithOnlyItsEnvironment) {
+  Plan plan;
+  plan.targets = {"cpu"};
+  plan.cases = {parse_case_spec("dtype=fp32,b=1,h=2,l=8,d=16").value()};
+  plan.runs = {{"cpu", Probe::python, Variant{"default", {}},
+                VerifyRun{"disable-flash", "/tmp/snippet.py", {{"TORCH_ROCM_FA_PREFER_CK", "0"}}}}};
+  auto back = plan_from_json(to_json(plan));
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ(back->runs.size(), 1u);
+  ASSERT_TRUE(back->runs[0].verify.has_value());
+  EXPECT_EQ(back->runs[0].verify->id, "disable-flash");
+  EXPECT_EQ(back->runs[0].verify->snippet, "/tmp/snippet.py");
+  EXPECT_EQ(back->runs[0].verify->environment, plan.runs[0].verify->environment);
+
+  ExecuteOptions exec;
+  exec.python = "/usr/bin/python3";
+  const WorkerLaunch launch = worker_launch(plan.runs[0], exec, "/tmp/server.sock");
+  ASSERT_TRUE(launch.command) << launch.why_not;
+  const auto& argv = launch.command->argv;
+  const auto at = std::find(argv.begin(), argv.end(), "--verify");
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(*(at + 1), "disable-flash");
+  EXPECT_EQ(*(at + 2), "--snippet");
+  EXPECT_EQ(*(at + 3), "/tmp/snippet.py");
+  // Exactly the recommendation's environment; no start-up server (its interpreter lacks it).
+  EXPECT_EQ(launch.command->env, plan.runs[0].verify->environment);
 }

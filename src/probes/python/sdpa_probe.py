@@ -767,9 +767,29 @@ def import_torch():
             return None, "python: %s" % one_line(e)
 
 
+def run_snippet(torch, device, source, path, first_case):
+    """Executes a recommendation's Python as printed, with q, k, v bound for its `with
+    sdpa_kernel(...)` example: '' when it ran, else why not, one line."""
+    c = first_case or {"dtype": "fp32"}
+    try:
+        shape = (1, 2, 16, 64)
+        dt = torch_dtype(torch, c["dtype"])
+        q, k, v = (torch.ones(shape, dtype=dt, device=device) for _ in range(3))
+        scope = {"__name__": "__main__", "q": q, "k": k, "v": v}
+        exec(compile(source, path, "exec"), scope)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(torch.device(device))
+        return ""
+    except BaseException as e:  # SystemExit included: the snippet must not end the worker
+        return "the recommended Python raised %s" % one_line("%s: %s" % (type(e).__name__, e))
+
+
 def run_worker(args):
     backend, flags = parse_variant(args["variant"])
     variant_name = args["variant"]
+    verify = args.get("verify")
+    if verify:  # a recommendation's re-run: the fault switch names it so
+        variant_name = "verify:" + verify
     for key, value in variant_environment(flags).items():
         os.environ.setdefault(key, value)  # before torch reads them, once per process
     writer = Writer(args["results_fd"])
@@ -808,17 +828,30 @@ def run_worker(args):
     facts["started"] = STARTED
     facts["variant_environment"] = ",".join(
         "%s=%s" % (k, os.environ.get(k, "")) for k in sorted(variant_environment(flags)))
-    writer.event("hello", worker="python", device=args["device"], variant=variant_name,
+    source = None
+    if verify:
+        import hashlib
+        with open(args["snippet"], "rb") as f:
+            source = f.read()
+        facts["verify"] = verify
+        facts["snippet_sha256"] = hashlib.sha256(source).hexdigest()
+    writer.event("hello", worker="python", device=args["device"], variant=args["variant"],
                  versions=versions, facts=facts)
-    if probe is not None:
-        with probe.threads.serial():  # Probe.run takes the pool back for the SDPA calls
-            return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name,
-                             args["device"])
-    return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name, args["device"])
+    if probe is None:
+        return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name,
+                         args["device"])
+    with probe.threads.serial():  # Probe.run takes the pool back for the SDPA calls
+        broken = ""
+        if source is not None and not unavailable:
+            broken = run_snippet(torch, args["device"], source, args["snippet"],
+                                 lines[0]["case"] if lines else None)
+        return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name,
+                         args["device"], broken)
 
 
-def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, device):
-    """Runs every case line and writes begin/result, then bye; the worker's exit code."""
+def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, device, broken=""):
+    """Runs every case line and writes begin/result, then bye; the worker's exit code.
+    `unavailable`: every case is `unsupported` with it; `broken`: every case is an `error`."""
     for line in lines:
         cid = line["id"]
         if not writer.event("begin", case=cid):
@@ -835,6 +868,8 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                    "timed_runs": 0}
         if unavailable:
             result["status"], result["reason"] = "unsupported", unavailable
+        elif broken:
+            result["status"], result["reason"] = "error", broken
         else:
             with warnings.catch_warnings(record=True) as captured:
                 warnings.simplefilter("always")
@@ -873,7 +908,7 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                     result["status"], result["reason"] = "error", one_line(e)
         result["metrics"] = {key: (finite_or_none(v) if isinstance(v, float) else v)
                              for key, v in metrics.items()}
-        poisoned = add_canary(result, torch, device, not unavailable,
+        poisoned = add_canary(result, torch, device, not (unavailable or broken),
                               hit and fault["action"] == "poison")
         if not writer.event("result", **result):
             return 1
@@ -1132,6 +1167,12 @@ def parse_args(argv):
             args["results_fd"] = int(value)
         elif flag == "--cases":
             args["cases"] = value
+        elif flag == "--verify":
+            if not re.match(r"^[a-z0-9+\-]+$", value):
+                raise ValueError("invalid --verify '%s' (a recommendation id)" % value)
+            args["verify"] = value
+        elif flag == "--snippet":
+            args["snippet"] = value
         else:
             raise ValueError("unknown argument '%s'" % flag)
         i += 2
@@ -1140,6 +1181,10 @@ def parse_args(argv):
     for key in ("device", "variant", "results_fd", "cases"):
         if args[key] is None:
             raise ValueError("missing --%s" % key.replace("_", "-"))
+    if ("verify" in args) != ("snippet" in args):
+        raise ValueError("--verify and --snippet come together")
+    if "verify" in args and args["variant"] != "default":
+        raise ValueError("--verify re-runs through the default dispatch: --variant default")
     return args
 
 
@@ -1158,6 +1203,9 @@ def main(argv):
         os.fstat(args["results_fd"])
     except OSError:
         sys.stderr.write("sdpa_probe.py: --results-fd %d is not open\n" % args["results_fd"])
+        return 2
+    if "snippet" in args and not os.access(args["snippet"], os.R_OK):
+        sys.stderr.write("sdpa_probe.py: --snippet %s cannot be read\n" % args["snippet"])
         return 2
     server = os.environ.get(SERVER_ENV, "")
     if server and STARTED == "exec":
