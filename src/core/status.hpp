@@ -27,6 +27,9 @@ inline constexpr int failures = 1;
 inline constexpr int usage = 2;
 inline constexpr int no_gpu = 3;
 inline constexpr int internal = 4;
+// A device health check that cannot tell (no HIP runtime in this build): no verdict, so the
+// device is not called unhealthy; the torch workers' canary after every case still speaks.
+inline constexpr int health_unknown = 77;
 // A child whose exec failed exits with this (the shell's "command not found or not runnable").
 inline constexpr int exec_failed = 127;
 inline constexpr int interrupted_int = 130;

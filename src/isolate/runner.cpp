@@ -183,7 +183,9 @@ private:
   bool check_health(const std::string& after) {
     if (!m_options.health_check) return true;
     auto run = run_simple(*m_options.health_check, m_options.health_deadline);
-    const bool healthy = run && !run->timed_out && !run->end.signal && run->end.exit_code == 0;
+    const bool healthy = run && !run->timed_out && !run->end.signal &&
+                         (run->end.exit_code == exit_code::ok ||
+                          run->end.exit_code == exit_code::health_unknown);
     if (healthy) return true;
     m_report.device_unhealthy = true;
     skip_rest(fmt::format("device unhealthy after {}", after));

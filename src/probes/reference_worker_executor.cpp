@@ -101,6 +101,11 @@ int run_health_check(int argc, const char* const* argv) {
     return exit_code::usage;
   }
   if (index == -1) return 0;
+  if (!kernels::hip_built_in()) {
+    std::fprintf(stderr, "cannot check cuda:%d: the HIP runtime is not built into this worker\n",
+                 index);
+    return exit_code::health_unknown;
+  }
   const std::string problem = kernels::hip_health_check(index);
   if (problem.empty()) return 0;
   std::fprintf(stderr, "%s\n", problem.c_str());

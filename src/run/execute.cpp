@@ -125,7 +125,8 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
   return out;
 }
 
-isolate::RunnerOptions runner_options(const RunContext& ctx, const ExecuteOptions& options) {
+isolate::RunnerOptions runner_options(const RunContext& ctx, const ExecuteOptions& options,
+                                      const DeviceInventory& inventory) {
   isolate::RunnerOptions ro;
   ro.run_dir = options.run_dir;
   ro.name = safe_name(fmt::format("{}-{}-{}", ctx.target, to_string(ctx.probe), ctx.variant));
@@ -134,7 +135,7 @@ isolate::RunnerOptions runner_options(const RunContext& ctx, const ExecuteOption
   ro.max_restarts = options.max_worker_restarts;
   ro.keep_core_dumps = options.keep_core_dumps;
   ro.interrupted = options.interrupted;
-  ro.health_check = health_check_for(ctx.target);
+  ro.health_check = health_check_for(ctx.target, inventory);
   return ro;
 }
 
@@ -255,7 +256,7 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
                       {"batch", batch_index},
                       {"cases", cases.planned.size()}});
     const isolate::WorkerRunReport report = isolate::run_worker(
-        *launch.command, cases.planned, runner_options(ctx, s.options), &observer);
+        *launch.command, cases.planned, runner_options(ctx, s.options, s.inventory), &observer);
     apply_outcomes(report, cases);
     if (std::string why = unstartable_reason(report, ctx, cases); !why.empty() &&
         out.unstartable.try_emplace(run.probe, why).second)

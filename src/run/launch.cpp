@@ -73,8 +73,13 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
   return launch;
 }
 
-std::optional<isolate::Command> health_check_for(const std::string& target) {
+std::optional<isolate::Command> health_check_for(const std::string& target,
+                                                 const DeviceInventory& inventory) {
   if (!probes::is_gpu_target(target)) return std::nullopt;
+  const int index = std::stoi(target.substr(5));
+  for (const Device& d : inventory.devices)
+    if (d.index == index && d.sources.count("seen_by") && d.sources.at("seen_by").count("torch"))
+      return std::nullopt;
   auto exe = find_worker("sdpa-doctor-ref-worker");
   if (!exe) return std::nullopt;
   isolate::Command cmd;

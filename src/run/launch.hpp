@@ -32,8 +32,10 @@ struct ProbeServer {
 };
 ProbeServer start_probe_server(const Plan& plan, const ExecuteOptions& options);
 
-// The reference worker's device health check for a GPU target; nullopt on the CPU.
-std::optional<isolate::Command> health_check_for(const std::string& target);
+// The reference worker's device health check for a GPU target the HIP runtime enumerated;
+// nullopt on the CPU and for a GPU only torch sees (the canary after each case speaks for it).
+std::optional<isolate::Command> health_check_for(const std::string& target,
+                                                 const DeviceInventory& inventory);
 
 // Bytes the host can give a case: half of what the kernel says is available, so the doctor,
 // the worker and the oracle copies fit beside each other.
