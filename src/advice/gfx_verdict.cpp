@@ -187,6 +187,7 @@ GfxTruth gfx_truth(const Device& d, const std::map<std::string, std::string>& fa
 void settle_gfx_truth(Report& report) {
   const std::string override_value = lookup(report.environment, "HSA_OVERRIDE_GFX_VERSION");
   for (Device& d : report.inventory.devices) {
+    if (!is_amd_gpu(d)) continue; // no gfx target to build for
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : std::string();
     const WorkerInfo* w = gfx_answer(report, target);
     static const std::map<std::string, std::string> k_none;

@@ -203,13 +203,36 @@ std::string cpp_for(const Chain& c, const DeviceIndex& d) {
   return fmt::format("{}", fmt::join(lines, "\n"));
 }
 
-std::string describe(const Chain& c) {
+// "cudnn for 24 cases, mem_efficient for 11, math for 1": what the default dispatch chose under
+// these flags where the `default` variant passed, most used first; empty when it was not measured.
+std::string dispatch_choices(const Chain& c, const DeviceIndex& d) {
+  std::map<std::string, int> count;
+  for (const std::string& id : d.case_order) {
+    const Cell* cell = d.cell(variant_name("default", c.flags), id);
+    if (!cell || cell->outcome != Outcome::pass) continue;
+    ++count[cell->chosen.empty() ? std::string("an unknown backend") : cell->chosen];
+  }
+  std::vector<std::pair<std::string, int>> order(count.begin(), count.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::string> parts;
+  for (const auto& [backend, n] : order)
+    parts.push_back(fmt::format("{} for {} case{}", backend, n, n == 1 ? "" : "s"));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string describe(const Chain& c, const std::string& choices) {
   std::string flags;
   if (has(c.flags, "experimental")) flags += ", AOTriton experimental archs enabled";
   if (has(c.flags, "ck")) flags += ", CK preferred";
   if (has(c.flags, "aotriton")) flags += ", AOTriton preferred";
   switch (c.kind) {
-  case Chain::Kind::defaults: return "default dispatch (flash, then mem-efficient, then math)" + flags;
+  case Chain::Kind::defaults:
+    // The priority order is torch's own (newer builds try cuDNN first on some GPUs): say what it
+    // picked where that was measured.
+    return (choices.empty() ? "default dispatch (flash, then mem-efficient, then math)"
+                            : "default dispatch (it chose " + choices + ")") +
+           flags;
   case Chain::Kind::no_mem_efficient: return "flash with math fallback, mem-efficient off" + flags;
   case Chain::Kind::no_flash: return "mem-efficient with math fallback, flash off" + flags;
   case Chain::Kind::math_only: return "math only (flash and mem-efficient off)";
@@ -321,7 +344,8 @@ Recommendation recommendation_for(const Chain& c, const Evaluation& e, const Dev
   rec.device = d.device;
   std::set<std::string> dtypes;
   for (const auto& [id, kase] : d.cases) dtypes.insert(std::string(to_string(kase.dtype)));
-  rec.summary = fmt::format("{} on {}: every measured case passed ({} cases, {})", describe(c),
+  rec.summary = fmt::format("{} on {}: every measured case passed ({} cases, {})",
+                            describe(c, dispatch_choices(c, d)),
                             d.device, d.case_order.size(), fmt::join(dtypes, ", "));
   rec.python = python_for(c, d);
   rec.environment = environment_for(c);

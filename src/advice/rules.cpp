@@ -188,8 +188,9 @@ void device_findings(const DeviceIndex& device, std::vector<Finding>& out) {
   for (const DeviceRule& rule : k_device_rules) {
     std::vector<std::string> ids = rule.detect(device);
     if (ids.empty()) continue;
-    out.push_back(make_finding(rule.id, rule.severity, device.device,
-                               fmt::format(fmt::runtime(rule.message), device.device, ids.size()),
+    // Formatted before the ids are moved into the finding: argument order is unspecified.
+    std::string message = fmt::format(fmt::runtime(rule.message), device.device, ids.size());
+    out.push_back(make_finding(rule.id, rule.severity, device.device, std::move(message),
                                rule.remedy, std::move(ids)));
   }
 }

@@ -11,4 +11,10 @@ std::string_view to_string(Severity severity) {
   return "problem";
 }
 
+bool is_amd_gpu(const Device& d) {
+  const auto seen = d.sources.find("seen_by");
+  const bool torch_only = seen != d.sources.end() && seen->second.count("torch") != 0;
+  return !torch_only || !d.gfx_target.empty();
+}
+
 } // namespace sdpa_doctor

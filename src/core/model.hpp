@@ -73,6 +73,10 @@ struct Device {
   std::optional<GfxTruth> gfx; // set after a run that asked torch; nullopt for `devices`
 };
 
+// False for a GPU only the probed torch saw that has no gfx target: another vendor's, where the
+// ROCm facts (gfx target, family, HIP index, the gfx verdict) do not apply.
+bool is_amd_gpu(const Device& d);
+
 // What the enumeration found: devices, the host runtime facts and the findings.
 struct DeviceInventory {
   std::vector<Device> devices;

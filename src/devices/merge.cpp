@@ -335,7 +335,7 @@ void add_torch_gpus(DeviceInventory& inventory, const std::vector<Device>& seen,
     Device d = g;
     d.gfx_target = base_gfx_target(g.gfx_arch_name);
     d.sources["seen_by"]["torch"] = python;
-    const bool amd = !d.gfx_target.empty();
+    const bool amd = is_amd_gpu(d);
     if (auto arch = find_gfx_arch(d.gfx_target)) {
       d.family = std::string(arch->family);
       d.marketing_names = marketing_names(*arch);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace sdpa_doctor::report {
 
 namespace {
@@ -29,8 +31,18 @@ void line(std::string& out, std::string_view label, const std::string& value) {
   if (!value.empty()) out += fmt::format("  {:<14} {}\n", label, value);
 }
 
+// A GPU only torch saw that is not AMD's: what torch said, none of the ROCm facts.
+void render_other_device(std::string& out, const Device& d, std::size_t position) {
+  out += fmt::format("GPU {}  {}\n", position, d.name.empty() ? "(name unknown)" : d.name);
+  line(out, "torch index", fmt::format("cuda:{}", d.index));
+  line(out, "memory", d.vram_total_bytes ? gib(*d.vram_total_bytes) : "unknown");
+  line(out, "PCI", d.pci_bdf.empty() ? "unknown" : d.pci_bdf);
+  line(out, "seen by", "torch only (not an AMD GPU: the ROCm facts do not apply)");
+}
+
 void render_device(std::string& out, const Device& d, std::size_t position, bool hip_asked,
                    const InventoryConsoleOptions& options) {
+  if (!is_amd_gpu(d)) return render_other_device(out, d, position);
   out += fmt::format("GPU {}  {}\n", position, d.name.empty() ? "(name unknown)" : d.name);
   line(out, "HIP index",
        d.index >= 0 ? fmt::format("cuda:{}", d.index)
@@ -89,14 +101,19 @@ void render_device(std::string& out, const Device& d, std::size_t position, bool
 std::string render_inventory_console(const DeviceInventory& inventory,
                                      const InventoryConsoleOptions& options) {
   std::string out;
-  if (inventory.devices.empty()) {
+  const auto amd = std::count_if(inventory.devices.begin(), inventory.devices.end(), is_amd_gpu);
+  const auto others = std::ptrdiff_t(inventory.devices.size()) - amd;
+  if (amd == 0) {
     out += fmt::format("No AMD GPU found: {}.\n",
                        inventory.no_gpu_reason.empty() ? "no source listed one"
                                                        : inventory.no_gpu_reason);
   } else {
-    out += fmt::format("{} AMD GPU{} found\n", inventory.devices.size(),
-                       inventory.devices.size() == 1 ? "" : "s");
+    out += fmt::format("{} AMD GPU{} found\n", amd, amd == 1 ? "" : "s");
   }
+  if (others > 0)
+    out += fmt::format("{} other GPU{} seen by torch: probed through torch, without the ROCm "
+                       "checks\n",
+                       others, others == 1 ? "" : "s");
   for (std::size_t i = 0; i < inventory.devices.size(); ++i) {
     out += "\n";
     const auto hip = inventory.sources_status.find("hip");

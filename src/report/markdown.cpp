@@ -96,7 +96,7 @@ std::string devices_section(const Report& report) {
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : "(no HIP index)";
     out += fmt::format("- {} {}\n", code(target), cell_escape(device_title(report, target)));
   }
-  if (report.inventory.devices.empty())
+  if (std::none_of(report.inventory.devices.begin(), report.inventory.devices.end(), is_amd_gpu))
     out += fmt::format("No AMD GPU found: {}\n",
                        report.inventory.no_gpu_reason.empty() ? "no reason recorded"
                                                               : report.inventory.no_gpu_reason);

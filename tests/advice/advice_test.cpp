@@ -270,3 +270,39 @@ TEST(Recommend, OffersNoAlternativeWhereOnlyOneConfigurationIsProven) {
   EXPECT_EQ(a.recommendations[0].id, "use-math-only");
   EXPECT_TRUE(a.alternatives.empty());
 }
+
+TEST(Recommend, KeepDefaultsSaysWhatTheDispatcherChoseWhereItWasMeasured) {
+  // Newer torch on some GPUs tries cuDNN first: the summary names what ran, not a fixed order.
+  Builder b;
+  const std::vector<Case> cases = Builder::cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    b.add("default", cases[i], Status::pass);
+    b.report.results.back().backend_chosen = i < 3 ? "cudnn" : "mem_efficient";
+  }
+  b.all("flash", Status::pass).all("mem_efficient", Status::pass).all("math", Status::pass, 5);
+  const AdviceResult a = advise(b.report, {}, {});
+  const Recommendation* r = rec_for(a, "cuda:0");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->id, "keep-defaults");
+  EXPECT_NE(r->summary.find("default dispatch (it chose cudnn for 3 cases, mem_efficient for 1 "
+                            "case)"),
+            std::string::npos)
+      << r->summary;
+}
+
+TEST(Findings, ARuleFindingCountsTheCasesItNames) {
+  Builder b;
+  for (const Case& c : Builder::cases()) {
+    b.add("default", c, Status::pass);
+    b.report.results.back().backend_chosen = "math";
+  }
+  const AdviceResult a = advise(b.report, {}, {});
+  bool found = false;
+  for (const Finding& f : a.findings) {
+    if (f.id != "default-falls-back-to-math") continue;
+    found = true;
+    EXPECT_EQ(f.case_ids.size(), 4u);
+    EXPECT_NE(f.message.find("chose math for 4 case(s)"), std::string::npos) << f.message;
+  }
+  EXPECT_TRUE(found);
+}
