@@ -313,14 +313,18 @@ void portable_flash(const AttnParams& p, int n_threads) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-constexpr int64_t k_x_rows = 6;     // query rows of the register block
-constexpr int64_t k_x_tile_q = 96;  // query rows per work item (16 register blocks)
-constexpr int64_t k_x_tile_kv = 64; // keys per tile: four 16-float vectors
+constexpr int64_t k_x_rows = 6;      // query rows of the register block
+constexpr int64_t k_x_tile_q = 96;   // query rows per work item (16 register blocks)
+constexpr int64_t k_x_tile_kv = 128; // keys per tile: one softmax step, one pass over O
+constexpr int64_t k_x_half = 64;     // keys per Q.K^T register block: four 16-float vectors
+constexpr int64_t k_x_vecs = k_x_tile_kv / 16;
 
 // K and V of every (batch, kv head), repacked once per call:
-//  fp32: K^T per tile (d x 64) and V per tile (64 x dp), dp = d rounded up to 16.
-//  bf16: pairs along the reduction, as vdpbf16ps takes them: K per tile as (d2 x 64 x 2), element
-//        (e2, j, k) = K[j0 + j][2 e2 + k]; V per tile as (32 x dp x 2), (j2, c, k) = V[j0 + 2 j2 + k][c].
+//  fp32: K^T per tile (de x 128) and V per tile (128 x dp); de = d rounded up to a pair, dp = d
+//        rounded up to 16.
+//  bf16: pairs along the reduction, as vdpbf16ps takes them: K per tile as (de/2 x 128 x 2),
+//        element (e2, j, k) = K[j0 + j][2 e2 + k]; V per tile as (64 x dp x 2), element
+//        (j2, c, k) = V[j0 + 2 j2 + k][c].
 // Zeros past Lkv and past d, so that padded lanes add nothing.
 struct PackedX {
   int64_t tiles = 0;
@@ -328,7 +332,7 @@ struct PackedX {
   int64_t dp = 0; // V columns: d rounded up to 16
   std::vector<float> kt, v;
   std::vector<uint16_t> kb, vb;
-  int64_t ktd() const { return d2 * 2 * k_x_tile_kv; } // fp32 K^T tile, d rounded to even
+  int64_t k_tile_elems() const { return d2 * 2 * k_x_tile_kv; }
   int64_t v_tile_elems() const { return k_x_tile_kv * dp; }
 };
 
@@ -337,6 +341,44 @@ inline uint16_t bf16_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// One tile of one (batch, kv head). Every element is written, pads included: the buffers are
+// reused across calls without clearing.
+void pack_tile_x(const AttnParams& p, PackedX& pk, bool bf16, int64_t item) {
+  const int64_t bk = item / pk.tiles;
+  const int64_t t = item % pk.tiles;
+  const int64_t b = bk / p.hkv;
+  const int64_t hk = bk % p.hkv;
+  const float* k = static_cast<const float*>(p.k) + b * p.k_stride_b + hk * p.k_stride_h;
+  const float* v = static_cast<const float*>(p.v) + b * p.v_stride_b + hk * p.v_stride_h;
+  const int64_t kv = k_x_tile_kv, d = p.d, d2 = pk.d2, dp = pk.dp;
+  const int64_t j0 = t * kv;
+  const int64_t cols = std::min(kv, p.lkv - j0);
+  if (bf16) {
+    uint16_t* kt = pk.kb.data() + item * pk.k_tile_elems();
+    uint16_t* vt = pk.vb.data() + item * pk.v_tile_elems();
+    std::fill_n(kt, pk.k_tile_elems(), uint16_t{0});
+    std::fill_n(vt, pk.v_tile_elems(), uint16_t{0});
+    for (int64_t j = 0; j < cols; ++j) {
+      const float* krow = k + (j0 + j) * p.k_stride_l;
+      for (int64_t e = 0; e < d; ++e) kt[((e >> 1) * kv + j) * 2 + (e & 1)] = bf16_bits(krow[e]);
+      const float* vrow = v + (j0 + j) * p.v_stride_l;
+      uint16_t* vdst = vt + (j >> 1) * dp * 2 + (j & 1);
+      for (int64_t c = 0; c < d; ++c) vdst[2 * c] = bf16_bits(vrow[c]);
+    }
+  } else {
+    float* kt = pk.kt.data() + item * pk.k_tile_elems();
+    float* vt = pk.v.data() + item * pk.v_tile_elems();
+    std::fill_n(kt, pk.k_tile_elems(), 0.0f);
+    std::fill_n(vt, pk.v_tile_elems(), 0.0f);
+    for (int64_t j = 0; j < cols; ++j) {
+      const float* krow = k + (j0 + j) * p.k_stride_l;
+      for (int64_t e = 0; e < d; ++e) kt[e * kv + j] = krow[e];
+      std::copy_n(v + (j0 + j) * p.v_stride_l, d, vt + j * dp);
+    }
+  }
+  (void)d2;
 }
 
 // Buffers survive across calls (per calling thread): a new 30 MiB vector per call pays for its
@@ -348,88 +390,49 @@ PackedX& pack_x(const AttnParams& p, bool bf16, int threads) {
   pk.d2 = (p.d + 1) / 2;
   pk.dp = round_up(p.d, 16);
   const int64_t n_tiles = p.b * p.hkv * pk.tiles;
-  const size_t k_elems = size_t(n_tiles * pk.ktd());
+  const size_t k_elems = size_t(n_tiles * pk.k_tile_elems());
   const size_t v_elems = size_t(n_tiles * pk.v_tile_elems());
   if (bf16) {
-    pk.kt.clear();
-    pk.v.clear();
     pk.kb.resize(k_elems);
     pk.vb.resize(v_elems);
   } else {
-    pk.kb.clear();
-    pk.vb.clear();
     pk.kt.resize(k_elems);
     pk.v.resize(v_elems);
   }
-  const int64_t d = p.d, d2 = pk.d2, dp = pk.dp, kv = k_x_tile_kv;
-  parallel_for(n_tiles, threads, [&](int64_t item, int) {
-    const int64_t bk = item / pk.tiles;
-    const int64_t t = item % pk.tiles;
-    const int64_t b = bk / p.hkv;
-    const int64_t hk = bk % p.hkv;
-    const float* k = static_cast<const float*>(p.k) + b * p.k_stride_b + hk * p.k_stride_h;
-    const float* v = static_cast<const float*>(p.v) + b * p.v_stride_b + hk * p.v_stride_h;
-    const int64_t j0 = t * kv;
-    const int64_t cols = std::min(kv, p.lkv - j0);
-    // Every element is written, pads included: the buffers are reused without clearing.
-    auto key = [&](int64_t j, int64_t e) {
-      return j < cols && e < d ? k[(j0 + j) * p.k_stride_l + e] : 0.0f;
-    };
-    auto value = [&](int64_t j, int64_t c) {
-      return j < cols && c < d ? v[(j0 + j) * p.v_stride_l + c] : 0.0f;
-    };
-    if (bf16) {
-      uint16_t* kt = pk.kb.data() + item * pk.ktd();
-      uint16_t* vt = pk.vb.data() + item * pk.v_tile_elems();
-      for (int64_t j = 0; j < kv; ++j)
-        for (int64_t e = 0; e < 2 * d2; ++e)
-          kt[((e / 2) * kv + j) * 2 + (e % 2)] = bf16_bits(key(j, e));
-      for (int64_t j = 0; j < kv; ++j)
-        for (int64_t c = 0; c < dp; ++c) vt[((j / 2) * dp + c) * 2 + (j % 2)] = bf16_bits(value(j, c));
-    } else {
-      float* kt = pk.kt.data() + item * pk.ktd();
-      float* vt = pk.v.data() + item * pk.v_tile_elems();
-      for (int64_t j = 0; j < kv; ++j)
-        for (int64_t e = 0; e < 2 * d2; ++e) kt[e * kv + j] = key(j, e);
-      for (int64_t j = 0; j < kv; ++j)
-        for (int64_t c = 0; c < dp; ++c) vt[j * dp + c] = value(j, c);
-    }
-  });
+  parallel_for(n_tiles, threads, [&](int64_t item, int) { pack_tile_x(p, pk, bf16, item); });
   return pk;
 }
 
 SDPA_AVX512_BF16 SDPA_INLINE __m512bh as_bh(__m512i x) { return __builtin_bit_cast(__m512bh, x); }
 
-// exp(x) for x <= 0, sixteen lanes: core::exp_nonpositive step for step (same constants, same
-// rounding), with vscalefps for the 2^n.
-SDPA_AVX512 SDPA_INLINE __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.0f);
-  const __m512 shifter = _mm512_set1_ps(12582912.0f);
-  const __m512 xc = _mm512_max_ps(x, lo);
-  const __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), shifter);
-  const __m512 n = _mm512_sub_ps(t, shifter);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 q = _mm512_set1_ps(1.9875691500e-4f);
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.3981999507e-3f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(8.3334519073e-3f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(4.1665795894e-2f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.6666665459e-1f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(q, r), r, r), _mm512_set1_ps(1.0f));
-  const __m512 y = _mm512_scalef_ps(er, n);
-  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+// 2^x for x <= 0 (or a rounding above), sixteen lanes, within 2 ulp: n = round(x), 2^(x - n)
+// by the Cephes exp2f polynomial on [-0.5, 0.5], vscalefps for the 2^n. Fewer operations than
+// exp (no Cody-Waite split); the caller folds log2(e) into the scale. Below -150, and -inf,
+// give 0 (2^-150 rounds to 0).
+SDPA_AVX512 SDPA_INLINE __m512 exp2_512(__m512 x) {
+  const __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-150.0f));
+  const __m512 n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(xc, n);
+  __m512 q = _mm512_set1_ps(1.535336188319500e-4f);
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.339887440266574e-3f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(9.618437357674640e-3f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(5.550332471162809e-2f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(2.402264791363012e-1f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(6.931472028550421e-1f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(q, n);
 }
 
-// S[6 x 64] = Q[6 x d] . K^T[d x 64], fp32.
-SDPA_AVX512 void qk_f32(const float* q, int64_t ldq, const float* kt, int64_t d, float* s) {
+// S[6 x 64] = Q[6 x d] . K^T[d x 64], fp32; K^T rows ldk apart, S rows k_x_tile_kv apart.
+SDPA_AVX512 void qk_f32(const float* q, int64_t ldq, const float* kt, int64_t ldk, int64_t d,
+                        float* s) {
   __m512 acc[k_x_rows][4];
 #pragma GCC unroll 6
   for (int r = 0; r < k_x_rows; ++r)
 #pragma GCC unroll 4
     for (int x = 0; x < 4; ++x) acc[r][x] = _mm512_setzero_ps();
   for (int64_t e = 0; e < d; ++e) {
-    const float* b = kt + e * k_x_tile_kv;
+    const float* b = kt + e * ldk;
     __m512 bv[4];
 #pragma GCC unroll 4
     for (int x = 0; x < 4; ++x) bv[x] = _mm512_loadu_ps(b + 16 * x);
@@ -446,16 +449,16 @@ SDPA_AVX512 void qk_f32(const float* q, int64_t ldq, const float* kt, int64_t d,
     for (int x = 0; x < 4; ++x) _mm512_storeu_ps(s + r * k_x_tile_kv + 16 * x, acc[r][x]);
 }
 
-// The same over bf16 pairs: q rows of ldq bf16 (pairs along d), K tile (d2 x 64 x 2).
-SDPA_AVX512_BF16 void qk_bf16(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t d2,
-                              float* s) {
+// The same over bf16 pairs: q rows of ldq bf16 (pairs along d), K pairs ldk keys apart.
+SDPA_AVX512_BF16 void qk_bf16(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t ldk,
+                              int64_t d2, float* s) {
   __m512 acc[k_x_rows][4];
 #pragma GCC unroll 6
   for (int r = 0; r < k_x_rows; ++r)
 #pragma GCC unroll 4
     for (int x = 0; x < 4; ++x) acc[r][x] = _mm512_setzero_ps();
   for (int64_t e2 = 0; e2 < d2; ++e2) {
-    const uint16_t* b = kb + e2 * 2 * k_x_tile_kv;
+    const uint16_t* b = kb + e2 * 2 * ldk;
     __m512bh bv[4];
 #pragma GCC unroll 4
     for (int x = 0; x < 4; ++x) bv[x] = as_bh(_mm512_loadu_si512(b + 32 * x));
@@ -474,8 +477,8 @@ SDPA_AVX512_BF16 void qk_bf16(const uint16_t* q, int64_t ldq, const uint16_t* kb
     for (int x = 0; x < 4; ++x) _mm512_storeu_ps(s + r * k_x_tile_kv + 16 * x, acc[r][x]);
 }
 
-// O[6 x 16 NV] = O * alpha (per row) + P[6 x depth] . V[depth x 16 NV], fp32; v points at the
-// chunk's first column of a tile row, rows ldv apart.
+// O[6 x 16 NV] = O * alpha (per row) + P[6 x depth] . V[depth x 16 NV], fp32; P rows
+// k_x_tile_kv apart, v at the chunk's first column of a tile row, rows ldv apart.
 template <int NV>
 SDPA_AVX512 SDPA_INLINE void pv_f32_chunk(const float* p, const float* v, int64_t ldv,
                                           int64_t depth, float* o, int64_t ldo,
@@ -517,8 +520,8 @@ SDPA_AVX512 void pv_f32(const float* p, const float* vt, int64_t dp, int64_t dep
   }
 }
 
-// The same over bf16 pairs: pb is P (6 x 64 bf16, pairs along the keys), vb the chunk's first
-// pair of a V tile (32 x dp x 2), depth2 key pairs.
+// The same over bf16 pairs: pb is P (6 x 128 bf16, pairs along the keys), vb the chunk's first
+// pair of a V tile (64 x dp x 2), depth2 key pairs.
 template <int NV>
 SDPA_AVX512_BF16 SDPA_INLINE void pv_bf16_chunk(const uint16_t* pb, const uint16_t* vb,
                                                 int64_t dp, int64_t depth2, float* o, int64_t ldo,
@@ -551,7 +554,7 @@ SDPA_AVX512_BF16 SDPA_INLINE void pv_bf16_chunk(const uint16_t* pb, const uint16
     for (int x = 0; x < NV; ++x) _mm512_storeu_ps(o + r * ldo + 16 * x, acc[r][x]);
 }
 
-// P (6 x 64 fp32) rounded to bf16 (nearest even, as PyTorch's reduced-precision flash does)
+// P (6 x 128 fp32) rounded to bf16 (nearest even, as PyTorch's reduced-precision flash does)
 // into pb, then O = O * alpha + P.V over bf16 pairs.
 SDPA_AVX512_BF16 void pv_bf16(const float* p, uint16_t* pb, const uint16_t* vb, int64_t dp,
                               int64_t depth2, float* o, int64_t ldo, const float* alpha) {
@@ -581,6 +584,7 @@ struct BlockView {
 
 // Applies scale, causal cut, tile end and mask to the raw scores of a block that is not
 // all_visible, in place (core::masked_score lane by lane): dropped keys and padding rows -> -inf.
+// Lanes past what Q.K^T computed (a half it skipped) are dropped here too, whatever they hold.
 SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockView& bv,
                             float* s) {
   const __m512 scale = _mm512_set1_ps(p.scale);
@@ -595,7 +599,7 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
     if (p.causal) limit = std::min(limit, i + p.causal_offset - bv.j0 + 1);
     limit = std::max<int64_t>(limit, 0);
     const float* mrow = mask && r < bv.valid ? mask + i * p.mask_stride_q + bv.j0 : nullptr;
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v < k_x_vecs; ++v) {
       const __m512i j = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * v));
       __mmask16 keep = _mm512_cmplt_epi32_mask(j, _mm512_set1_epi32(int32_t(limit)));
       __m512 x = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * v), scale);
@@ -612,24 +616,26 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
 }
 
 // Online softmax over the 6 rows of scores in s, in place: s becomes the unnormalised
-// probabilities exp(score * scale - row max) against the updated row maxima, alpha[r] the factor
-// row r's accumulator must be scaled by. The row sums stay as 16 lane sums per row (lane_sum,
-// 6 x 16) until the end: a horizontal add per row and tile would cost as much as the exps.
-// The three phases give the out-of-order core six independent chains at each step.
+// probabilities 2^(score * scale * log2(e) - row max) against the updated row maxima, alpha[r]
+// the factor row r's accumulator must be scaled by. During the loop RowState::max is in base-2
+// units (natural max times log2(e)); the row sums stay as 16 lane sums per row (lane_sum,
+// 6 x 16): a horizontal add per row and tile would cost as much as the exps. The caller turns
+// both back at the end. The three phases give the out-of-order core six independent chains.
 SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const BlockView& bv,
                                float* s, core::RowState* state, float* lane_sum, float* alpha) {
-  float scale = p.scale;
+  constexpr float log2e = 1.44269504088896341f;
+  float scale = p.scale * log2e;
   if (!bv.all_visible) {
-    mask_block(p, mask, bv, s);
-    scale = 1.0f;
+    mask_block(p, mask, bv, s); // scaled and masked now
+    scale = log2e;
   }
   // Row maxima of the raw scores; scale > 0 and rounding is monotonic, so max(x) * scale is
   // the max of the scaled scores.
   float tile_max[k_x_rows];
   for (int64_t r = 0; r < k_x_rows; ++r) {
     const float* row = s + r * k_x_tile_kv;
-    const __m512 m = _mm512_max_ps(_mm512_max_ps(_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)),
-                                   _mm512_max_ps(_mm512_loadu_ps(row + 32), _mm512_loadu_ps(row + 48)));
+    __m512 m = _mm512_loadu_ps(row);
+    for (int v = 1; v < k_x_vecs; ++v) m = _mm512_max_ps(m, _mm512_loadu_ps(row + 16 * v));
     tile_max[r] = _mm512_reduce_max_ps(m) * scale;
   }
   for (int64_t r = 0; r < k_x_rows; ++r) {
@@ -637,7 +643,7 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
     alpha[r] = 1.0f;
     // exp only when the max moves, which after the first few tiles is rare.
     if (tile_max[r] > st.max) {
-      alpha[r] = core::exp_nonpositive(st.max - tile_max[r]); // 0 when st.max is -inf
+      alpha[r] = std::exp2(st.max - tile_max[r]); // 0 when st.max is -inf
       st.max = tile_max[r];
     }
   }
@@ -651,8 +657,8 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
     }
     const __m512 neg_max = _mm512_set1_ps(-st.max);
     __m512 sum = _mm512_mul_ps(_mm512_loadu_ps(lane_sum + 16 * r), _mm512_set1_ps(alpha[r]));
-    for (int v = 0; v < 4; ++v) {
-      const __m512 e = exp512(_mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * v), sc, neg_max));
+    for (int v = 0; v < k_x_vecs; ++v) {
+      const __m512 e = exp2_512(_mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * v), sc, neg_max));
       sum = _mm512_add_ps(sum, e);
       _mm512_storeu_ps(row + 16 * v, e);
     }
@@ -707,6 +713,8 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
     if (p.causal && bv.j0 > last_row + p.causal_offset) break;
     bv.cols = std::min(k_x_tile_kv, p.lkv - bv.j0);
     const int64_t tile = bk * pk.tiles + t;
+    const float* kt = bf16 ? nullptr : pk.kt.data() + tile * pk.k_tile_elems();
+    const uint16_t* kb = bf16 ? pk.kb.data() + tile * pk.k_tile_elems() : nullptr;
     for (int64_t rb = 0; rb < rows_pad; rb += k_x_rows) {
       bv.i0 = i0 + rb;
       bv.valid = std::min(k_x_rows, rows - rb);
@@ -720,25 +728,30 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
                        bv.valid == k_x_rows &&
                        (!p.causal || bv.j0 + k_x_tile_kv - 1 <= bv.i0 + p.causal_offset);
       float* o_block = w.o.data() + rb * dp;
-      if (bf16) {
-        qk_bf16(w.qb.data() + rb * ldq, ldq, pk.kb.data() + tile * pk.ktd(), d2, w.s.data());
-        softmax_block(p, mask, bv, w.s.data(), w.state.data() + rb, w.lane_sum.data() + 16 * rb,
-                      w.alpha.data());
+      // Q.K^T in halves of 64 keys; a half no row of the block sees is skipped (mask_block
+      // drops its lanes, since depth <= 64 makes the block not all_visible).
+      for (int64_t half = 0; half * k_x_half < depth; ++half) {
+        float* s_half = w.s.data() + half * k_x_half;
+        if (bf16)
+          qk_bf16(w.qb.data() + rb * ldq, ldq, kb + 2 * half * k_x_half, k_x_tile_kv, d2, s_half);
+        else
+          qk_f32(w.q.data() + rb * ldq, ldq, kt + half * k_x_half, k_x_tile_kv, d, s_half);
+      }
+      softmax_block(p, mask, bv, w.s.data(), w.state.data() + rb, w.lane_sum.data() + 16 * rb,
+                    w.alpha.data());
+      if (bf16)
         pv_bf16(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), dp,
                 (depth + 1) / 2, o_block, dp, w.alpha.data());
-      } else {
-        qk_f32(w.q.data() + rb * ldq, ldq, pk.kt.data() + tile * pk.ktd(), d, w.s.data());
-        softmax_block(p, mask, bv, w.s.data(), w.state.data() + rb, w.lane_sum.data() + 16 * rb,
-                      w.alpha.data());
+      else
         pv_f32(w.s.data(), pk.v.data() + tile * pk.v_tile_elems(), dp, depth, o_block, dp,
                w.alpha.data());
-      }
     }
   }
 
   for (int64_t r = 0; r < rows; ++r) {
     core::RowState& st = w.state[size_t(r)];
     st.sum = _mm512_reduce_add_ps(_mm512_loadu_ps(w.lane_sum.data() + 16 * r));
+    st.max *= 0.693147180559945309f; // back from base 2 (-inf stays -inf)
     const float f = core::row_final_scale(st);
     float* orow = o + (i0 + r) * p.o_stride_l;
     for (int64_t e = 0; e < d; ++e) orow[e] = w.o[size_t(r * dp + e)] * f;
