@@ -320,16 +320,18 @@ constexpr int64_t k_x_half = 64;     // keys per Q.K^T register block: four 16-f
 constexpr int64_t k_x_vecs = k_x_tile_kv / 16;
 
 // K and V of every (batch, kv head), repacked once per call:
-//  fp32: K^T per tile (de x 128) and V per tile (128 x dp); de = d rounded up to a pair, dp = d
-//        rounded up to 16.
+//  fp32: K^T per tile (de x 128), de = d rounded up to a pair. V is read where it lies when d is
+//        a multiple of 16 (P.V reads whole 16-float vectors of a row), else packed per tile as
+//        (128 x dp), dp = d rounded up to 16.
 //  bf16: pairs along the reduction, as vdpbf16ps takes them: K per tile as (de/2 x 128 x 2),
 //        element (e2, j, k) = K[j0 + j][2 e2 + k]; V per tile as (64 x dp x 2), element
 //        (j2, c, k) = V[j0 + 2 j2 + k][c].
 // Zeros past Lkv and past d, so that padded lanes add nothing.
 struct PackedX {
   int64_t tiles = 0;
-  int64_t d2 = 0; // d rounded up to a pair, halved
-  int64_t dp = 0; // V columns: d rounded up to 16
+  int64_t d2 = 0;       // d rounded up to a pair, halved
+  int64_t dp = 0;       // V columns: d rounded up to 16
+  bool v_direct = false; // fp32 V read in place
   std::vector<float> kt, v;
   std::vector<uint16_t> kb, vb;
   int64_t k_tile_elems() const { return d2 * 2 * k_x_tile_kv; }
@@ -343,55 +345,138 @@ inline uint16_t bf16_bits(float x) {
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-// One tile of one (batch, kv head). Every element is written, pads included: the buffers are
-// reused across calls without clearing.
+SDPA_AVX512 SDPA_INLINE __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// r[i] becomes column i of the 16 x 16 matrix of 32-bit elements whose rows were r[0..15].
+SDPA_AVX512 SDPA_INLINE void transpose16(__m512i* r) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Now r[4 g + k] holds, in 128-bit lane l, rows 4g..4g+3 of column 4 l + k.
+  for (int k = 0; k < 4; ++k) {
+    const __m512i a = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88);
+    const __m512i b = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88);
+    const __m512i e = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xdd);
+    t[k] = _mm512_shuffle_i32x4(a, c, 0x88);      // column k
+    t[4 + k] = _mm512_shuffle_i32x4(b, e, 0x88);  // column 4 + k
+    t[8 + k] = _mm512_shuffle_i32x4(a, c, 0xdd);  // column 8 + k
+    t[12 + k] = _mm512_shuffle_i32x4(b, e, 0xdd); // column 12 + k
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// K^T of one fp32 tile: kt[e][j] = K[j][e], de x 128, zeros past cols and d.
+SDPA_AVX512 void pack_k_f32(const float* k, int64_t ldk, int64_t cols, int64_t d, int64_t de,
+                            float* kt) {
+  for (int64_t e0 = 0; e0 < de; e0 += 16) {
+    const __mmask16 in_d = first_lanes(d - e0);
+    for (int64_t j0 = 0; j0 < k_x_tile_kv; j0 += 16) {
+      __m512i r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = j0 + i < cols ? _mm512_maskz_loadu_epi32(in_d, k + (j0 + i) * ldk + e0)
+                             : _mm512_setzero_si512();
+      transpose16(r);
+      for (int64_t c = 0; c < 16 && e0 + c < de; ++c)
+        _mm512_storeu_si512(kt + (e0 + c) * k_x_tile_kv + j0, r[c]);
+    }
+  }
+}
+
+// V of one fp32 tile when it cannot be read in place: rows padded to dp, zeros past cols.
+SDPA_AVX512 void pack_v_f32(const float* v, int64_t ldv, int64_t cols, int64_t d, int64_t dp,
+                            float* vt) {
+  for (int64_t j = 0; j < k_x_tile_kv; ++j)
+    for (int64_t c0 = 0; c0 < dp; c0 += 16)
+      _mm512_storeu_ps(vt + j * dp + c0, j < cols ? _mm512_maskz_loadu_ps(first_lanes(d - c0),
+                                                                          v + j * ldv + c0)
+                                                  : _mm512_setzero_ps());
+}
+
+// K of one bf16 tile: each key row becomes 16-pair (32-bit) groups, transposed 16 keys at a time
+// so that row e2 holds pair e2 of 128 keys.
+SDPA_AVX512_BF16 void pack_k_bf16(const float* k, int64_t ldk, int64_t cols, int64_t d,
+                                  int64_t d2, uint16_t* kb) {
+  for (int64_t e0 = 0; e0 < 2 * d2; e0 += 32) {
+    const __mmask16 lo = first_lanes(d - e0), hi = first_lanes(d - e0 - 16);
+    for (int64_t j0 = 0; j0 < k_x_tile_kv; j0 += 16) {
+      __m512i r[16];
+      for (int64_t i = 0; i < 16; ++i) {
+        const float* row = k + (j0 + i) * ldk + e0;
+        r[i] = j0 + i < cols
+                   ? __builtin_bit_cast(__m512i,
+                                        _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, row + 16),
+                                                            _mm512_maskz_loadu_ps(lo, row)))
+                   : _mm512_setzero_si512();
+      }
+      transpose16(r);
+      for (int64_t c = 0; c < 16 && e0 / 2 + c < d2; ++c)
+        _mm512_storeu_si512(kb + ((e0 / 2 + c) * k_x_tile_kv + j0) * 2, r[c]);
+    }
+  }
+}
+
+// V of one bf16 tile: rows 2 j2 and 2 j2 + 1 interleaved element by element.
+SDPA_AVX512_BF16 void pack_v_bf16(const float* v, int64_t ldv, int64_t cols, int64_t d,
+                                  int64_t dp, uint16_t* vb) {
+  for (int64_t j2 = 0; j2 < k_x_tile_kv / 2; ++j2)
+    for (int64_t c0 = 0; c0 < dp; c0 += 16) {
+      const __mmask16 in_d = first_lanes(d - c0);
+      __m512i half[2];
+      for (int64_t k = 0; k < 2; ++k) {
+        const int64_t j = 2 * j2 + k;
+        const __m512 x =
+            j < cols ? _mm512_maskz_loadu_ps(in_d, v + j * ldv + c0) : _mm512_setzero_ps();
+        half[k] = _mm512_cvtepu16_epi32(__builtin_bit_cast(__m256i, _mm512_cvtneps_pbh(x)));
+      }
+      _mm512_storeu_si512(vb + (j2 * dp + c0) * 2,
+                          _mm512_or_si512(half[0], _mm512_slli_epi32(half[1], 16)));
+    }
+}
+
 void pack_tile_x(const AttnParams& p, PackedX& pk, bool bf16, int64_t item) {
   const int64_t bk = item / pk.tiles;
   const int64_t t = item % pk.tiles;
   const int64_t b = bk / p.hkv;
   const int64_t hk = bk % p.hkv;
-  const float* k = static_cast<const float*>(p.k) + b * p.k_stride_b + hk * p.k_stride_h;
-  const float* v = static_cast<const float*>(p.v) + b * p.v_stride_b + hk * p.v_stride_h;
-  const int64_t kv = k_x_tile_kv, d = p.d, d2 = pk.d2, dp = pk.dp;
-  const int64_t j0 = t * kv;
-  const int64_t cols = std::min(kv, p.lkv - j0);
+  const int64_t j0 = t * k_x_tile_kv;
+  const int64_t cols = std::min(k_x_tile_kv, p.lkv - j0);
+  const float* k = static_cast<const float*>(p.k) + b * p.k_stride_b + hk * p.k_stride_h +
+                   j0 * p.k_stride_l;
+  const float* v = static_cast<const float*>(p.v) + b * p.v_stride_b + hk * p.v_stride_h +
+                   j0 * p.v_stride_l;
   if (bf16) {
-    uint16_t* kt = pk.kb.data() + item * pk.k_tile_elems();
-    uint16_t* vt = pk.vb.data() + item * pk.v_tile_elems();
-    std::fill_n(kt, pk.k_tile_elems(), uint16_t{0});
-    std::fill_n(vt, pk.v_tile_elems(), uint16_t{0});
-    for (int64_t j = 0; j < cols; ++j) {
-      const float* krow = k + (j0 + j) * p.k_stride_l;
-      for (int64_t e = 0; e < d; ++e) kt[((e >> 1) * kv + j) * 2 + (e & 1)] = bf16_bits(krow[e]);
-      const float* vrow = v + (j0 + j) * p.v_stride_l;
-      uint16_t* vdst = vt + (j >> 1) * dp * 2 + (j & 1);
-      for (int64_t c = 0; c < d; ++c) vdst[2 * c] = bf16_bits(vrow[c]);
-    }
+    pack_k_bf16(k, p.k_stride_l, cols, p.d, pk.d2, pk.kb.data() + item * pk.k_tile_elems());
+    pack_v_bf16(v, p.v_stride_l, cols, p.d, pk.dp, pk.vb.data() + item * pk.v_tile_elems());
   } else {
-    float* kt = pk.kt.data() + item * pk.k_tile_elems();
-    float* vt = pk.v.data() + item * pk.v_tile_elems();
-    std::fill_n(kt, pk.k_tile_elems(), 0.0f);
-    std::fill_n(vt, pk.v_tile_elems(), 0.0f);
-    for (int64_t j = 0; j < cols; ++j) {
-      const float* krow = k + (j0 + j) * p.k_stride_l;
-      for (int64_t e = 0; e < d; ++e) kt[e * kv + j] = krow[e];
-      std::copy_n(v + (j0 + j) * p.v_stride_l, d, vt + j * dp);
-    }
+    pack_k_f32(k, p.k_stride_l, cols, p.d, 2 * pk.d2, pk.kt.data() + item * pk.k_tile_elems());
+    if (!pk.v_direct)
+      pack_v_f32(v, p.v_stride_l, cols, p.d, pk.dp, pk.v.data() + item * pk.v_tile_elems());
   }
-  (void)d2;
 }
 
 // Buffers survive across calls (per calling thread): a new 30 MiB vector per call pays for its
-// page faults every time.
+// page faults every time. Every element is written, pads included, so they need no clearing.
 PackedX& pack_x(const AttnParams& p, bool bf16, int threads) {
   thread_local PackedX cache;
   PackedX& pk = cache; // a local name: the pack threads must see this thread's buffers, not theirs
   pk.tiles = (p.lkv + k_x_tile_kv - 1) / k_x_tile_kv;
   pk.d2 = (p.d + 1) / 2;
   pk.dp = round_up(p.d, 16);
+  pk.v_direct = !bf16 && p.d % 16 == 0;
   const int64_t n_tiles = p.b * p.hkv * pk.tiles;
   const size_t k_elems = size_t(n_tiles * pk.k_tile_elems());
-  const size_t v_elems = size_t(n_tiles * pk.v_tile_elems());
+  const size_t v_elems = pk.v_direct ? 0 : size_t(n_tiles * pk.v_tile_elems());
   if (bf16) {
     pk.kb.resize(k_elems);
     pk.vb.resize(v_elems);
@@ -508,14 +593,15 @@ SDPA_AVX512 SDPA_INLINE void pv_f32_chunk(const float* p, const float* v, int64_
     for (int x = 0; x < NV; ++x) _mm512_storeu_ps(o + r * ldo + 16 * x, acc[r][x]);
 }
 
-SDPA_AVX512 void pv_f32(const float* p, const float* vt, int64_t dp, int64_t depth, float* o,
-                        int64_t ldo, const float* alpha) {
+// All dp columns (a multiple of 16) of O; V rows ldv apart.
+SDPA_AVX512 void pv_f32(const float* p, const float* vt, int64_t ldv, int64_t dp, int64_t depth,
+                        float* o, int64_t ldo, const float* alpha) {
   int64_t c0 = 0;
-  for (; c0 + 64 <= dp; c0 += 64) pv_f32_chunk<4>(p, vt + c0, dp, depth, o + c0, ldo, alpha);
+  for (; c0 + 64 <= dp; c0 += 64) pv_f32_chunk<4>(p, vt + c0, ldv, depth, o + c0, ldo, alpha);
   switch ((dp - c0) / 16) {
-  case 1: pv_f32_chunk<1>(p, vt + c0, dp, depth, o + c0, ldo, alpha); break;
-  case 2: pv_f32_chunk<2>(p, vt + c0, dp, depth, o + c0, ldo, alpha); break;
-  case 3: pv_f32_chunk<3>(p, vt + c0, dp, depth, o + c0, ldo, alpha); break;
+  case 1: pv_f32_chunk<1>(p, vt + c0, ldv, depth, o + c0, ldo, alpha); break;
+  case 2: pv_f32_chunk<2>(p, vt + c0, ldv, depth, o + c0, ldo, alpha); break;
+  case 3: pv_f32_chunk<3>(p, vt + c0, ldv, depth, o + c0, ldo, alpha); break;
   default: break;
   }
 }
@@ -687,6 +773,8 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
   const float* q = static_cast<const float*>(p.q) + b * p.q_stride_b + h * p.q_stride_h;
   float* o = static_cast<float*>(p.o) + b * p.o_stride_b + h * p.o_stride_h;
   const float* mask = p.mask_kind == MaskKind::none ? nullptr : p.mask + b * p.mask_stride_b;
+  const float* v_head = static_cast<const float*>(p.v) + b * p.v_stride_b +
+                        (bk % p.hkv) * p.v_stride_h;
 
   if (bf16) {
     w.qb.assign(size_t(rows_pad * ldq), 0);
@@ -715,6 +803,10 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
     const int64_t tile = bk * pk.tiles + t;
     const float* kt = bf16 ? nullptr : pk.kt.data() + tile * pk.k_tile_elems();
     const uint16_t* kb = bf16 ? pk.kb.data() + tile * pk.k_tile_elems() : nullptr;
+    const float* v_tile = pk.v_direct ? v_head + bv.j0 * p.v_stride_l
+                          : bf16      ? nullptr
+                                      : pk.v.data() + tile * pk.v_tile_elems();
+    const int64_t v_ld = pk.v_direct ? p.v_stride_l : dp;
     for (int64_t rb = 0; rb < rows_pad; rb += k_x_rows) {
       bv.i0 = i0 + rb;
       bv.valid = std::min(k_x_rows, rows - rb);
@@ -743,8 +835,7 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
         pv_bf16(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), dp,
                 (depth + 1) / 2, o_block, dp, w.alpha.data());
       else
-        pv_f32(w.s.data(), pk.v.data() + tile * pk.v_tile_elems(), dp, depth, o_block, dp,
-               w.alpha.data());
+        pv_f32(w.s.data(), v_tile, v_ld, dp, depth, o_block, dp, w.alpha.data());
     }
   }
 
