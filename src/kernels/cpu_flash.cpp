@@ -317,7 +317,6 @@ constexpr int64_t k_x_rows = 6;      // query rows of the register block
 constexpr int64_t k_x_tile_q = 96;   // query rows per work item (16 register blocks)
 constexpr int64_t k_x_tile_kv = 128; // keys per tile: one softmax step, one pass over O
 constexpr int64_t k_x_half = 64;     // keys per Q.K^T register block: four 16-float vectors
-constexpr int64_t k_x_vecs = k_x_tile_kv / 16;
 
 // K and V of every (batch, kv head), repacked once per call:
 //  fp32: K^T per tile (de x 128), de = d rounded up to a pair. V is read where it lies when d is
@@ -508,58 +507,90 @@ SDPA_AVX512 SDPA_INLINE __m512 exp2_512(__m512 x) {
   return _mm512_scalef_ps(q, n);
 }
 
-// S[6 x 64] = Q[6 x d] . K^T[d x 64], fp32; K^T rows ldk apart, S rows k_x_tile_kv apart.
+// S[6 x 16 NV] = Q[6 x d] . K^T[d x 16 NV], fp32; K^T rows ldk apart, S rows k_x_tile_kv
+// apart. NV = 4 but where causal masking leaves fewer keys to compute.
+template <int NV>
 SDPA_AVX512 void qk_f32(const float* q, int64_t ldq, const float* kt, int64_t ldk, int64_t d,
                         float* s) {
-  __m512 acc[k_x_rows][4];
+  __m512 acc[k_x_rows][NV];
 #pragma GCC unroll 6
   for (int r = 0; r < k_x_rows; ++r)
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; ++x) acc[r][x] = _mm512_setzero_ps();
+    for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_setzero_ps();
   for (int64_t e = 0; e < d; ++e) {
     const float* b = kt + e * ldk;
-    __m512 bv[4];
+    __m512 bv[NV];
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; ++x) bv[x] = _mm512_loadu_ps(b + 16 * x);
+    for (int x = 0; x < NV; ++x) bv[x] = _mm512_loadu_ps(b + 16 * x);
 #pragma GCC unroll 6
     for (int r = 0; r < k_x_rows; ++r) {
       const __m512 a = _mm512_set1_ps(q[r * ldq + e]);
 #pragma GCC unroll 4
-      for (int x = 0; x < 4; ++x) acc[r][x] = _mm512_fmadd_ps(a, bv[x], acc[r][x]);
+      for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_fmadd_ps(a, bv[x], acc[r][x]);
     }
   }
 #pragma GCC unroll 6
   for (int r = 0; r < k_x_rows; ++r)
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; ++x) _mm512_storeu_ps(s + r * k_x_tile_kv + 16 * x, acc[r][x]);
+    for (int x = 0; x < NV; ++x) _mm512_storeu_ps(s + r * k_x_tile_kv + 16 * x, acc[r][x]);
 }
 
 // The same over bf16 pairs: q rows of ldq bf16 (pairs along d), K pairs ldk keys apart.
+template <int NV>
 SDPA_AVX512_BF16 void qk_bf16(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t ldk,
                               int64_t d2, float* s) {
-  __m512 acc[k_x_rows][4];
+  __m512 acc[k_x_rows][NV];
 #pragma GCC unroll 6
   for (int r = 0; r < k_x_rows; ++r)
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; ++x) acc[r][x] = _mm512_setzero_ps();
+    for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_setzero_ps();
   for (int64_t e2 = 0; e2 < d2; ++e2) {
     const uint16_t* b = kb + e2 * 2 * ldk;
-    __m512bh bv[4];
+    __m512bh bv[NV];
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; ++x) bv[x] = as_bh(_mm512_loadu_si512(b + 32 * x));
+    for (int x = 0; x < NV; ++x) bv[x] = as_bh(_mm512_loadu_si512(b + 32 * x));
 #pragma GCC unroll 6
     for (int r = 0; r < k_x_rows; ++r) {
       int32_t pair;
       std::memcpy(&pair, q + r * ldq + 2 * e2, sizeof pair);
       const __m512bh a = as_bh(_mm512_set1_epi32(pair));
 #pragma GCC unroll 4
-      for (int x = 0; x < 4; ++x) acc[r][x] = _mm512_dpbf16_ps(acc[r][x], a, bv[x]);
+      for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_dpbf16_ps(acc[r][x], a, bv[x]);
     }
   }
 #pragma GCC unroll 6
   for (int r = 0; r < k_x_rows; ++r)
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; ++x) _mm512_storeu_ps(s + r * k_x_tile_kv + 16 * x, acc[r][x]);
+    for (int x = 0; x < NV; ++x) _mm512_storeu_ps(s + r * k_x_tile_kv + 16 * x, acc[r][x]);
+}
+
+// Q.K^T for the first `keys` keys of a tile, in register blocks of 64 keys; the last block
+// only as many 16-key vectors as it needs. Lanes past them keep stale values: the caller's mask
+// drops them (keys < 128 makes a block not all_visible).
+SDPA_AVX512 void qk_keys(bool bf16, const float* q, const uint16_t* qb, int64_t ldq,
+                         const float* kt, const uint16_t* kb, int64_t d, int64_t d2, int64_t keys,
+                         float* s) {
+  for (int64_t j0 = 0; j0 < keys; j0 += k_x_half) {
+    const int64_t nv = std::min<int64_t>(4, (keys - j0 + 15) / 16);
+    float* sj = s + j0;
+    if (bf16) {
+      const uint16_t* k = kb + 2 * j0;
+      switch (nv) {
+      case 1: qk_bf16<1>(qb, ldq, k, k_x_tile_kv, d2, sj); break;
+      case 2: qk_bf16<2>(qb, ldq, k, k_x_tile_kv, d2, sj); break;
+      case 3: qk_bf16<3>(qb, ldq, k, k_x_tile_kv, d2, sj); break;
+      default: qk_bf16<4>(qb, ldq, k, k_x_tile_kv, d2, sj); break;
+      }
+    } else {
+      const float* k = kt + j0;
+      switch (nv) {
+      case 1: qk_f32<1>(q, ldq, k, k_x_tile_kv, d, sj); break;
+      case 2: qk_f32<2>(q, ldq, k, k_x_tile_kv, d, sj); break;
+      case 3: qk_f32<3>(q, ldq, k, k_x_tile_kv, d, sj); break;
+      default: qk_f32<4>(q, ldq, k, k_x_tile_kv, d, sj); break;
+      }
+    }
+  }
 }
 
 // O[6 x 16 NV] = O * alpha (per row) + P[6 x depth] . V[depth x 16 NV], fp32; P rows
@@ -672,7 +703,7 @@ struct BlockView {
 // all_visible, in place (core::masked_score lane by lane): dropped keys and padding rows -> -inf.
 // Lanes past what Q.K^T computed (a half it skipped) are dropped here too, whatever they hold.
 SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockView& bv,
-                            float* s) {
+                            int64_t nvec, float* s) {
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512 ninf = _mm512_set1_ps(core::neg_inf());
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -685,7 +716,7 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
     if (p.causal) limit = std::min(limit, i + p.causal_offset - bv.j0 + 1);
     limit = std::max<int64_t>(limit, 0);
     const float* mrow = mask && r < bv.valid ? mask + i * p.mask_stride_q + bv.j0 : nullptr;
-    for (int v = 0; v < k_x_vecs; ++v) {
+    for (int v = 0; v < nvec; ++v) {
       const __m512i j = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * v));
       __mmask16 keep = _mm512_cmplt_epi32_mask(j, _mm512_set1_epi32(int32_t(limit)));
       __m512 x = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * v), scale);
@@ -701,18 +732,20 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
   }
 }
 
-// Online softmax over the 6 rows of scores in s, in place: s becomes the unnormalised
+// Online softmax over the first nvec 16-key vectors of the 6 rows of scores in s (the rest no
+// row of the block sees, and P.V does not read), in place: s becomes the unnormalised
 // probabilities 2^(score * scale * log2(e) - row max) against the updated row maxima, alpha[r]
 // the factor row r's accumulator must be scaled by. During the loop RowState::max is in base-2
 // units (natural max times log2(e)); the row sums stay as 16 lane sums per row (lane_sum,
 // 6 x 16): a horizontal add per row and tile would cost as much as the exps. The caller turns
 // both back at the end. The three phases give the out-of-order core six independent chains.
 SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const BlockView& bv,
-                               float* s, core::RowState* state, float* lane_sum, float* alpha) {
+                               int64_t nvec, float* s, core::RowState* state, float* lane_sum,
+                               float* alpha) {
   constexpr float log2e = 1.44269504088896341f;
   float scale = p.scale * log2e;
   if (!bv.all_visible) {
-    mask_block(p, mask, bv, s); // scaled and masked now
+    mask_block(p, mask, bv, nvec, s); // scaled and masked now
     scale = log2e;
   }
   // Row maxima of the raw scores; scale > 0 and rounding is monotonic, so max(x) * scale is
@@ -721,7 +754,7 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
   for (int64_t r = 0; r < k_x_rows; ++r) {
     const float* row = s + r * k_x_tile_kv;
     __m512 m = _mm512_loadu_ps(row);
-    for (int v = 1; v < k_x_vecs; ++v) m = _mm512_max_ps(m, _mm512_loadu_ps(row + 16 * v));
+    for (int v = 1; v < nvec; ++v) m = _mm512_max_ps(m, _mm512_loadu_ps(row + 16 * v));
     tile_max[r] = _mm512_reduce_max_ps(m) * scale;
   }
   for (int64_t r = 0; r < k_x_rows; ++r) {
@@ -738,12 +771,12 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
     float* row = s + r * k_x_tile_kv;
     const core::RowState& st = state[r];
     if (st.max == core::neg_inf()) { // nothing visible yet: no probabilities, no NaN
-      std::fill_n(row, k_x_tile_kv, 0.0f);
+      std::fill_n(row, 16 * nvec, 0.0f);
       continue;
     }
     const __m512 neg_max = _mm512_set1_ps(-st.max);
     __m512 sum = _mm512_mul_ps(_mm512_loadu_ps(lane_sum + 16 * r), _mm512_set1_ps(alpha[r]));
-    for (int v = 0; v < k_x_vecs; ++v) {
+    for (int v = 0; v < nvec; ++v) {
       const __m512 e = exp2_512(_mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * v), sc, neg_max));
       sum = _mm512_add_ps(sum, e);
       _mm512_storeu_ps(row + 16 * v, e);
@@ -820,17 +853,10 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
                        bv.valid == k_x_rows &&
                        (!p.causal || bv.j0 + k_x_tile_kv - 1 <= bv.i0 + p.causal_offset);
       float* o_block = w.o.data() + rb * dp;
-      // Q.K^T in halves of 64 keys; a half no row of the block sees is skipped (mask_block
-      // drops its lanes, since depth <= 64 makes the block not all_visible).
-      for (int64_t half = 0; half * k_x_half < depth; ++half) {
-        float* s_half = w.s.data() + half * k_x_half;
-        if (bf16)
-          qk_bf16(w.qb.data() + rb * ldq, ldq, kb + 2 * half * k_x_half, k_x_tile_kv, d2, s_half);
-        else
-          qk_f32(w.q.data() + rb * ldq, ldq, kt + half * k_x_half, k_x_tile_kv, d, s_half);
-      }
-      softmax_block(p, mask, bv, w.s.data(), w.state.data() + rb, w.lane_sum.data() + 16 * rb,
-                    w.alpha.data());
+      qk_keys(bf16, bf16 ? nullptr : w.q.data() + rb * ldq,
+              bf16 ? w.qb.data() + rb * ldq : nullptr, ldq, kt, kb, d, d2, depth, w.s.data());
+      softmax_block(p, mask, bv, (depth + 15) / 16, w.s.data(), w.state.data() + rb,
+                    w.lane_sum.data() + 16 * rb, w.alpha.data());
       if (bf16)
         pv_bf16(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), dp,
                 (depth + 1) / 2, o_block, dp, w.alpha.data());
