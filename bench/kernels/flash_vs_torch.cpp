@@ -5,7 +5,11 @@
 // Before the table it measures the machine's peak (see machine_peak) and prints each kernel's
 // fraction of it: fp32 FMA peak for fp32 and fp16 (neither kernel has fp16 arithmetic on a
 // CPU), the AVX512_BF16 dot-product peak for bf16.
-// usage: kernels_flash_vs_torch [--python PATH] [--threads N] [--repeat N]
+// --cpu-time (one thread) times each call by the calling thread's CPU time instead of the wall
+// clock, on both sides: time other processes take from the core is not counted, so on a shared
+// machine it shows what each kernel does with a core it has (not the goal's measure, which is
+// wall time at the default thread count).
+// usage: kernels_flash_vs_torch [--python PATH] [--threads N] [--repeat N] [--cpu-time]
 //          [--dtype fp32,bf16,fp16] [--causal 0,1] [--l 1024,2048,4096] [--d 64,128]
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
@@ -20,6 +24,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +38,12 @@ double median(std::vector<double> v) {
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -146,7 +157,7 @@ Peak machine_peak(int threads) {
 
 class TorchTimer {
 public:
-  TorchTimer(const std::string& python, const std::string& script, int threads) {
+  TorchTimer(const std::string& python, const std::string& script, int threads, bool cpu_time) {
     if (python.empty()) return;
     int to_child[2], from_child[2];
     if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) return;
@@ -157,7 +168,8 @@ public:
       const int devnull = open("/dev/null", O_WRONLY);
       if (devnull >= 0) dup2(devnull, 2);
       const std::string t = std::to_string(threads);
-      execl(python.c_str(), python.c_str(), script.c_str(), t.c_str(), nullptr);
+      execl(python.c_str(), python.c_str(), script.c_str(), t.c_str(), cpu_time ? "cpu" : nullptr,
+            nullptr);
       _exit(127);
     }
     close(to_child[0]);
@@ -203,6 +215,7 @@ int main(int argc, char** argv) {
   std::string python = SDPA_BENCH_PYTHON;
   int threads = kernels::default_thread_count();
   int repeat = 5;
+  bool cpu_time = false;
   std::vector<std::string> dtypes = {"fp32", "bf16", "fp16"};
   std::vector<std::string> causals = {"0", "1"};
   std::vector<std::string> ls = {"1024", "2048", "4096"};
@@ -213,14 +226,15 @@ int main(int argc, char** argv) {
     if (a == "--python" && has) python = argv[++i];
     else if (a == "--threads" && has) threads = std::max(1, std::atoi(argv[++i]));
     else if (a == "--repeat" && has) repeat = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--cpu-time") cpu_time = true;
     else if (a == "--dtype" && has) dtypes = split(argv[++i]);
     else if (a == "--causal" && has) causals = split(argv[++i]);
     else if (a == "--l" && has) ls = split(argv[++i]);
     else if (a == "--d" && has) ds = split(argv[++i]);
     else {
       std::fprintf(stderr,
-                   "usage: %s [--python PATH] [--threads N] [--repeat N] [--dtype fp32,bf16,fp16]"
-                   " [--causal 0,1] [--l 1024,2048,4096] [--d 64,128]\n",
+                   "usage: %s [--python PATH] [--threads N] [--repeat N] [--cpu-time]"
+                   " [--dtype fp32,bf16,fp16] [--causal 0,1] [--l 1024,2048,4096] [--d 64,128]\n",
                    argv[0]);
       return 2;
     }
@@ -231,9 +245,10 @@ int main(int argc, char** argv) {
       return 2;
     }
 
+  if (cpu_time) threads = 1; // one thread runs the call on the calling thread: its CPU time is it
   const Peak peak = machine_peak(threads);
-  std::printf("threads=%d repeat=%d (median of the timed calls, after one warm-up each)\n",
-              threads, repeat);
+  std::printf("threads=%d repeat=%d time=%s (median of the timed calls, after one warm-up each)\n",
+              threads, repeat, cpu_time ? "thread CPU" : "wall");
   std::printf("peak: clock %.2f GHz (dependent-add chain, p90 of 1000 slices per thread, all "
               "threads busy); fp32 FMA %.1f FLOP/cycle/core -> %.0f GFLOP/s; bf16 dot %.1f "
               "FLOP/cycle/core -> %.0f GFLOP/s\n",
@@ -244,7 +259,8 @@ int main(int argc, char** argv) {
               "torch %pk");
   std::fflush(stdout);
 
-  TorchTimer torch(python, SDPA_BENCH_TORCH_SCRIPT, threads);
+  TorchTimer torch(python, SDPA_BENCH_TORCH_SCRIPT, threads, cpu_time);
+  const auto now = [&] { return cpu_time ? thread_cpu_seconds() : seconds_now(); };
   for (const std::string& dtype_name : dtypes)
     for (const std::string& causal : causals)
       for (const std::string& l_text : ls)
@@ -265,9 +281,9 @@ int main(int argc, char** argv) {
           p.o = o.data();
           std::vector<double> ours, theirs;
           for (int r = 0; r <= repeat; ++r) { // r == 0: warm-up of both
-            const double t0 = seconds_now();
+            const double t0 = now();
             const std::string refused = kernels::cpu_flash_attention(p, threads);
-            const double ms = (seconds_now() - t0) * 1e3;
+            const double ms = (now() - t0) * 1e3;
             if (!refused.empty()) {
               std::fprintf(stderr, "ref-flash: %s\n", refused.c_str());
               return 1;
