@@ -885,10 +885,13 @@ void x86_flash(const AttnParams& p, bool bf16, int threads) {
   const int64_t q_tiles = (p.lq + k_x_tile_q - 1) / k_x_tile_q;
   const PackedX& packed = pack_x(p, bf16, threads);
   std::vector<ScratchX> scratch(static_cast<size_t>(threads));
-  // Last query tiles first: under causal masking they carry the most keys.
+  // Head by head, so that the threads stream the same packed K/V at the same time and share it
+  // in L3 (head-interleaved items made each thread stream a different head: 10% slower at
+  // L=2048 with other processes on the cores). Within a head the last query tiles come first:
+  // under causal masking they carry the most keys, so the small ones even out the end.
   parallel_for(p.b * p.hq * q_tiles, threads, [&](int64_t item, int worker) {
-    const int64_t qt = q_tiles - 1 - item / (p.b * p.hq);
-    flash_item_x86(p, packed, bf16, item % (p.b * p.hq), qt, scratch[size_t(worker)]);
+    const int64_t qt = q_tiles - 1 - item % q_tiles;
+    flash_item_x86(p, packed, bf16, item / q_tiles, qt, scratch[size_t(worker)]);
   });
 }
 
