@@ -466,11 +466,12 @@ void pack_tile_x(const AttnParams& p, PackedX& pk, bool bf16, int64_t item) {
   }
 }
 
-// Buffers survive across calls (per calling thread): a new 30 MiB vector per call pays for its
-// page faults every time. Every element is written, pads included, so they need no clearing.
-PackedX& pack_x(const AttnParams& p, bool bf16, int threads) {
+// The pack buffers for p, sized; pack_tile_x fills them. They survive across calls (per calling
+// thread): a new 30 MiB vector per call pays for its page faults every time. Every element is
+// written, pads included, so they need no clearing.
+PackedX& packed_buffers(const AttnParams& p, bool bf16) {
   thread_local PackedX cache;
-  PackedX& pk = cache; // a local name: the pack threads must see this thread's buffers, not theirs
+  PackedX& pk = cache;
   pk.tiles = (p.lkv + k_x_tile_kv - 1) / k_x_tile_kv;
   pk.d2 = (p.d + 1) / 2;
   pk.dp = round_up(p.d, 16);
@@ -485,7 +486,6 @@ PackedX& pack_x(const AttnParams& p, bool bf16, int threads) {
     pk.kt.resize(k_elems);
     pk.v.resize(v_elems);
   }
-  parallel_for(n_tiles, threads, [&](int64_t item, int) { pack_tile_x(p, pk, bf16, item); });
   return pk;
 }
 
@@ -883,16 +883,22 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
 
 void x86_flash(const AttnParams& p, bool bf16, int threads) {
   const int64_t q_tiles = (p.lq + k_x_tile_q - 1) / k_x_tile_q;
-  const PackedX& packed = pack_x(p, bf16, threads);
+  // A local name: the threads must see the calling thread's buffers, not their own.
+  PackedX& packed = packed_buffers(p, bf16);
   std::vector<ScratchX> scratch(static_cast<size_t>(threads));
   // Head by head, so that the threads stream the same packed K/V at the same time and share it
   // in L3 (head-interleaved items made each thread stream a different head: 10% slower at
   // L=2048 with other processes on the cores). Within a head the last query tiles come first:
   // under causal masking they carry the most keys, so the small ones even out the end.
-  parallel_for(p.b * p.hq * q_tiles, threads, [&](int64_t item, int worker) {
-    const int64_t qt = q_tiles - 1 - item % q_tiles;
-    flash_item_x86(p, packed, bf16, item / q_tiles, qt, scratch[size_t(worker)]);
-  });
+  // Packing and the items share one start of the threads (parallel_for_two_phase).
+  parallel_for_two_phase(
+      p.b * p.hkv * packed.tiles,
+      [&](int64_t tile, int) { pack_tile_x(p, packed, bf16, tile); }, p.b * p.hq * q_tiles,
+      [&](int64_t item, int worker) {
+        const int64_t qt = q_tiles - 1 - item % q_tiles;
+        flash_item_x86(p, packed, bf16, item / q_tiles, qt, scratch[size_t(worker)]);
+      },
+      threads);
 }
 
 bool cpu_has_avx512() {

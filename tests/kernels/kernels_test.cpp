@@ -3,10 +3,12 @@
 // plus the edge rows (Lq = 1, Lkv = 1, fully masked rows) that tiled kernels get wrong first.
 #include "kernels/attention_core.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/parallel_for.hpp"
 #include "probes/tolerance.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -402,6 +404,30 @@ TEST(CpuFlash, Bf16PathRoundsTheProbabilities) {
   }
   EXPECT_EQ(compare(*bf16, ref, probes::default_tolerance(DType::bf16)).outside, 0);
   EXPECT_GT(compare(*bf16, ref, probes::default_tolerance(DType::f32)).outside, 0);
+}
+
+TEST(ParallelFor, TwoPhaseRunsEveryItemOnceAndPhaseAFirst) {
+  for (int threads : {1, 2, 3}) {
+    std::vector<std::atomic<int>> a(37), b(53);
+    std::atomic<int> a_done{0};
+    std::atomic<bool> b_before_a{false};
+    parallel_for_two_phase(
+        int64_t(a.size()),
+        [&](int64_t i, int) {
+          a[size_t(i)].fetch_add(1);
+          a_done.fetch_add(1);
+        },
+        int64_t(b.size()),
+        [&](int64_t i, int worker) {
+          if (a_done.load() != int(a.size())) b_before_a = true;
+          EXPECT_LT(worker, threads);
+          b[size_t(i)].fetch_add(1);
+        },
+        threads);
+    EXPECT_FALSE(b_before_a) << threads;
+    for (const auto& x : a) EXPECT_EQ(x.load(), 1) << threads;
+    for (const auto& x : b) EXPECT_EQ(x.load(), 1) << threads;
+  }
 }
 
 TEST(AttentionCore, ExpMatchesLibmOnNonPositiveInputs) {
