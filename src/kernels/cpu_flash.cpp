@@ -296,8 +296,8 @@ void portable_flash(const AttnParams& p, int n_threads) {
 // is scaled by the rows' rescale factors as it is loaded (no separate rescale pass). The packed
 // key/value tiles of one head stay in L2 while the 16 row blocks of a query tile reuse them.
 // The bf16 path is the same loop over bf16 pairs with vdpbf16ps (fp32 accumulation); softmax
-// and the accumulator stay fp32. On one Zen 4 core (thread CPU time) this runs at 82-89% of the
-// fp32 FMA peak and 70-82% of the vdpbf16ps peak at L = 1024-2048, D = 64-128.
+// and the accumulator stay fp32. On one Zen 4 core this runs at 68-82% of the fp32 FMA peak
+// and 53-78% of the vdpbf16ps peak (kernels_flash_vs_torch --cpu-time, BENCHMARKS.md).
 //
 // Every function here carries its own target attribute and is reached only after
 // __builtin_cpu_supports said yes, so one binary still runs on CPUs without AVX-512.
