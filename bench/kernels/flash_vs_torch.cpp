@@ -1,37 +1,212 @@
 // ref-flash on the CPU beside PyTorch's CPU flash SDPA, same machine, same run, same thread
-// count: B=1, H=8, L in {512, 2048, 4096}, D in {64, 128}, fp32, GFLOP/s = 4*B*H*L*L*D (halved
-// for causal) / time. Each shape runs ours then torch's, so load from elsewhere hits both alike.
-// usage: kernels_flash_vs_torch [--python PATH] [--threads N] [--repeat N] [--causal]
+// count: B=1, H=8, L x D, for each dtype and causal setting asked. GFLOP/s = 4*B*H*L*L*D (halved
+// for causal) / time. Ours and torch's run one call at a time, alternately (torch in a child
+// process that stays up), so load from elsewhere hits both alike; each side reports its median.
+// Before the table it measures the machine's peak (see machine_peak) and prints each kernel's
+// fraction of it: fp32 FMA peak for fp32 and fp16 (neither kernel has fp16 arithmetic on a
+// CPU), the AVX512_BF16 dot-product peak for bf16.
+// --cpu-time (one thread) times each call by the calling thread's CPU time instead of the wall
+// clock, on both sides: time other processes take from the core is not counted, so on a shared
+// machine it shows what each kernel does with a core it has (not the goal's measure, which is
+// wall time at the default thread count).
+// usage: kernels_flash_vs_torch [--python PATH] [--threads N] [--repeat N] [--cpu-time]
+//          [--dtype fp32,bf16,fp16] [--causal 0,1] [--l 1024,2048,4096] [--d 64,128]
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
 
 #include <algorithm>
-#include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v.empty() ? -1 : v[v.size() / 2];
 }
 
-// Median milliseconds from the torch script; negative when it could not run.
-double torch_ms(const std::string& python, const std::string& script, const sdpa_doctor::Case& c,
-                int threads, int repeat) {
-  const std::string cmd = "'" + python + "' '" + script + "' " + std::to_string(c.b) + " " +
-                          std::to_string(c.hq) + " " + std::to_string(c.lq) + " " +
-                          std::to_string(c.d) + " " + (c.causal ? "1" : "0") + " " +
-                          std::to_string(threads) + " 2 " + std::to_string(repeat) + " 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return -1;
-  std::array<char, 128> buf{};
-  if (!fgets(buf.data(), int(buf.size()), pipe.get())) return -1;
-  return std::atof(buf.data());
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// --- machine peak ------------------------------------------------------------------------------
+// The clock: a chain of dependent integer adds retires one add per cycle on every x86 core we
+// know (latency 1), so adds per second is the core clock. Sampled in short slices (~0.2 ms) on
+// every bench thread at once, and the 90th percentile kept: slices that lost the core to
+// another process come out slow, never fast. The FLOP per cycle: twelve independent
+// accumulators of vfmadd231ps (or vdpbf16ps) zmm, enough to cover their latency, timed the
+// same way and divided by that clock. Peak = FLOP/cycle x clock x threads.
+
+constexpr long k_slice_iters = 100000;
+
+double add_chain_ghz() {
+  long x = 0;
+  const double t0 = seconds_now();
+  for (long i = 0; i < k_slice_iters; ++i)
+    asm volatile("add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\t"
+                 "add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0"
+                 : "+r"(x));
+  return 8.0 * k_slice_iters / (seconds_now() - t0) / 1e9;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SDPA_TWELVE(op)                                                                           \
+  op " %%zmm13,%%zmm14,%%zmm0\n\t" op " %%zmm13,%%zmm14,%%zmm1\n\t" op                            \
+     " %%zmm13,%%zmm14,%%zmm2\n\t" op " %%zmm13,%%zmm14,%%zmm3\n\t" op                            \
+     " %%zmm13,%%zmm14,%%zmm4\n\t" op " %%zmm13,%%zmm14,%%zmm5\n\t" op                            \
+     " %%zmm13,%%zmm14,%%zmm6\n\t" op " %%zmm13,%%zmm14,%%zmm7\n\t" op                            \
+     " %%zmm13,%%zmm14,%%zmm8\n\t" op " %%zmm13,%%zmm14,%%zmm9\n\t" op                            \
+     " %%zmm13,%%zmm14,%%zmm10\n\t" op " %%zmm13,%%zmm14,%%zmm11"
+#define SDPA_CLOBBERS                                                                             \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11"
+
+// GFLOP/s of one slice: 12 zmm FMAs = 12 x 16 x 2 FLOP per iteration.
+__attribute__((target("avx512f"))) double fma_gflops() {
+  asm volatile("vxorps %%xmm13,%%xmm13,%%xmm13\n\tvxorps %%xmm14,%%xmm14,%%xmm14" ::
+                   : "xmm13", "xmm14");
+  const double t0 = seconds_now();
+  for (long i = 0; i < k_slice_iters / 4; ++i) asm volatile(SDPA_TWELVE("vfmadd231ps")::: SDPA_CLOBBERS);
+  return 12.0 * 32 * (k_slice_iters / 4) / (seconds_now() - t0) / 1e9;
+}
+
+// 12 vdpbf16ps zmm = 12 x 16 lanes x 2 products x 2 FLOP per iteration.
+__attribute__((target("avx512f,avx512bf16"))) double bf16_gflops() {
+  asm volatile("vxorps %%xmm13,%%xmm13,%%xmm13\n\tvxorps %%xmm14,%%xmm14,%%xmm14" ::
+                   : "xmm13", "xmm14");
+  const double t0 = seconds_now();
+  for (long i = 0; i < k_slice_iters / 4; ++i) asm volatile(SDPA_TWELVE("vdpbf16ps")::: SDPA_CLOBBERS);
+  return 12.0 * 64 * (k_slice_iters / 4) / (seconds_now() - t0) / 1e9;
+}
+#endif
+
+struct Peak {
+  double ghz = 0;           // measured core clock with every bench thread busy
+  double fp32_per_cycle = 0; // FLOP/cycle/core of fp32 FMA (0: not measured)
+  double bf16_per_cycle = 0; // FLOP/cycle/core of vdpbf16ps (0: no AVX512_BF16)
+  int threads = 1;
+  double fp32_gflops() const { return fp32_per_cycle * ghz * threads; }
+  double bf16_gflops() const { return bf16_per_cycle * ghz * threads; }
+};
+
+double p90(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() * 9 / 10];
+}
+
+Peak machine_peak(int threads) {
+  Peak peak;
+  peak.threads = threads;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  std::vector<double> ghz, fma, dot;
+  std::vector<std::vector<double>> per(size_t(threads) * 3);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int n = 0; n < 1000; ++n) {
+        per[size_t(t) * 3].push_back(add_chain_ghz());
+        if (avx512) per[size_t(t) * 3 + 1].push_back(fma_gflops());
+        if (bf16) per[size_t(t) * 3 + 2].push_back(bf16_gflops());
+      }
+    });
+  for (auto& t : pool) t.join();
+  for (int t = 0; t < threads; ++t) {
+    ghz.push_back(p90(per[size_t(t) * 3]));
+    if (avx512) fma.push_back(p90(per[size_t(t) * 3 + 1]));
+    if (bf16) dot.push_back(p90(per[size_t(t) * 3 + 2]));
+  }
+  peak.ghz = median(ghz);
+  if (avx512) peak.fp32_per_cycle = median(fma) / peak.ghz;
+  if (bf16) peak.bf16_per_cycle = median(dot) / peak.ghz;
+#endif
+  return peak;
+}
+
+// --- torch in a child process ------------------------------------------------------------------
+
+class TorchTimer {
+public:
+  TorchTimer(const std::string& python, const std::string& script, int threads, bool cpu_time) {
+    if (python.empty()) return;
+    int to_child[2], from_child[2];
+    if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) return;
+    m_pid = fork();
+    if (m_pid == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      const int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0) dup2(devnull, 2);
+      const std::string t = std::to_string(threads);
+      execl(python.c_str(), python.c_str(), script.c_str(), t.c_str(), cpu_time ? "cpu" : nullptr,
+            nullptr);
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    m_in = fdopen(to_child[1], "w");
+    m_out = fdopen(from_child[0], "r");
+  }
+  ~TorchTimer() {
+    if (m_in) fclose(m_in);
+    if (m_out) fclose(m_out);
+    if (m_pid > 0) waitpid(m_pid, nullptr, 0);
+  }
+  TorchTimer(const TorchTimer&) = delete;
+  TorchTimer& operator=(const TorchTimer&) = delete;
+
+  // Milliseconds of one call; negative when torch could not run it (the reason on stderr once).
+  double time_ms(const sdpa_doctor::Case& c) {
+    if (!m_in || !m_out) return -1;
+    std::fprintf(m_in, "%lld %lld %lld %lld %s %d\n", static_cast<long long>(c.b),
+                 static_cast<long long>(c.hq), static_cast<long long>(c.lq),
+                 static_cast<long long>(c.d), std::string(to_string(c.dtype)).c_str(),
+                 int(c.causal));
+    std::fflush(m_in);
+    char line[512];
+    if (!std::fgets(line, sizeof line, m_out)) return -1;
+    if (std::string(line).rfind("error", 0) == 0) {
+      std::fprintf(stderr, "torch: %s", line);
+      return -1;
+    }
+    return std::atof(line);
+  }
+
+private:
+  pid_t m_pid = -1;
+  FILE* m_in = nullptr;
+  FILE* m_out = nullptr;
+};
 
 } // namespace
 
@@ -40,51 +215,101 @@ int main(int argc, char** argv) {
   std::string python = SDPA_BENCH_PYTHON;
   int threads = kernels::default_thread_count();
   int repeat = 5;
-  bool causal = false;
+  bool cpu_time = false;
+  std::vector<std::string> dtypes = {"fp32", "bf16", "fp16"};
+  std::vector<std::string> causals = {"0", "1"};
+  std::vector<std::string> ls = {"1024", "2048", "4096"};
+  std::vector<std::string> ds = {"64", "128"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--python" && i + 1 < argc) python = argv[++i];
-    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--causal") causal = true;
+    const bool has = i + 1 < argc;
+    if (a == "--python" && has) python = argv[++i];
+    else if (a == "--threads" && has) threads = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--repeat" && has) repeat = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--cpu-time") cpu_time = true;
+    else if (a == "--dtype" && has) dtypes = split(argv[++i]);
+    else if (a == "--causal" && has) causals = split(argv[++i]);
+    else if (a == "--l" && has) ls = split(argv[++i]);
+    else if (a == "--d" && has) ds = split(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--python PATH] [--threads N] [--repeat N] [--causal]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--python PATH] [--threads N] [--repeat N] [--cpu-time]"
+                   " [--dtype fp32,bf16,fp16] [--causal 0,1] [--l 1024,2048,4096] [--d 64,128]\n",
                    argv[0]);
       return 2;
     }
   }
-  const std::string script = SDPA_BENCH_TORCH_SCRIPT;
-  std::printf("threads=%d repeat=%d causal=%d python=%s\n", threads, repeat, int(causal),
-              python.c_str());
-  std::printf("%-6s %-4s %12s %12s %12s %12s %7s\n", "L", "D", "ours ms", "ours GF/s", "torch ms",
-              "torch GF/s", "ratio");
-  for (int64_t l : {512, 2048, 4096})
-    for (int64_t d : {64, 128}) {
-      Case c;
-      c.dtype = DType::f32;
-      c.b = 1;
-      c.hq = c.hkv = 8;
-      c.lq = c.lkv = l;
-      c.d = d;
-      c.causal = causal;
-      const HostInputs in = make_inputs(c);
-      auto run = kernels::run_cpu(kernels::RefKernel::flash, c, in, 1, repeat, threads);
-      if (!run) {
-        std::fprintf(stderr, "ref-flash: %s\n", run.error().message.c_str());
-        return 1;
-      }
-      const double ours = median(run->times_ms);
-      const double theirs = python.empty() ? -1 : torch_ms(python, script, c, threads, repeat);
-      const double gf_ours = c.flops() / ours / 1e6;
-      if (theirs > 0) {
-        const double gf_torch = c.flops() / theirs / 1e6;
-        std::printf("%-6lld %-4lld %12.2f %12.1f %12.2f %12.1f %7.2f\n", static_cast<long long>(l),
-                    static_cast<long long>(d), ours, gf_ours, theirs, gf_torch, gf_ours / gf_torch);
-      } else {
-        std::printf("%-6lld %-4lld %12.2f %12.1f %12s %12s %7s\n", static_cast<long long>(l),
-                    static_cast<long long>(d), ours, gf_ours, "n/a", "n/a", "n/a");
-      }
-      std::fflush(stdout);
+  for (const std::string& name : dtypes)
+    if (!dtype_from_string(name)) {
+      std::fprintf(stderr, "unknown dtype '%s'\n", name.c_str());
+      return 2;
     }
+
+  if (cpu_time) threads = 1; // one thread runs the call on the calling thread: its CPU time is it
+  const Peak peak = machine_peak(threads);
+  std::printf("threads=%d repeat=%d time=%s (median of the timed calls, after one warm-up each)\n",
+              threads, repeat, cpu_time ? "thread CPU" : "wall");
+  std::printf("peak: clock %.2f GHz (dependent-add chain, p90 of 1000 slices per thread, all "
+              "threads busy); fp32 FMA %.1f FLOP/cycle/core -> %.0f GFLOP/s; bf16 dot %.1f "
+              "FLOP/cycle/core -> %.0f GFLOP/s\n",
+              peak.ghz, peak.fp32_per_cycle, peak.fp32_gflops(), peak.bf16_per_cycle,
+              peak.bf16_gflops());
+  std::printf("%-5s %-6s %-5s %-4s %10s %9s %10s %9s %6s %7s %7s\n", "dtype", "causal", "L", "D",
+              "ours ms", "ours GF/s", "torch ms", "torch GF/s", "ratio", "ours %pk",
+              "torch %pk");
+  std::fflush(stdout);
+
+  TorchTimer torch(python, SDPA_BENCH_TORCH_SCRIPT, threads, cpu_time);
+  const auto now = [&] { return cpu_time ? thread_cpu_seconds() : seconds_now(); };
+  for (const std::string& dtype_name : dtypes)
+    for (const std::string& causal : causals)
+      for (const std::string& l_text : ls)
+        for (const std::string& d_text : ds) {
+          Case c;
+          c.dtype = *dtype_from_string(dtype_name);
+          c.b = 1;
+          c.hq = c.hkv = 8;
+          c.lq = c.lkv = std::atoll(l_text.c_str());
+          c.d = std::atoll(d_text.c_str());
+          c.causal = causal == "1";
+          const HostInputs in = make_inputs(c);
+          std::vector<float> o(size_t(c.q_elements()));
+          kernels::AttnParams p = kernels::params_for(c);
+          p.q = in.q.data();
+          p.k = in.k.data();
+          p.v = in.v.data();
+          p.o = o.data();
+          std::vector<double> ours, theirs;
+          for (int r = 0; r <= repeat; ++r) { // r == 0: warm-up of both
+            const double t0 = now();
+            const std::string refused = kernels::cpu_flash_attention(p, threads);
+            const double ms = (now() - t0) * 1e3;
+            if (!refused.empty()) {
+              std::fprintf(stderr, "ref-flash: %s\n", refused.c_str());
+              return 1;
+            }
+            const double torch_ms = torch.time_ms(c);
+            if (r == 0) continue;
+            ours.push_back(ms);
+            if (torch_ms > 0) theirs.push_back(torch_ms);
+          }
+          const double peak_gf =
+              c.dtype == DType::bf16 ? peak.bf16_gflops() : peak.fp32_gflops();
+          const double gf_ours = c.flops() / median(ours) / 1e6;
+          std::printf("%-5s %-6s %-5lld %-4lld %10.2f %9.1f", dtype_name.c_str(), causal.c_str(),
+                      static_cast<long long>(c.lq), static_cast<long long>(c.d), median(ours),
+                      gf_ours);
+          if (theirs.size() == ours.size()) {
+            const double gf_torch = c.flops() / median(theirs) / 1e6;
+            std::printf(" %10.2f %9.1f %6.2f", median(theirs), gf_torch, gf_ours / gf_torch);
+            if (peak_gf > 0)
+              std::printf(" %6.0f%% %6.0f%%\n", 100 * gf_ours / peak_gf, 100 * gf_torch / peak_gf);
+            else
+              std::printf(" %7s %7s\n", "n/a", "n/a");
+          } else {
+            std::printf(" %10s %9s %6s %7s %7s\n", "n/a", "n/a", "n/a", "n/a", "n/a");
+          }
+          std::fflush(stdout);
+        }
   return 0;
 }

@@ -24,6 +24,10 @@ struct AttnParams {
   // -inf for a row with nothing to attend to. Written by the flash kernels only.
   float* lse = nullptr;
   ElemType elem = ElemType::f32;
+  // The dtype the stored f32 values were rounded to (the case dtype): every q, k and v value is
+  // exact in it, so a CPU kernel may convert them to it losslessly and use its dot-product
+  // instructions (bf16). f32 promises nothing. The HIP kernels, storing `elem`, ignore it.
+  ElemType values_rounded_to = ElemType::f32;
 
   int64_t b = 0, hq = 0, hkv = 0, lq = 0, lkv = 0, d = 0;
   // Strides in elements; the head-dim stride is 1 for q, k, v and o.

@@ -31,7 +31,19 @@ std::optional<RefKernel> ref_kernel_from_string(std::string_view name); // the s
 // Low-level CPU entry points over f32 storage. Empty string when the kernel ran; otherwise why
 // there is no instance for these parameters (nothing was written). threads: 0 = all cores.
 std::string cpu_math_attention(const AttnParams& p, int threads = 0);
-std::string cpu_flash_attention(const AttnParams& p, int threads = 0);
+
+// The implementations of ref-flash on the CPU. `automatic` takes the fastest this CPU has for
+// the parameters: AVX512_BF16 dot products (P rounded to bf16, as PyTorch's flash kernels do)
+// when the values are bf16-exact (AttnParams::values_rounded_to), else AVX-512 in fp32, else
+// portable loops (any x86-64 or other CPU). The others force one, for tests and benchmarks.
+enum class CpuFlashPath { automatic, avx512_bf16, avx512_f32, portable };
+std::string_view to_string(CpuFlashPath path); // "automatic", "avx512-bf16", ...
+// The path `automatic` takes for `p` on this CPU (never `automatic`).
+CpuFlashPath cpu_flash_path_for(const AttnParams& p);
+// A forced path this CPU lacks, or avx512_bf16 over values that are not bf16-exact, is refused
+// with the reason, like any other missing instance.
+std::string cpu_flash_attention(const AttnParams& p, int threads = 0,
+                                CpuFlashPath path = CpuFlashPath::automatic);
 
 // One kernel run over a case: the output rounded to the case dtype, logical (B,Hq,Lq,D), and the
 // wall time of each timed run in milliseconds (warm-up runs not included).

@@ -41,4 +41,33 @@ template <typename Fn> void parallel_for(int64_t count, int threads, Fn&& fn) {
   for (auto& t : pool) t.join();
 }
 
+// parallel_for over `count_a` items of fn_a, then over `count_b` items of fn_b, on one set of
+// threads: a thread starts on fn_b once every fn_a item has finished (it yields while another
+// thread finishes one). One thread start per call instead of two: on a loaded machine a new
+// thread may wait milliseconds for its first time slice, and a call pays that once per start.
+// Neither fn may throw.
+template <typename FnA, typename FnB>
+void parallel_for_two_phase(int64_t count_a, FnA&& fn_a, int64_t count_b, FnB&& fn_b,
+                            int threads) {
+  if (threads <= 0) threads = default_thread_count();
+  const int64_t n_threads = std::min<int64_t>(threads, std::max(count_a, count_b));
+  std::atomic<int64_t> next_a{0}, done_a{0}, next_b{0};
+  auto body = [&](int worker) {
+    for (int64_t i = next_a.fetch_add(1, std::memory_order_relaxed); i < count_a;
+         i = next_a.fetch_add(1, std::memory_order_relaxed)) {
+      fn_a(i, worker);
+      done_a.fetch_add(1, std::memory_order_release);
+    }
+    while (done_a.load(std::memory_order_acquire) < count_a) std::this_thread::yield();
+    for (int64_t i = next_b.fetch_add(1, std::memory_order_relaxed); i < count_b;
+         i = next_b.fetch_add(1, std::memory_order_relaxed))
+      fn_b(i, worker);
+  };
+  std::vector<std::thread> pool;
+  if (n_threads > 1) pool.reserve(static_cast<size_t>(n_threads - 1));
+  for (int64_t t = 1; t < n_threads; ++t) pool.emplace_back(body, static_cast<int>(t));
+  body(0);
+  for (auto& t : pool) t.join();
+}
+
 } // namespace sdpa_doctor::kernels

@@ -39,6 +39,10 @@ AttnParams params_for(const Case& c) {
   set(c.hq, c.lq, p.o_stride_b, p.o_stride_h, p.o_stride_l);
   p.mask_stride_b = c.lq * c.lkv;
   p.mask_stride_q = c.lkv;
+  // make_inputs rounds every value to the case dtype, so the f32 copies are exact in it.
+  p.values_rounded_to = c.dtype == DType::bf16  ? ElemType::bf16
+                        : c.dtype == DType::f16 ? ElemType::f16
+                                                : ElemType::f32;
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
   p.causal = c.causal;
   p.causal_offset = 0;

@@ -3,12 +3,15 @@
 // plus the edge rows (Lq = 1, Lkv = 1, fully masked rows) that tiled kernels get wrong first.
 #include "kernels/attention_core.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/parallel_for.hpp"
 #include "probes/tolerance.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 namespace sdpa_doctor::kernels {
@@ -178,31 +181,41 @@ TEST(CpuKernels, FullyMaskedRowsAreZeroNotNan) {
 }
 
 TEST(CpuFlash, LogSumExpMatchesFloat64) {
-  const Case c = *parse_case_spec("dtype=fp32,b=1,hq=4,hkv=2,lq=100,lkv=77,d=40,causal");
-  const HostInputs in = make_inputs(c);
-  std::vector<float> o(size_t(c.q_elements()));
-  std::vector<float> lse(size_t(c.b * c.hq * c.lq));
-  AttnParams p = params_for(c);
-  p.q = in.q.data();
-  p.k = in.k.data();
-  p.v = in.v.data();
-  p.o = o.data();
-  p.lse = lse.data();
-  ASSERT_EQ(cpu_flash_attention(p, 2), "");
-  for (int64_t h = 0; h < c.hq; ++h)
-    for (int64_t i = 0; i < c.lq; ++i) {
-      const float* q = in.q.data() + (h * c.lq + i) * c.d;
-      double m = -INFINITY, sum = 0;
-      std::vector<double> s;
-      for (int64_t j = 0; j <= std::min(i, c.lkv - 1); ++j) {
-        const float* k = in.k.data() + ((h / 2) * c.lkv + j) * c.d;
-        double dot = 0;
-        for (int64_t e = 0; e < c.d; ++e) dot += double(q[e]) * k[e];
-        s.push_back(dot / std::sqrt(double(c.d)));
-        m = std::max(m, s.back());
-      }
-      for (double x : s) sum += std::exp(x - m);
-      EXPECT_NEAR(lse[size_t(h * c.lq + i)], m + std::log(sum), 1e-5) << h << " " << i;
+  // Every path: the bf16 one rounds P only for P.V, its row sums stay fp32.
+  for (const char* spec : {"dtype=fp32,b=1,hq=4,hkv=2,lq=100,lkv=77,d=40,causal",
+                           "dtype=bf16,b=1,hq=4,hkv=2,lq=100,lkv=77,d=40,causal"})
+    for (CpuFlashPath path : {CpuFlashPath::automatic, CpuFlashPath::avx512_bf16,
+                              CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+      const Case c = *parse_case_spec(spec);
+      if (path == CpuFlashPath::avx512_bf16 && c.dtype != DType::bf16) continue;
+      SCOPED_TRACE(c.id() + " " + std::string(to_string(path)));
+      const HostInputs in = make_inputs(c);
+      std::vector<float> o(size_t(c.q_elements()));
+      std::vector<float> lse(size_t(c.b * c.hq * c.lq));
+      AttnParams p = params_for(c);
+      p.q = in.q.data();
+      p.k = in.k.data();
+      p.v = in.v.data();
+      p.o = o.data();
+      p.lse = lse.data();
+      const std::string refused = cpu_flash_attention(p, 2, path);
+      if (refused.rfind("this CPU has no", 0) == 0) continue;
+      ASSERT_EQ(refused, "");
+      for (int64_t h = 0; h < c.hq; ++h)
+        for (int64_t i = 0; i < c.lq; ++i) {
+          const float* q = in.q.data() + (h * c.lq + i) * c.d;
+          double m = -INFINITY, sum = 0;
+          std::vector<double> s;
+          for (int64_t j = 0; j <= std::min(i, c.lkv - 1); ++j) {
+            const float* k = in.k.data() + ((h / 2) * c.lkv + j) * c.d;
+            double dot = 0;
+            for (int64_t e = 0; e < c.d; ++e) dot += double(q[e]) * k[e];
+            s.push_back(dot / std::sqrt(double(c.d)));
+            m = std::max(m, s.back());
+          }
+          for (double x : s) sum += std::exp(x - m);
+          EXPECT_NEAR(lse[size_t(h * c.lq + i)], m + std::log(sum), 1e-5) << h << " " << i;
+        }
     }
 }
 
@@ -249,6 +262,172 @@ TEST(CpuKernels, RefuseNonF32StorageAndBadHeads) {
   p.hq = 3;
   p.hkv = 2;
   EXPECT_NE(cpu_flash_attention(p), "");
+}
+
+// ref-flash through one forced CPU path; empty optional when this CPU lacks it.
+std::optional<std::vector<float>> run_flash_path(const Case& c, const HostInputs& in,
+                                                 CpuFlashPath path, int threads = 2) {
+  const std::vector<float> q = to_layout(c, in.q, c.hq, c.lq);
+  const std::vector<float> k = to_layout(c, in.k, c.hkv, c.lkv);
+  const std::vector<float> v = to_layout(c, in.v, c.hkv, c.lkv);
+  std::vector<float> o(size_t(c.q_elements()), -7.0f); // poison: every element must be written
+  AttnParams p = params_for(c);
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.o = o.data();
+  p.mask = in.mask.empty() ? nullptr : in.mask.data();
+  const std::string refused = cpu_flash_attention(p, threads, path);
+  if (refused.rfind("this CPU has no", 0) == 0) return std::nullopt;
+  EXPECT_EQ(refused, "") << to_string(path);
+  return output_from_layout(c, o);
+}
+
+// The shapes each path must get right: d not a multiple of 16 (or odd, for the bf16 pairs),
+// L = 1, Lq != Lkv under causal, GQA, the transposed layout, both mask kinds, tiles cut short.
+std::vector<Case> path_cases(DType dtype) {
+  std::vector<Case> out;
+  for (const char* spec :
+       {"b=1,h=1,lq=1,lkv=1,d=1", "b=1,h=2,lq=1,lkv=300,d=3,causal", "b=1,h=2,lq=300,lkv=1,d=64,causal",
+        "b=1,h=1,lq=129,lkv=64,d=33,causal", "b=1,h=1,lq=64,lkv=129,d=31,causal",
+        "b=1,hq=8,hkv=1,lq=70,lkv=70,d=256", "b=2,hq=6,hkv=2,lq=97,lkv=200,d=40,mask=bool",
+        "b=1,hq=4,hkv=4,lq=190,lkv=130,d=17,mask=additive,causal",
+        "b=1,hq=6,hkv=2,lq=256,lkv=256,d=128,causal,layout=transposed",
+        "b=2,h=3,lq=101,lkv=257,d=72,mask=additive,layout=transposed",
+        "b=1,h=2,lq=200,lkv=200,d=130,mask=bool,causal"}) {
+    Case c = *parse_case_spec(spec);
+    c.dtype = dtype;
+    out.push_back(c);
+  }
+  for (Case c : random_cases(45))
+    if (c.dtype == dtype) out.push_back(c);
+  return out;
+}
+
+TEST(CpuFlash, EveryPathMatchesTheOracle) {
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+    for (const Case& c : path_cases(dtype)) {
+      SCOPED_TRACE(c.id());
+      const HostInputs in = make_inputs(c);
+      const auto ref = oracle_attention(c, in);
+      for (CpuFlashPath path : {CpuFlashPath::automatic, CpuFlashPath::avx512_bf16,
+                                CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+        if (path == CpuFlashPath::avx512_bf16 && dtype != DType::bf16) continue;
+        const auto out = run_flash_path(c, in, path);
+        if (!out) continue;
+        const Errors e = compare(*out, ref, probes::default_tolerance(c.dtype));
+        EXPECT_EQ(e.nonfinite, 0) << to_string(path);
+        EXPECT_EQ(e.outside, 0) << to_string(path) << " max abs " << e.max_abs;
+      }
+    }
+}
+
+TEST(CpuFlash, EveryPathGivesZerosForFullyMaskedRows) {
+  for (DType dtype : {DType::bf16, DType::f32})
+    for (Mask mask : {Mask::boolean, Mask::additive}) {
+      Case c = *parse_case_spec("b=2,h=2,lq=70,lkv=150,d=48");
+      c.dtype = dtype;
+      c.mask = mask;
+      HostInputs in = make_inputs(c);
+      const float drop = mask == Mask::boolean ? 0.0f : -std::numeric_limits<float>::infinity();
+      for (int64_t row : {0, 33, 69})
+        for (int64_t j = 0; j < c.lkv; ++j) in.mask[size_t((c.lq + row) * c.lkv + j)] = drop;
+      const auto ref = oracle_attention(c, in);
+      for (CpuFlashPath path :
+           {CpuFlashPath::avx512_bf16, CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+        if (path == CpuFlashPath::avx512_bf16 && dtype != DType::bf16) continue;
+        const auto out = run_flash_path(c, in, path);
+        if (!out) continue;
+        const Errors e = compare(*out, ref, probes::default_tolerance(c.dtype));
+        EXPECT_EQ(e.nonfinite, 0) << to_string(path);
+        EXPECT_EQ(e.outside, 0) << to_string(path);
+        for (int64_t h = 0; h < c.hq; ++h)
+          for (int64_t e2 = 0; e2 < c.d; ++e2)
+            EXPECT_EQ((*out)[size_t(((1 * c.hq + h) * c.lq + 33) * c.d + e2)], 0.0f)
+                << to_string(path);
+      }
+    }
+}
+
+TEST(CpuFlash, EveryPathGivesTheSameResultOnAnyThreadCount) {
+  const Case c = *parse_case_spec("dtype=bf16,b=2,hq=4,hkv=2,lq=200,lkv=300,d=64,causal");
+  const HostInputs in = make_inputs(c);
+  for (CpuFlashPath path :
+       {CpuFlashPath::avx512_bf16, CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+    const auto one = run_flash_path(c, in, path, 1);
+    const auto three = run_flash_path(c, in, path, 3);
+    if (!one || !three) continue;
+    EXPECT_EQ(*one, *three) << to_string(path);
+  }
+}
+
+TEST(CpuFlash, PathChoiceFollowsTheValuesAndTheCpu) {
+  const AttnParams bf16 = params_for(*parse_case_spec("dtype=bf16,b=1,h=1,l=4,d=4"));
+  const AttnParams f32 = params_for(*parse_case_spec("dtype=fp32,b=1,h=1,l=4,d=4"));
+  EXPECT_EQ(bf16.values_rounded_to, ElemType::bf16);
+  EXPECT_EQ(f32.values_rounded_to, ElemType::f32);
+  EXPECT_NE(cpu_flash_path_for(f32), CpuFlashPath::avx512_bf16);
+  EXPECT_NE(cpu_flash_path_for(bf16), CpuFlashPath::automatic);
+  // Rounding fp32 values to bf16 would lose them: that path refuses, whatever the CPU.
+  const std::string why = cpu_flash_attention(f32, 1, CpuFlashPath::avx512_bf16);
+  EXPECT_NE(why, "");
+  EXPECT_NE(why.find("bf16-exact"), std::string::npos) << why;
+  for (CpuFlashPath path : {CpuFlashPath::automatic, CpuFlashPath::avx512_bf16,
+                            CpuFlashPath::avx512_f32, CpuFlashPath::portable})
+    EXPECT_FALSE(to_string(path).empty());
+}
+
+TEST(CpuFlash, Bf16PathRoundsTheProbabilities) {
+  // The same bf16-exact inputs, the raw f32 outputs (before any rounding to bf16): the fp32
+  // paths are within fp32 tolerance of the oracle; the bf16 path (P rounded to bf16 for P.V)
+  // is not, but is within the bf16 tolerance. So it really ran, and only P was rounded.
+  const Case c = *parse_case_spec("dtype=bf16,b=1,h=2,lq=130,lkv=300,d=64");
+  const HostInputs in = make_inputs(c);
+  const std::vector<double> ref = oracle_attention(c, in);
+  auto raw = [&](CpuFlashPath path) -> std::optional<std::vector<float>> {
+    std::vector<float> o(size_t(c.q_elements()));
+    AttnParams p = params_for(c); // contiguous: o is already logical (B,H,L,D)
+    p.q = in.q.data();
+    p.k = in.k.data();
+    p.v = in.v.data();
+    p.o = o.data();
+    if (!cpu_flash_attention(p, 2, path).empty()) return std::nullopt;
+    return o;
+  };
+  const auto bf16 = raw(CpuFlashPath::avx512_bf16);
+  if (!bf16) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  for (CpuFlashPath path : {CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+    const auto f32 = raw(path);
+    ASSERT_TRUE(f32);
+    EXPECT_EQ(compare(*f32, ref, probes::default_tolerance(DType::f32)).outside, 0)
+        << to_string(path);
+  }
+  EXPECT_EQ(compare(*bf16, ref, probes::default_tolerance(DType::bf16)).outside, 0);
+  EXPECT_GT(compare(*bf16, ref, probes::default_tolerance(DType::f32)).outside, 0);
+}
+
+TEST(ParallelFor, TwoPhaseRunsEveryItemOnceAndPhaseAFirst) {
+  for (int threads : {1, 2, 3}) {
+    std::vector<std::atomic<int>> a(37), b(53);
+    std::atomic<int> a_done{0};
+    std::atomic<bool> b_before_a{false};
+    parallel_for_two_phase(
+        int64_t(a.size()),
+        [&](int64_t i, int) {
+          a[size_t(i)].fetch_add(1);
+          a_done.fetch_add(1);
+        },
+        int64_t(b.size()),
+        [&](int64_t i, int worker) {
+          if (a_done.load() != int(a.size())) b_before_a = true;
+          EXPECT_LT(worker, threads);
+          b[size_t(i)].fetch_add(1);
+        },
+        threads);
+    EXPECT_FALSE(b_before_a) << threads;
+    for (const auto& x : a) EXPECT_EQ(x.load(), 1) << threads;
+    for (const auto& x : b) EXPECT_EQ(x.load(), 1) << threads;
+  }
 }
 
 TEST(AttentionCore, ExpMatchesLibmOnNonPositiveInputs) {
