@@ -63,10 +63,12 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
   argv.insert(argv.end(), {"--device", run.target, "--variant", run.variant.name()});
   // The variant's flags reach the worker before it starts: torch latches them on first use.
   launch.command->env = run.variant.environment();
-  if (run.verify) { // exactly the recommendation's environment, in an interpreter of its own
+  if (run.verify) { // exactly the recommendation's environment
     argv.insert(argv.end(), {"--verify", run.verify->id, "--snippet", run.verify->snippet});
     launch.command->env = run.verify->environment;
-    return launch;
+    // Variables torch latches must be there before the interpreter starts: a fork of the server,
+    // which started without them, would not have them. Without any, its fork is as fresh.
+    if (!run.verify->environment.empty()) return launch;
   }
   if (run.probe == Probe::python && !probe_server.empty())
     launch.command->env.emplace_back("SDPA_DOCTOR_PROBE_SERVER", probe_server);
@@ -111,11 +113,16 @@ std::string safe_name(std::string text) {
   return text;
 }
 
-ProbeServer start_probe_server(const Plan& plan, const ExecuteOptions& options) {
-  ProbeServer server;
+ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options) {
+  if (!options.probe_server_socket.empty()) return {nullptr, options.probe_server_socket};
   const bool has_python = std::any_of(plan.runs.begin(), plan.runs.end(),
                                       [](const PlannedRun& r) { return r.probe == Probe::python; });
-  if (!options.probe_server || !has_python || options.python.empty()) return server;
+  return has_python ? start_probe_server(options) : ProbeServer{};
+}
+
+ProbeServer start_probe_server(const ExecuteOptions& options) {
+  ProbeServer server;
+  if (!options.probe_server || options.python.empty()) return server;
   const WorkerLaunch launch = probe_executable(Probe::python, options);
   const std::string socket = (fs::path(options.run_dir) / "probe-server.sock").string();
   if (!launch.command || socket.size() >= k_max_socket_path) return server; // workers start alone

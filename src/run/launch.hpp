@@ -23,14 +23,9 @@ struct WorkerLaunch {
 WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
                            const std::string& probe_server = {});
 
-// The Python probe's start-up server for a run (sdpa_probe.py --serve): one `import torch` that
-// every Python worker of the run forks from. Null when the run has no Python worker, the server
-// is off, or it cannot start; the workers then start on their own as before.
-struct ProbeServer {
-  std::unique_ptr<isolate::Service> service;
-  std::string socket;
-};
-ProbeServer start_probe_server(const Plan& plan, const ExecuteOptions& options);
+// The start-up server for a plan's run: the caller's (ExecuteOptions::probe_server_socket), else
+// one of its own when the plan has a Python worker; null otherwise.
+ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options);
 
 // The reference worker's device health check for a GPU target the HIP runtime enumerated;
 // nullopt on the CPU and for a GPU only torch sees (the canary after each case speaks for it).

@@ -10,12 +10,14 @@
 #include "core/expected.hpp"
 #include "core/model.hpp"
 #include "core/variant.hpp"
+#include "isolate/isolate.hpp"
 #include "probes/tolerance.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -133,6 +135,9 @@ struct ExecuteOptions {
   // The Python workers fork from one start-up server that imported torch once (sdpa_probe.py
   // --serve); false: each starts its own interpreter.
   bool probe_server = true;
+  // The socket of a start-up server the caller started and keeps running (start_probe_server),
+  // shared by several execute_plan calls; empty: execute_plan starts its own when it needs one.
+  std::string probe_server_socket;
   // Float64 oracles kept across runs (empty = none), up to this many bytes.
   std::string oracle_cache_dir;
   int64_t oracle_cache_bytes = int64_t{2} << 30;
@@ -156,6 +161,17 @@ struct ExecuteResult {
   double probes_ms = 0;
   std::string journal_path;
 };
+
+// The Python probe's start-up server (sdpa_probe.py --serve): one `import torch` that Python
+// workers fork from, never touching a GPU itself. Stops when the last copy of `service` goes.
+struct ProbeServer {
+  std::shared_ptr<isolate::Service> service; // null: none runs (off, no python, cannot start)
+  std::string socket;
+};
+// Starts one for options.python unless options.probe_server is off or there is no python; a
+// check keeps it for its run, its shrinking and its advice's re-runs (ExecuteOptions::
+// probe_server_socket). Workers start on their own when it is null.
+ProbeServer start_probe_server(const ExecuteOptions& options);
 
 // Runs every planned (run, case) pair; every one ends in `results` with exactly one status.
 ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,

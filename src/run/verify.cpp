@@ -74,7 +74,7 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
                 VerifyRun{rec.id, snippet.string(), environment_lines(rec.environment)}}};
   exec.run_dir = dir.string();
   exec.progress = ProgressMode::none;
-  exec.probe_server = false; // the environment must be there before the interpreter starts
+  // Forked from the check's start-up server only when there is no environment to set (launch.cpp).
   exec.finished.clear();
   exec.journal_header = {{"verify", rec.id}, {"device", rec.device}};
   // Whether the flags work is the question, not how fast: the checked call and one timed run.

@@ -152,4 +152,13 @@ TEST(Verify, AVerifyRunSurvivesTheJournalsPlanAndStartsWithOnlyItsEnvironment) {
   EXPECT_EQ(*(at + 3), "/tmp/snippet.py");
   // Exactly the recommendation's environment; no start-up server (its interpreter lacks it).
   EXPECT_EQ(launch.command->env, plan.runs[0].verify->environment);
+
+  // Without an environment to set, a fork of the server is as fresh as a new interpreter.
+  PlannedRun bare = plan.runs[0];
+  bare.verify->environment.clear();
+  const WorkerLaunch forked = worker_launch(bare, exec, "/tmp/server.sock");
+  ASSERT_TRUE(forked.command) << forked.why_not;
+  EXPECT_EQ(forked.command->env,
+            (std::vector<std::pair<std::string, std::string>>{
+                {"SDPA_DOCTOR_PROBE_SERVER", "/tmp/server.sock"}}));
 }
