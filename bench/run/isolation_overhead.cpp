@@ -1,6 +1,7 @@
 // Isolation overhead on the quick suite: the reference worker's loop run in this process (results
 // to /dev/null) against the same cases run by the isolation runner in a child process.
 //   bench_isolation_overhead [--variant ref-flash] [--suite quick] [--rounds 3]
+//                            [--side both|inproc|isolated]   (one side alone, e.g. under perf stat)
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
 #include "probes/reference_worker.hpp"
@@ -21,12 +22,13 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
-  std::string variant = "ref-flash", suite = "quick";
+  std::string variant = "ref-flash", suite = "quick", side = "both";
   int rounds = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--variant")) variant = argv[i + 1];
     else if (!std::strcmp(argv[i], "--suite")) suite = argv[i + 1];
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--side")) side = argv[i + 1];
   }
   auto cases = probes::suite_cases(suite);
   if (!cases) return fmt::print(stderr, "{}\n", cases.error().message), 2;
@@ -49,7 +51,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> inproc, isolated;
   for (int r = 0; r < rounds; ++r) {
-    {
+    if (side != "isolated") {
       int sink = ::open("/dev/null", O_WRONLY);
       probes::WorkerArgs wa;
       wa.device = "cpu";
@@ -62,7 +64,7 @@ int main(int argc, char** argv) {
       inproc.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       ::close(sink);
     }
-    {
+    if (side != "inproc") {
       isolate::Command cmd;
       cmd.argv = {worker, "--device", "cpu", "--variant", variant};
       isolate::RunnerOptions ro;
@@ -74,6 +76,8 @@ int main(int argc, char** argv) {
           fmt::print(stderr, "warning: {} {}: {}\n", o.case_id, to_string(o.status), o.reason);
     }
   }
+  if (inproc.empty()) inproc.push_back(0);
+  if (isolated.empty()) isolated.push_back(0);
   std::sort(inproc.begin(), inproc.end());
   std::sort(isolated.begin(), isolated.end());
   const double a = inproc[inproc.size() / 2], b = isolated[isolated.size() / 2];

@@ -39,4 +39,17 @@ struct HipResult {
 // Empty when the kernel ran; else why not (allocation, launch or "no instance" reasons).
 std::string run(const HipRun& request, HipResult& result);
 
+// The HIP kernels live in a module of their own (k_module_file, beside the workers) that the
+// workers load on first use: a worker that runs on the CPU never loads the HIP runtime (whose
+// start-up costs ~15 ms of CPU per process) and starts even where that runtime is missing. The
+// module exports one function, k_api_symbol, returning this table; module and caller are built
+// together, so C++ types cross it.
+struct Api {
+  std::string (*unavailable_reason)(int device);
+  std::string (*health_check)(int device);
+  std::string (*run)(const HipRun& request, HipResult& result);
+};
+inline constexpr const char* k_module_file = "sdpa-doctor-hip-kernels.so";
+inline constexpr const char* k_api_symbol = "sdpa_doctor_hip_kernels_api";
+
 } // namespace sdpa_doctor::kernels::hip_impl

@@ -1,15 +1,61 @@
-// The HIP entry points of kernels.hpp over hip_impl: case -> host buffers in the case dtype and
-// layout -> device run -> logical output. Built only when HIP is (hip_stub.cpp otherwise).
+// The HIP entry points of kernels.hpp over the HIP kernels' module: case -> host buffers in the
+// case dtype and layout -> device run -> logical output. Built only when HIP is (hip_stub.cpp
+// otherwise); the module is loaded on first use, so the CPU paths never load the HIP runtime.
 #include "kernels/hip_attention.hpp"
 #include "kernels/kernels.hpp"
+#include "core/paths.hpp"
 
 #include <cstring>
+#include <dlfcn.h>
+#include <mutex>
 
 namespace sdpa_doctor::kernels {
 
+namespace {
+
+struct Module {
+  const hip_impl::Api* api = nullptr;
+  std::string why_not; // when api is null
+};
+
+// Beside the executable (workers, an install's bin/), or one folder up (the tests' binaries).
+const Module& module() {
+  static Module loaded;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::filesystem::path dir = executable_dir();
+    std::string errors;
+    for (const auto& path : {dir / hip_impl::k_module_file, dir.parent_path() / hip_impl::k_module_file}) {
+      if (!std::filesystem::exists(path)) continue;
+      void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!handle) {
+        const char* error = ::dlerror();
+        loaded.why_not = std::string("the HIP kernels cannot load: ") + (error ? error : "dlopen failed");
+        return;
+      }
+      using Entry = const hip_impl::Api* (*)();
+      auto entry = reinterpret_cast<Entry>(::dlsym(handle, hip_impl::k_api_symbol));
+      loaded.api = entry ? entry() : nullptr;
+      if (!loaded.api) loaded.why_not = "the HIP kernels module has no entry point: " + path.string();
+      return;
+    }
+    loaded.why_not = std::string("the HIP kernels module ") + hip_impl::k_module_file +
+                     " is missing beside " + dir.string();
+  });
+  return loaded;
+}
+
+} // namespace
+
 bool hip_built_in() { return true; }
-std::string hip_unavailable_reason(int device) { return hip_impl::unavailable_reason(device); }
-std::string hip_health_check(int device) { return hip_impl::health_check(device); }
+std::string hip_unavailable_reason(int device) {
+  const Module& m = module();
+  return m.api ? m.api->unavailable_reason(device) : m.why_not;
+}
+std::string hip_health_check(int device) {
+  const Module& m = module();
+  return m.api ? m.api->health_check(device) : m.why_not;
+}
 
 namespace {
 ElemType elem_of(DType dtype) {
@@ -74,8 +120,10 @@ Expected<KernelRun> run_hip(RefKernel kernel, int device, const Case& c, const H
   rq.device = device;
   rq.warmup = warmup;
   rq.repeat = repeat;
+  const Module& m = module();
+  if (!m.api) return make_error(m.why_not);
   hip_impl::HipResult result;
-  if (std::string why = hip_impl::run(rq, result); !why.empty()) return make_error(why);
+  if (std::string why = m.api->run(rq, result); !why.empty()) return make_error(why);
   KernelRun run;
   run.out = output_from_layout(c, from_storage(c.dtype, result.out));
   run.times_ms = std::move(result.times_ms);

@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include "probes/worker.hpp"
 #include "core/status.hpp"
 
@@ -178,6 +179,11 @@ int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_e
   // TORCH_ROCM_FA_PREFER_CK): set them before the executor loads anything. The runner's own
   // environment wins when it already set them.
   for (const auto& [name, value] : args->variant.environment()) ::setenv(name.c_str(), value.c_str(), 0);
+  // Freed case buffers stay in the heap for the next case: a fresh process would otherwise map
+  // and fault in every big buffer anew (glibc's mmap threshold starts at 128 KiB), about half
+  // of a worker's page faults over the quick suite and most of its isolation overhead.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's largest allowed value
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
   try {
     auto executor = make_executor(*args);
     return run_worker(*args, *executor, options);
