@@ -157,13 +157,16 @@ TEST(Oracle, BlockedAgreesWithThePlainOracleOnOddShapes) {
   // micro-kernel's row blocks; causal with Lq < Lkv and Lq > Lkv; GQA; D not a multiple of 8.
   for (const char* spec :
        {"dtype=fp32,b=1,h=1,lq=1,lkv=1,d=1", "dtype=fp32,b=1,h=1,lq=1,lkv=1,d=3,causal",
-        "dtype=fp16,b=2,h=3,lq=1,lkv=300,d=13", "dtype=bf16,b=1,h=2,lq=300,lkv=1,d=64,causal",
-        "dtype=fp32,b=1,h=1,lq=97,lkv=129,d=7,causal", "dtype=fp32,b=1,h=2,lq=300,lkv=130,d=72,causal",
-        "dtype=fp32,b=1,h=2,lq=130,lkv=300,d=100,causal", "dtype=fp16,b=2,hq=8,hkv=2,lq=193,lkv=257,d=40",
-        "dtype=bf16,b=1,hq=6,hkv=3,lq=100,lkv=100,d=17,causal",
-        "dtype=fp32,b=2,h=2,lq=77,lkv=200,d=24,mask=bool", "dtype=fp32,b=2,h=2,lq=150,lkv=33,d=24,mask=bool",
-        "dtype=fp16,b=2,hq=4,hkv=1,lq=130,lkv=260,d=9,mask=additive",
-        "dtype=fp32,b=1,h=2,lq=64,lkv=64,d=520", "dtype=fp32,b=1,h=1,lq=2,lkv=5000,d=8"}) {
+       "dtype=fp16,b=2,h=3,lq=1,lkv=300,d=13", "dtype=bf16,b=1,h=2,lq=300,lkv=1,d=64,causal",
+       "dtype=fp32,b=1,h=1,lq=97,lkv=129,d=7,causal",
+       "dtype=fp32,b=1,h=2,lq=300,lkv=130,d=72,causal",
+       "dtype=fp32,b=1,h=2,lq=130,lkv=300,d=100,causal",
+       "dtype=fp16,b=2,hq=8,hkv=2,lq=193,lkv=257,d=40",
+       "dtype=bf16,b=1,hq=6,hkv=3,lq=100,lkv=100,d=17,causal",
+       "dtype=fp32,b=2,h=2,lq=77,lkv=200,d=24,mask=bool",
+       "dtype=fp32,b=2,h=2,lq=150,lkv=33,d=24,mask=bool",
+       "dtype=fp16,b=2,hq=4,hkv=1,lq=130,lkv=260,d=9,mask=additive",
+       "dtype=fp32,b=1,h=2,lq=64,lkv=64,d=520", "dtype=fp32,b=1,h=1,lq=2,lkv=5000,d=8"}) {
     auto c = parse_case_spec(spec);
     ASSERT_TRUE(c) << spec;
     expect_every_level_matches(*c, make_inputs(*c));
