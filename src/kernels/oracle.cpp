@@ -34,7 +34,7 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // One vector register of doubles (and of int64 for the exp's exponent bits) of the clone's ISA:
 // 64 bytes for AVX-512, 32 for AVX2, 16 for SSE2; wider ones lower into spills. No function
 // takes or returns one by value (no ABI question). They move in and out of memory through
-// load() and store(): a plain unaligned access, which GCC keeps in registers where a 32-byte
+// load() and at(): a plain unaligned access, which GCC keeps in registers where a 32-byte
 // memcpy under generic tuning became two 16-byte copies through the stack.
 template <int Bytes> struct Simd {
   typedef double D __attribute__((vector_size(Bytes), aligned(8), may_alias));

@@ -225,7 +225,7 @@ TEST(Oracle, StopsSoonOnceCancelled) {
   // Already set: nothing is computed.
   const auto none = oracle_attention(c, in, &cancel);
   EXPECT_EQ(std::count(none.begin(), none.end(), 0.0), int64_t(none.size()));
-  // Set 100 ms in (the whole case takes seconds): it returns well within a second of that.
+  // Set 100 ms in (the whole case takes seconds): it returns within a second, as SIGINT must.
   cancel = false;
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -235,7 +235,7 @@ TEST(Oracle, StopsSoonOnceCancelled) {
   (void)oracle_attention(c, in, &cancel);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stopper.join();
-  EXPECT_LT(s, 0.6);
+  EXPECT_LT(s, 1.0);
 }
 
 TEST(CpuKernels, RandomShapesMatchTheOracle) {
