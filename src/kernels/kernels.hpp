@@ -18,10 +18,29 @@ namespace sdpa_doctor::kernels {
 // The oracle: float64 math attention over the (already dtype-rounded) inputs, with PyTorch's
 // semantics (scale 1/sqrt(D), causal top-left aligned, bool/additive mask broadcast over heads,
 // GQA by head groups, fully masked rows -> 0). Output is logical (B,Hq,Lq,D), row-major.
-// `cancel` (may be null) is read once per query row: when it turns true the loop stops early and
-// the result is incomplete (the caller discards it).
+// Blocked and vectorised (oracle.cpp), except where each kv head serves at most 4 query rows
+// (decoding), which takes the plain loop of oracle_attention_reference. Memory beside the
+// output: at most 64 MiB of K/V packed as doubles (or one kv head's, if bigger) and
+// 96 x (2 D + 128) doubles per thread. `cancel` (may be null) is read every 128 keys of a block
+// of 96 query rows and every 1024 keys packed (the plain loop: every query row): when it turns
+// true the loop stops early and the result is incomplete (the caller discards it).
 std::vector<double> oracle_attention(const Case& c, const HostInputs& inputs,
                                      const std::atomic<bool>* cancel = nullptr);
+// The instruction-set levels the oracle's inner loops are compiled for that this CPU runs, best
+// first ("x86-64-v4", "x86-64-v3", "generic"); oracle_attention uses the first.
+std::vector<std::string> oracle_isa_levels();
+// The blocked oracle with the loops of `level` (an unknown one: "generic") on `threads` threads
+// (0 = all cores, or one for a small case), whatever the shape: for the tests, which check every
+// level, and the bench.
+std::vector<double> oracle_attention_at(std::string_view level, const Case& c,
+                                        const HostInputs& inputs,
+                                        const std::atomic<bool>* cancel = nullptr,
+                                        int threads = 0);
+// The oracle as first written, one query row at a time with a sequential dot product per score:
+// slow (latency-bound), kept as the truth the tests hold oracle_attention to (they agree to
+// float64 rounding) and as the bench's "before". `cancel` is read once per query row.
+std::vector<double> oracle_attention_reference(const Case& c, const HostInputs& inputs,
+                                               const std::atomic<bool>* cancel = nullptr);
 
 // ref-math (plain QK^T -> softmax -> PV per row) or ref-flash (tiled, online softmax).
 enum class RefKernel { math, flash };

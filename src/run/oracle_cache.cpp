@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Bumped whenever the oracle's arithmetic or file layout changes: old files then never match.
-constexpr std::string_view k_oracle_format = "sdpa-doctor oracle f64 v1";
+constexpr std::string_view k_oracle_format = "sdpa-doctor oracle f64 v2"; // v2: blocked oracle
 
 struct Fnv1a {
   uint64_t h = 1469598103934665603ULL;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 using namespace sdpa_doctor;
@@ -50,4 +51,48 @@ TEST(Inputs, BoolMaskNeverMasksAWholeRow) {
   c.mask = Mask::boolean;
   auto in = make_inputs(c);
   for (int64_t row = 0; row < c.b * c.lq; ++row) EXPECT_EQ(in.mask[size_t(row * c.lkv)], 1.0f);
+}
+
+TEST(Inputs, MatchTheDocumentedDefinitionElementByElement) {
+  // make_inputs runs vectorised loops; the definition is unit_value and round_to_dtype (a
+  // _Float16 round trip for fp16). Over a million elements per tensor, values below fp16's
+  // normal range (unit within 2^-14 of 0) come up dozens of times.
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32})
+    for (Mask mask : {Mask::additive, Mask::boolean}) {
+      Case c;
+      c.dtype = dtype;
+      c.b = 2;
+      c.hq = 4;
+      c.hkv = 2;
+      c.lq = 300;
+      c.lkv = 1031;
+      c.d = 40;
+      c.mask = mask;
+      c.seed = 7;
+      const HostInputs in = make_inputs(c);
+      auto check = [&](const std::vector<float>& got, InputTensor t, float scale) {
+        const uint32_t key = input_key(c.seed, t);
+        int64_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const float want = round_to_dtype(dtype, scale * unit_value(key, i));
+          bad += std::memcmp(&want, &got[i], sizeof want) != 0;
+        }
+        EXPECT_EQ(bad, 0) << to_string(dtype) << " tensor " << int(t);
+      };
+      check(in.q, InputTensor::q, 4.0f);
+      check(in.k, InputTensor::k, 1.0f);
+      check(in.v, InputTensor::v, 1.0f);
+      const uint32_t key = input_key(c.seed, InputTensor::mask);
+      int64_t bad = 0;
+      ASSERT_EQ(in.mask.size(), size_t(c.b * c.lq * c.lkv));
+      for (size_t i = 0; i < in.mask.size(); ++i) {
+        const uint32_t u = hash32(uint32_t(i) + key);
+        const float want =
+            mask == Mask::boolean
+                ? ((i % size_t(c.lkv)) == 0 || (u & 3U) != 0 ? 1.0f : 0.0f)
+                : round_to_dtype(dtype, -2.0f * (unit_value(key, i) + 1.0f));
+        bad += std::memcmp(&want, &in.mask[i], sizeof want) != 0;
+      }
+      EXPECT_EQ(bad, 0) << to_string(dtype) << " mask " << to_string(mask);
+    }
 }

@@ -8,11 +8,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <random>
+#include <string>
+#include <thread>
 
 namespace sdpa_doctor::kernels {
 namespace {
@@ -126,6 +130,114 @@ std::vector<Case> random_cases(int count) {
     out.push_back(c);
   }
   return out;
+}
+
+// The blocked oracle against the plain one (oracle_attention_reference), at every ISA level this
+// CPU runs: they must agree to float64 rounding, far below any dtype's tolerance.
+void expect_same_oracle(const std::vector<double>& got, const std::vector<double>& want,
+                        const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int64_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double diff = std::abs(got[i] - want[i]);
+    worst = std::max(worst, diff);
+    if (!(diff <= 1e-13 + 1e-12 * std::abs(want[i]))) ++bad;
+  }
+  EXPECT_EQ(bad, 0) << what << ": largest difference " << worst;
+}
+
+void expect_every_level_matches(const Case& c, const HostInputs& in) {
+  const auto want = oracle_attention_reference(c, in);
+  for (const std::string& level : oracle_isa_levels())
+    expect_same_oracle(oracle_attention_at(level, c, in), want, level + " " + c.id());
+  expect_same_oracle(oracle_attention(c, in), want, "default " + c.id());
+}
+
+TEST(Oracle, BlockedAgreesWithThePlainOracleOnOddShapes) {
+  // Past every blocking edge: 96 query rows per item, 128 keys per step, 16-wide panels, the
+  // micro-kernel's row blocks; causal with Lq < Lkv and Lq > Lkv; GQA; D not a multiple of 8.
+  for (const char* spec :
+       {"dtype=fp32,b=1,h=1,lq=1,lkv=1,d=1", "dtype=fp32,b=1,h=1,lq=1,lkv=1,d=3,causal",
+       "dtype=fp16,b=2,h=3,lq=1,lkv=300,d=13", "dtype=bf16,b=1,h=2,lq=300,lkv=1,d=64,causal",
+       "dtype=fp32,b=1,h=1,lq=97,lkv=129,d=7,causal",
+       "dtype=fp32,b=1,h=2,lq=300,lkv=130,d=72,causal",
+       "dtype=fp32,b=1,h=2,lq=130,lkv=300,d=100,causal",
+       "dtype=fp16,b=2,hq=8,hkv=2,lq=193,lkv=257,d=40",
+       "dtype=bf16,b=1,hq=6,hkv=3,lq=100,lkv=100,d=17,causal",
+       "dtype=fp32,b=2,h=2,lq=77,lkv=200,d=24,mask=bool",
+       "dtype=fp32,b=2,h=2,lq=150,lkv=33,d=24,mask=bool",
+       "dtype=fp16,b=2,hq=4,hkv=1,lq=130,lkv=260,d=9,mask=additive",
+       "dtype=fp32,b=1,h=2,lq=64,lkv=64,d=520", "dtype=fp32,b=1,h=1,lq=2,lkv=5000,d=8"}) {
+    auto c = parse_case_spec(spec);
+    ASSERT_TRUE(c) << spec;
+    expect_every_level_matches(*c, make_inputs(*c));
+  }
+  for (const Case& c : random_cases(30)) expect_every_level_matches(c, make_inputs(c));
+}
+
+TEST(Oracle, FullyMaskedRowsAreZeroAtEveryLevel) {
+  for (Mask mask : {Mask::boolean, Mask::additive}) {
+    Case c = *parse_case_spec("dtype=fp32,b=2,hq=4,hkv=2,lq=100,lkv=300,d=20");
+    c.mask = mask;
+    HostInputs in = make_inputs(c);
+    const float drop = mask == Mask::boolean ? 0.0f : -std::numeric_limits<float>::infinity();
+    auto row = [&](int64_t b, int64_t i) { return in.mask.data() + (b * c.lq + i) * c.lkv; };
+    // Rows 0, 33 and 99 of batch 1 see nothing; row 5 only key 299 (past the first key steps);
+    // row 6 keys 140 and 290 only, so its running max starts late and then moves.
+    for (int64_t i : {0, 33, 99}) std::fill_n(row(1, i), c.lkv, drop);
+    std::fill_n(row(0, 5), c.lkv - 1, drop);
+    std::fill_n(row(0, 6), c.lkv, drop);
+    row(0, 6)[140] = mask == Mask::boolean ? 1.0f : -3.0f;
+    row(0, 6)[290] = mask == Mask::boolean ? 1.0f : 0.0f;
+    expect_every_level_matches(c, in);
+    for (const std::string& level : oracle_isa_levels()) {
+      const auto out = oracle_attention_at(level, c, in);
+      for (int64_t h = 0; h < c.hq; ++h)
+        for (int64_t i : {0, 33, 99})
+          for (int64_t e = 0; e < c.d; ++e)
+            EXPECT_EQ(out[size_t(((1 * c.hq + h) * c.lq + i) * c.d + e)], 0.0) << level;
+      // Row 5 of batch 0 is V's key 299 exactly: one key, weight 1.
+      for (int64_t e = 0; e < c.d; ++e)
+        EXPECT_EQ(out[size_t(5 * c.d + e)], double(in.v[size_t(299 * c.d + e)])) << level;
+    }
+  }
+}
+
+TEST(Oracle, PacksKvHeadsInWavesWhenTheyDoNotFitTogether) {
+  // One kv head packs to 2 * 16384 * 256 doubles (64 MiB), the most packed at once: two waves.
+  const Case c = *parse_case_spec("dtype=bf16,b=1,hq=4,hkv=2,lq=3,lkv=16384,d=256,causal");
+  const HostInputs in = make_inputs(c);
+  expect_same_oracle(oracle_attention(c, in), oracle_attention_reference(c, in), c.id());
+}
+
+TEST(Oracle, ResultsDoNotDependOnThreadCount) {
+  const Case c = *parse_case_spec("dtype=fp32,b=1,hq=4,hkv=2,lq=300,lkv=333,d=64,causal");
+  const HostInputs in = make_inputs(c);
+  for (const std::string& level : oracle_isa_levels())
+    EXPECT_EQ(oracle_attention_at(level, c, in, nullptr, 1),
+              oracle_attention_at(level, c, in, nullptr, 3))
+        << level;
+}
+
+TEST(Oracle, StopsSoonOnceCancelled) {
+  const Case c = *parse_case_spec("dtype=fp32,b=1,h=1,l=16384,d=128");
+  const HostInputs in = make_inputs(c);
+  std::atomic<bool> cancel{true};
+  // Already set: nothing is computed.
+  const auto none = oracle_attention(c, in, &cancel);
+  EXPECT_EQ(std::count(none.begin(), none.end(), 0.0), int64_t(none.size()));
+  // Set 100 ms in (the whole case takes seconds): it returns within a second, as SIGINT must.
+  cancel = false;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cancel = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  (void)oracle_attention(c, in, &cancel);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stopper.join();
+  EXPECT_LT(s, 1.0);
 }
 
 TEST(CpuKernels, RandomShapesMatchTheOracle) {
