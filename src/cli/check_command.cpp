@@ -482,8 +482,7 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
   // One start-up server for the check's Python workers, its shrinking and the advice's re-runs.
   const bool python_runs = std::any_of(plan.runs.begin(), plan.runs.end(),
                                        [](const run::PlannedRun& r) { return r.probe == Probe::python; });
-  const run::ProbeServer server = python_runs ? run::start_probe_server(exec) : run::ProbeServer{};
-  exec.probe_server_socket = server.socket;
+  if (python_runs) exec.shared_probe_server = run::start_probe_server(exec);
   report.targets = plan.targets;
   exec.journal_header = journal_header(o, in, report);
   if (before) { // --resume: the cells that ended are kept, the rest run

@@ -353,7 +353,8 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   {
     // The oracle of the next batches is computed while the targets run this one.
     OracleFeed feed(plan.cases, oracle_batches(plan.cases), fo);
-    const ProbeServer server = probe_server_for(plan, options); // its own: killed when runs end
+    // The caller's, or one of its own that is killed when the runs end.
+    const ProbeServer server = probe_server_for(plan, options);
     if (server.service)
       journal.append({{"event", "probe-server"}, {"pid", server.service->pid()},
                       {"socket", server.socket}});

@@ -114,7 +114,7 @@ std::string safe_name(std::string text) {
 }
 
 ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options) {
-  if (!options.probe_server_socket.empty()) return {nullptr, options.probe_server_socket};
+  if (options.shared_probe_server.service) return options.shared_probe_server;
   const bool has_python = std::any_of(plan.runs.begin(), plan.runs.end(),
                                       [](const PlannedRun& r) { return r.probe == Probe::python; });
   return has_python ? start_probe_server(options) : ProbeServer{};

@@ -23,7 +23,7 @@ struct WorkerLaunch {
 WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
                            const std::string& probe_server = {});
 
-// The start-up server for a plan's run: the caller's (ExecuteOptions::probe_server_socket), else
+// The start-up server for a plan's run: the caller's (ExecuteOptions::shared_probe_server), else
 // one of its own when the plan has a Python worker; null otherwise.
 ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options);
 

@@ -112,6 +112,13 @@ Expected<std::string> make_run_dir(const std::string& requested);
 
 // ---- the execution --------------------------------------------------------------------------
 
+// The Python probe's start-up server (sdpa_probe.py --serve): one `import torch` that Python
+// workers fork from, never touching a GPU itself. Stops when the last copy of `service` goes.
+struct ProbeServer {
+  std::shared_ptr<isolate::Service> service; // null: none runs (off, no python, cannot start)
+  std::string socket;
+};
+
 // Where progress goes on stderr: nowhere (-q), a live terminal line, or a log line now and then.
 enum class ProgressMode { none, terminal, log };
 
@@ -135,9 +142,9 @@ struct ExecuteOptions {
   // The Python workers fork from one start-up server that imported torch once (sdpa_probe.py
   // --serve); false: each starts its own interpreter.
   bool probe_server = true;
-  // The socket of a start-up server the caller started and keeps running (start_probe_server),
-  // shared by several execute_plan calls; empty: execute_plan starts its own when it needs one.
-  std::string probe_server_socket;
+  // A start-up server the caller started (start_probe_server), shared by several execute_plan
+  // calls; none: execute_plan starts its own when it needs one.
+  ProbeServer shared_probe_server;
   // Float64 oracles kept across runs (empty = none), up to this many bytes.
   std::string oracle_cache_dir;
   int64_t oracle_cache_bytes = int64_t{2} << 30;
@@ -162,15 +169,9 @@ struct ExecuteResult {
   std::string journal_path;
 };
 
-// The Python probe's start-up server (sdpa_probe.py --serve): one `import torch` that Python
-// workers fork from, never touching a GPU itself. Stops when the last copy of `service` goes.
-struct ProbeServer {
-  std::shared_ptr<isolate::Service> service; // null: none runs (off, no python, cannot start)
-  std::string socket;
-};
 // Starts one for options.python unless options.probe_server is off or there is no python; a
 // check keeps it for its run, its shrinking and its advice's re-runs (ExecuteOptions::
-// probe_server_socket). Workers start on their own when it is null.
+// shared_probe_server). Workers start on their own when it is null.
 ProbeServer start_probe_server(const ExecuteOptions& options);
 
 // Runs every planned (run, case) pair; every one ends in `results` with exactly one status.
