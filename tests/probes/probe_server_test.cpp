@@ -169,3 +169,35 @@ TEST(ProbeServerCheck, EveryPythonWorkerIsForkedAndNoServerOutlivesTheRun) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(ProbeServerCheck, AThreadPoolThatTorchsImportStartsDoesNotStopTheServer) {
+  if (!python_has_torch()) GTEST_SKIP() << "no Python with torch";
+  // torch imports numpy where it is installed, and numpy's OpenBLAS starts a thread per core at
+  // load unless OPENBLAS_NUM_THREADS=1: this stand-in does the same, so a server that did not
+  // set the variable would see a second thread and refuse to fork.
+  sdpa_test::TempDir dir;
+  std::filesystem::create_directories(dir.file("site/numpy"));
+  std::ofstream(dir.file("site/numpy/__init__.py"))
+      << "import os, threading, time\n"
+         "if os.environ.get('OPENBLAS_NUM_THREADS') != '1':\n"
+         "    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
+         "def __getattr__(name):  # any other name torch looks up: a stand-in type\n"
+         "    globals()[name] = type(name, (), {})\n"
+         "    return globals()[name]\n";
+  sdpa_test::RunOptions options;
+  options.set_env = {{"PYTHONPATH", dir.file("site")}};
+  const auto run = sdpa_test::run_binary(
+      {sdpa_test::doctor(), "check", "-q", "--probe", "python", "--python", k_python, "--variant",
+       "math", "--case", "dtype=fp32,b=1,h=1,l=16,d=8", "--json", dir.file("r.json"), "--run-dir",
+       dir.file("run")},
+      options);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json report = json::parse(sdpa_test::read_file(dir.file("r.json")));
+  ASSERT_EQ(report.at("workers").size(), 1u);
+  EXPECT_EQ(report.at("workers").at(0).at("facts").value("started", ""), k_forked)
+      << sdpa_test::read_file(dir.file("run/probe-server.log"));
+}
+
+} // namespace

@@ -980,12 +980,28 @@ def read_line(conn, buf=b""):
     return line.decode("utf-8", "replace"), rest
 
 
-def fork_safe():
-    """Forking copies one thread only: with any other thread alive, a lock may be held forever."""
+def other_threads():
+    """Names of the threads beside this one (forking copies one thread only: with another alive,
+    a lock it holds may stay held forever in the child); None when they cannot be listed."""
     try:
-        return len(os.listdir("/proc/self/task")) == 1
+        tasks = os.listdir("/proc/self/task")
     except OSError:
-        return False
+        return None
+    names = []
+    for t in tasks:
+        if int(t) == threading_native_id():
+            continue
+        try:
+            with open("/proc/self/task/%s/comm" % t) as f:
+                names.append(f.read().strip())
+        except OSError:
+            names.append(t)
+    return names
+
+
+def threading_native_id():
+    import threading
+    return threading.get_native_id() if hasattr(threading, "get_native_id") else os.getpid()
 
 
 def become_worker(request, fds):
@@ -1024,9 +1040,15 @@ def serve(path):
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)  # before the import: early workers wait in the backlog
+    # torch imports numpy where it is installed, and OpenBLAS starts a thread per core at load:
+    # with them alive this process could not fork. The probe never calls numpy; a child gets its
+    # own environment back, and only numpy's BLAS pool (one thread) from here.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     torch, why = import_torch()
-    if torch is None or not fork_safe():
-        sys.stderr.write("sdpa_probe: not serving: %s\n" % (why or "threads alive after import"))
+    others = other_threads()
+    if torch is None or others != []:
+        why = why or ("threads alive after import: %s" % ", ".join(others or ["unknown"]))
+        sys.stderr.write("sdpa_probe: not serving: %s\n" % why)
         listener.close()
         os.unlink(path)  # workers then run themselves
         return 1
