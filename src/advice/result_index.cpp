@@ -16,14 +16,15 @@ Outcome outcome_of(Status s) {
 }
 
 // A second probe ran the same variant and case: a failure anywhere outweighs a pass elsewhere,
-// because a user may take either probe's path (C++ or Python).
+// because a user may take either probe's path (C++ or Python). A probe that skipped the case
+// says nothing about it, so the other probe's measurement stands.
 Cell combine(Cell cell, const CaseResult& r) {
   auto rank = [](Outcome o) {
     switch (o) {
     case Outcome::failed: return 3;
-    case Outcome::unmeasured: return 2;
-    case Outcome::refused: return 1;
-    case Outcome::pass: return 0;
+    case Outcome::refused: return 2;
+    case Outcome::pass: return 1;
+    case Outcome::unmeasured: return 0;
     }
     return 3;
   };
@@ -34,9 +35,19 @@ Cell combine(Cell cell, const CaseResult& r) {
   return cell;
 }
 
+// A probe whose worker could not start at all (not built in, no interpreter) measured nothing:
+// its "not built in" is no backend's refusal.
+bool worker_started(const Report& report, const CaseResult& r) {
+  return std::none_of(report.workers.begin(), report.workers.end(), [&](const WorkerInfo& w) {
+    return w.device == r.device && w.probe == r.probe && w.variant == r.variant &&
+           !w.available.empty();
+  });
+}
+
 // Only these results count towards a recommendation.
-bool is_measured(const CaseResult& r, const AdviceOptions& options) {
-  return is_torch_probe(r.probe) && (options.dtypes.empty() || options.dtypes.count(r.kase.dtype));
+bool is_measured(const Report& report, const CaseResult& r, const AdviceOptions& options) {
+  return is_torch_probe(r.probe) && (options.dtypes.empty() || options.dtypes.count(r.kase.dtype)) &&
+         worker_started(report, r);
 }
 
 void add_to_group(std::vector<VariantGroup>& groups, const CaseResult& r) {
@@ -80,7 +91,7 @@ void add_result(DeviceIndex& d, const CaseResult& r, const Report& report,
     auto v = parse_variant(r.variant);
     if (v && v->has_flag("ck") && is_failure_by_default(r.status)) d.ck_failed = true;
   }
-  if (is_measured(r, options)) add_cell(d, r);
+  if (is_measured(report, r, options)) add_cell(d, r);
 }
 
 DeviceIndex* find_device(std::vector<DeviceIndex>& devices, const std::string& device) {
@@ -118,7 +129,7 @@ ResultIndex build_result_index(const Report& report, const AdviceOptions& option
   };
   for (const std::string& t : report.targets) add_device(t);
   for (const CaseResult& r : report.results) {
-    if (is_measured(r, options)) add_device(r.device);
+    if (is_measured(report, r, options)) add_device(r.device);
   }
   for (const CaseResult& r : report.results) {
     add_to_group(index.groups, r);

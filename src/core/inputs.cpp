@@ -7,7 +7,9 @@
 
 namespace sdpa_doctor {
 
-uint32_t hash32(uint32_t x) {
+namespace {
+// Inlined into the element loops below (no call per element, so they vectorise).
+[[gnu::always_inline]] inline uint32_t hash32_inline(uint32_t x) {
   x ^= x >> 16;
   x *= 0x45d9f3bU;
   x ^= x >> 16;
@@ -16,21 +18,21 @@ uint32_t hash32(uint32_t x) {
   return x;
 }
 
+[[gnu::always_inline]] inline float unit_inline(uint32_t u) {
+  return static_cast<float>(u >> 8) * 0x1p-23f - 1.0f;
+}
+} // namespace
+
+uint32_t hash32(uint32_t x) { return hash32_inline(x); }
+
 uint32_t input_key(uint64_t seed, InputTensor tensor) {
   const uint32_t t = static_cast<uint32_t>(tensor);
   return hash32(hash32(static_cast<uint32_t>(seed)) ^ (t * 0x9e3779b9U));
 }
 
-namespace {
-uint32_t bits_at(uint32_t key, uint64_t index) {
-  return hash32(static_cast<uint32_t>(index) + key);
+float unit_value(uint32_t key, uint64_t index) {
+  return unit_inline(hash32_inline(static_cast<uint32_t>(index) + key));
 }
-float unit_from_bits(uint32_t u) {
-  return static_cast<float>(u >> 8) * 0x1p-23f - 1.0f;
-}
-} // namespace
-
-float unit_value(uint32_t key, uint64_t index) { return unit_from_bits(bits_at(key, index)); }
 
 uint16_t float_to_bf16_bits(float value) {
   uint32_t bits;
@@ -79,18 +81,6 @@ bool cancelled(const std::atomic<bool>* cancel) {
 // that they vectorise (no call per element, no _Float16, whose conversion is a libgcc call
 // without F16C): a case's inputs are up to hundreds of millions of elements, and building them
 // took a third of the oracle producer's time once the oracle was fast.
-[[gnu::always_inline]] inline uint32_t hash32_inline(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x45d9f3bU;
-  x ^= x >> 16;
-  x *= 0x45d9f3bU;
-  x ^= x >> 16;
-  return x;
-}
-
-[[gnu::always_inline]] inline float unit_inline(uint32_t u) {
-  return static_cast<float>(u >> 8) * 0x1p-23f - 1.0f;
-}
 
 // Round-to-nearest-even to the dtype, returned as float, for finite values (the inputs never
 // hold a NaN). f16: bits equal to the _Float16 round trip for every non-NaN float (checked over

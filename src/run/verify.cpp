@@ -74,7 +74,6 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
                 VerifyRun{rec.id, snippet.string(), environment_lines(rec.environment)}}};
   exec.run_dir = dir.string();
   exec.progress = ProgressMode::none;
-  // Forked from the check's start-up server only when there is no environment to set (launch.cpp).
   exec.finished.clear();
   exec.journal_header = {{"verify", rec.id}, {"device", rec.device}};
   // Whether the flags work is the question, not how fast: the checked call and one timed run.
@@ -111,8 +110,8 @@ Finding rejected_finding(const std::vector<Rejected>& rejected, const Recommenda
   f.device = chosen.device;
   std::vector<std::string> tried;
   for (const Rejected& r : rejected) tried.push_back(r.id + " (" + r.reason + ")");
-  f.message = fmt::format("on {} the measured matrix passed, but a fresh process under exactly "
-                          "the flags of {} did not: {}; {} passed its re-run instead",
+  f.message = fmt::format("on {} the matrix proved {}, but a fresh process under exactly its "
+                          "flags failed: {}; {} passed its re-run instead",
                           chosen.device, rejected.front().id, fmt::join(tried, "; "), chosen.id);
   f.remedy = fmt::format("use {} (below); the failed re-run's journal and logs are in {}",
                          chosen.id, (fs::path(run_dir) / "verify" / rejected.front().dir).string());

@@ -207,6 +207,42 @@ TEST(Recommend, AFailureInEitherProbeDisqualifies) {
   EXPECT_EQ(rec_for(a, "cuda:0")->id, "use-math-only");
 }
 
+TEST(Recommend, AProbeThatNeverStartedMeasuredNothing) {
+  // The python probe passes everything; the libtorch worker is not built in, so its "unsupported"
+  // cells are no backend's refusal and must not hide the python probe's proof.
+  Builder b;
+  for (const std::string variant : {"flash", "math"}) {
+    for (const Case& c : Builder::cases()) {
+      b.add(variant, c, Status::pass, 1, Probe::python);
+      b.add(variant, c, Status::unsupported, 1, Probe::torch);
+    }
+    WorkerInfo w;
+    w.device = "cuda:0";
+    w.probe = Probe::torch;
+    w.variant = variant;
+    w.available = "the libtorch worker is not built in";
+    b.report.workers.push_back(w);
+  }
+  const AdviceResult a = advise(b.report, {}, {});
+  ASSERT_NE(rec_for(a, "cuda:0"), nullptr);
+  EXPECT_EQ(rec_for(a, "cuda:0")->id, "keep-defaults");
+
+  // The same cells from a worker that did start are refusals: nothing serves the C++ path then.
+  b.report.workers.clear();
+  const AdviceResult refused = advise(b.report, {}, {});
+  EXPECT_EQ(rec_for(refused, "cuda:0"), nullptr);
+  EXPECT_TRUE(has_finding(refused, "no-working-configuration"));
+}
+
+TEST(Recommend, ACaseOneProbeSkippedStandsOnTheOtherProbesMeasurement) {
+  Builder b;
+  b.all("flash", Status::pass).all("math", Status::pass);
+  for (const Case& c : Builder::cases()) b.add("flash", c, Status::skipped, 1, Probe::python);
+  const AdviceResult a = advise(b.report, {}, {});
+  ASSERT_NE(rec_for(a, "cuda:0"), nullptr);
+  EXPECT_EQ(rec_for(a, "cuda:0")->id, "keep-defaults");
+}
+
 TEST(Recommend, ReferencePassingWhereTorchCrashesBlamesTheBackend) {
   Builder b;
   b.all("flash", Status::crash).all("math", Status::pass);
