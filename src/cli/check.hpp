@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "core/model.hpp"
 #include "probes/probes.hpp"
+#include "run/run.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -78,6 +79,11 @@ AdviceInputs advice_inputs(const CheckOptions& o, std::optional<Case> target);
 // per device, the next proven configurations, for the re-runs that verify the advice.
 std::vector<Recommendation> advise_and_decide(Report& report, const AdviceInputs& in,
                                               std::vector<Finding> run_findings, int signal);
+
+// The advice's re-runs into the report: the recommendations they settled on and their findings.
+// A re-run case that failed (by --fail-on) fails the check, as any other case would.
+void take_verified_advice(Report& report, run::VerifiedAdvice verified,
+                          const std::set<Status>& fail_on);
 
 // Redacts when asked, prints the console report (unless --json is stdout) and the journal's
 // path, then writes every report asked for. The report's exit code, or 4 when one failed.

@@ -429,26 +429,24 @@ std::vector<Shrink> shrink_step(const CheckOptions& o, const Report& report,
 }
 
 // Each recommendation re-run in a fresh python worker under exactly its printed flags; one whose
-// re-run fails gives way to the next configuration the advice ranked. A re-run case that fails
-// (by --fail-on) fails the check, as any other case would.
+// re-run fails gives way to the next configuration the advice ranked. What they decided goes in
+// the journal too, unless an interrupt cut them short.
 void verify_step(const CheckOptions& o, Report& report, const AdviceInputs& in,
-                 const std::vector<Recommendation>& alternatives, const run::ExecuteOptions& exec) {
+                 const std::vector<Recommendation>& alternatives, const run::ExecuteOptions& exec,
+                 const std::string& journal_path) {
   if (!o.verify || report.interrupted || report.recommendations.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   run::VerifiedAdvice verified = run::verify_recommendations(
       report.recommendations, alternatives, report.results, report.inventory, exec);
   report.timings.verify_ms = ms_since(start);
-  report.recommendations = std::move(verified.recommendations);
-  report.findings.insert(report.findings.end(), verified.findings.begin(), verified.findings.end());
-  if (g_interrupted.load()) {
+  const bool interrupted = g_interrupted.load();
+  if (!interrupted) run::journal_verified_advice(journal_path, verified);
+  take_verified_advice(report, std::move(verified), in.fail_on);
+  if (interrupted) {
     report.interrupted = true;
     report.exit_code = g_signal.load() == SIGTERM ? exit_code::interrupted_term
                                                   : exit_code::interrupted_int;
-    return;
   }
-  const bool failed = std::any_of(verified.statuses.begin(), verified.statuses.end(),
-                                  [&](Status s) { return in.fail_on.count(s) != 0; });
-  if (failed && report.exit_code == 0) report.exit_code = 1;
 }
 
 // What a resumed run keeps of the one before: its workers and findings where this run did not
@@ -498,12 +496,13 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
     add_worker_versions(report); // what only the earlier workers said
   }
   report.shrinks = shrink_step(o, report, exec);
+  if (!report.shrinks.empty()) run::journal_shrinks(executed.journal_path, report.shrinks);
 
   const auto report_start = std::chrono::steady_clock::now();
   report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
   const std::vector<Recommendation> alternatives = advise_and_decide(
       report, in.advice, std::move(executed.findings), report.interrupted ? g_signal.load() : 0);
-  verify_step(o, report, in.advice, alternatives, exec);
+  verify_step(o, report, in.advice, alternatives, exec, executed.journal_path);
   // An interpreter the user named that cannot run the probe is their input, not a backend.
   if (exec.python_unusable && !o.python.empty() && !report.interrupted) {
     fmt::print(stderr, "sdpa-doctor: error: --python: {}\n", escape_to_one_line(exec.python_reason));
@@ -704,6 +703,15 @@ std::vector<Recommendation> advise_and_decide(Report& report, const AdviceInputs
     code = signal == SIGTERM ? exit_code::interrupted_term : exit_code::interrupted_int;
   report.exit_code = code;
   return std::move(advised.alternatives);
+}
+
+void take_verified_advice(Report& report, run::VerifiedAdvice verified,
+                          const std::set<Status>& fail_on) {
+  report.recommendations = std::move(verified.recommendations);
+  report.findings.insert(report.findings.end(), verified.findings.begin(), verified.findings.end());
+  const bool failed = std::any_of(verified.statuses.begin(), verified.statuses.end(),
+                                  [&](Status s) { return fail_on.count(s) != 0; });
+  if (failed && report.exit_code == 0) report.exit_code = 1;
 }
 
 int present_and_write(Report report, const GlobalOptions& global, const std::string& journal) {

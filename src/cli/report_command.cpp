@@ -1,5 +1,6 @@
 // `sdpa-doctor report JOURNAL`: the reports of a check rebuilt from its journal, e.g. after the
-// doctor was killed (OOM, SIGKILL, a CI timeout). Every planned cell is in it: those the journal
+// doctor was killed (OOM, SIGKILL, a CI timeout), with its shrinking and verified advice where the
+// check got that far. Every planned cell is in it: those the journal
 // has no result for are `skipped` ("not measured"), and an unfinished journal reads as an
 // interrupted run, exit code 130 as the check's own interrupt, with the remedy to resume it.
 #include "cli/check.hpp"
@@ -104,7 +105,12 @@ int run_report(const std::string& path, const GlobalOptions& global) {
     findings.push_back(std::move(*incomplete));
     report.interrupted = true;
   }
-  advise_and_decide(report, advice_inputs(o, target), std::move(findings), 0);
+  if (journal->shrinks) report.shrinks = *journal->shrinks;
+  const AdviceInputs advice = advice_inputs(o, target);
+  advise_and_decide(report, advice, std::move(findings), 0);
+  // What the check's re-runs settled on, not the advice before them.
+  if (journal->verified && !report.interrupted)
+    take_verified_advice(report, *journal->verified, advice.fail_on);
   if (journal->lines_ignored > 0)
     fmt::print(stderr, "sdpa-doctor: warning: {} line(s) of the journal were not events (a torn "
                        "last line is what a kill mid-write leaves)\n",

@@ -103,9 +103,9 @@ template <typename T> std::optional<T> optional_number(const json& o, const char
   return it->get<T>();
 }
 
-bool flag(const json& o, const char* key) {
+bool flag(const json& o, const char* key, bool fallback = false) {
   auto it = o.find(key);
-  return it != o.end() && it->is_boolean() && it->get<bool>();
+  return it != o.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
 std::vector<std::string> strings(const json& o, const char* key) {
@@ -332,6 +332,122 @@ Expected<Finding> finding_from_json(const json& j) {
   f.device = text(j, "device");
   f.case_ids = strings(j, "case_ids");
   return f;
+}
+
+json to_json(const Shrink& s) {
+  json conditions = json::array();
+  for (const ShrinkCondition& w : s.conditions)
+    conditions.push_back(json{{"axis", w.axis},
+                              {"op", w.op},
+                              {"value", w.value},
+                              {"text", w.text},
+                              {"settled", w.settled}});
+  json tried = json::array();
+  for (const auto& [id, status] : s.tried)
+    tried.push_back(json{{"case_id", id}, {"status", std::string(to_string(status))}});
+  json j{{"device", s.device},
+         {"probe", std::string(to_string(s.probe))},
+         {"variant", s.variant},
+         {"status", std::string(to_string(s.status))},
+         {"original_case", s.original_case},
+         {"verdict", s.verdict},
+         {"rule", s.rule},
+         {"conditions", conditions},
+         {"cases_tried", s.tried.size()},
+         {"tried", tried},
+         {"seconds", s.seconds},
+         {"budget_exhausted", s.budget_exhausted}};
+  if (s.minimal) j["minimal_case"] = json{{"id", s.minimal->id()}, {"case", to_json(*s.minimal)}};
+  else j["minimal_case"] = nullptr;
+  return j;
+}
+
+Expected<Shrink> shrink_from_json(const json& j) {
+  if (!j.is_object()) return make_error("a shrink must be a JSON object");
+  Shrink s;
+  s.device = text(j, "device");
+  s.variant = text(j, "variant");
+  s.original_case = text(j, "original_case");
+  auto p = probe_from_string(text(j, "probe"));
+  auto st = status_from_string(text(j, "status"));
+  if (s.device.empty() || s.variant.empty() || !p || !st)
+    return make_error(fmt::format("shrink of '{}' names no device, variant, probe or status",
+                                  s.original_case));
+  s.probe = *p;
+  s.status = *st;
+  s.verdict = text(j, "verdict");
+  s.rule = text(j, "rule");
+  if (auto c = j.find("conditions"); c != j.end() && c->is_array())
+    for (const json& w : *c) {
+      if (!w.is_object()) return make_error("a shrink condition must be a JSON object");
+      s.conditions.push_back({text(w, "axis"), text(w, "op"), number<int64_t>(w, "value"),
+                              text(w, "text"), flag(w, "settled", true)});
+    }
+  if (auto m = j.find("minimal_case"); m != j.end() && m->is_object()) {
+    auto c = case_from_json(m->value("case", json()));
+    if (!c) return make_error(fmt::format("shrink of '{}': {}", s.original_case, c.error().message));
+    s.minimal = *c;
+  }
+  if (auto t = j.find("tried"); t != j.end() && t->is_array())
+    for (const json& e : *t) {
+      auto status = e.is_object() ? status_from_string(text(e, "status")) : std::nullopt;
+      if (!status) return make_error(fmt::format("shrink of '{}': a tried case has no status",
+                                                 s.original_case));
+      s.tried.emplace_back(text(e, "case_id"), *status);
+    }
+  s.seconds = number<double>(j, "seconds");
+  s.budget_exhausted = flag(j, "budget_exhausted");
+  return s;
+}
+
+json to_json(const Recommendation& r) {
+  json j{{"id", r.id},
+         {"device", r.device},
+         {"summary", r.summary},
+         {"python", r.python},
+         {"cpp", r.cpp},
+         {"environment", r.environment},
+         {"transformers", r.transformers},
+         {"vllm", r.vllm},
+         {"cost", r.cost},
+         {"case_ids", r.case_ids}};
+  if (r.verification) { // absent with --no-verify
+    const Verification& v = *r.verification;
+    j["verified"] = v.verified();
+    j["verification"] = json{{"ran", v.ran},     {"passed", v.passed}, {"total", v.total},
+                             {"seconds", v.seconds}, {"how", v.how},   {"note", v.note}};
+    json rejected = json::array();
+    for (const RejectedRecommendation& x : r.rejected)
+      rejected.push_back(json{{"id", x.id}, {"reason", x.reason}});
+    j["rejected"] = rejected;
+  }
+  return j;
+}
+
+Expected<Recommendation> recommendation_from_json(const json& j) {
+  if (!j.is_object()) return make_error("a recommendation must be a JSON object");
+  Recommendation r;
+  r.id = text(j, "id");
+  r.device = text(j, "device");
+  if (r.id.empty() || r.device.empty())
+    return make_error(fmt::format("recommendation '{}' names no id or device", r.id));
+  r.summary = text(j, "summary");
+  r.python = text(j, "python");
+  r.cpp = text(j, "cpp");
+  r.environment = text(j, "environment");
+  r.transformers = text(j, "transformers");
+  r.vllm = text(j, "vllm");
+  r.cost = text(j, "cost");
+  r.case_ids = strings(j, "case_ids");
+  if (auto v = j.find("verification"); v != j.end() && v->is_object()) {
+    r.verification = Verification{flag(*v, "ran"),          number<int>(*v, "passed"),
+                                  number<int>(*v, "total"),   number<double>(*v, "seconds"),
+                                  text(*v, "how"),            text(*v, "note")};
+    if (auto x = j.find("rejected"); x != j.end() && x->is_array())
+      for (const json& e : *x)
+        if (e.is_object()) r.rejected.push_back({text(e, "id"), text(e, "reason")});
+  }
+  return r;
 }
 
 json to_json(const DeviceInventory& inventory) {

@@ -1,6 +1,7 @@
 // core/model_json: the measured parts of the model as JSON and back. One form for the report's
-// JSON (report/json.cpp writes it), the run's journal (each result the moment it is known) and
-// the readers that rebuild a Report from either (`report JOURNAL`, `check --resume`).
+// JSON (report/json.cpp writes it), the run's journal (each result the moment it is known; the
+// shrinking and the verified advice once decided) and the readers that rebuild a Report from
+// either (`report JOURNAL`, `check --resume`).
 // A non-finite number is written as null with its key in the object's "nonfinite_fields", and
 // read back as the NaN or infinity it was only when that list says so.
 #pragma once
@@ -23,6 +24,13 @@ Expected<Finding> finding_from_json(const nlohmann::json& j);
 
 nlohmann::json to_json(const DeviceInventory& inventory);
 Expected<DeviceInventory> inventory_from_json(const nlohmann::json& j);
+
+// The report's `shrinks` entries (v1.1) and `recommendations` (verification: v1.2).
+nlohmann::json to_json(const Shrink& shrink);
+Expected<Shrink> shrink_from_json(const nlohmann::json& j);
+
+nlohmann::json to_json(const Recommendation& recommendation);
+Expected<Recommendation> recommendation_from_json(const nlohmann::json& j);
 
 nlohmann::json to_json(const Timings& timings);
 Timings timings_from_json(const nlohmann::json& j);

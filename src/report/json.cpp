@@ -13,38 +13,6 @@ namespace sdpa_doctor::report {
 using nlohmann::json;
 using namespace detail;
 
-namespace {
-
-json shrink_json(const Shrink& s) {
-  json conditions = json::array();
-  for (const ShrinkCondition& w : s.conditions)
-    conditions.push_back(json{{"axis", w.axis},
-                              {"op", w.op},
-                              {"value", w.value},
-                              {"text", w.text},
-                              {"settled", w.settled}});
-  json tried = json::array();
-  for (const auto& [id, status] : s.tried)
-    tried.push_back(json{{"case_id", id}, {"status", std::string(to_string(status))}});
-  json j{{"device", s.device},
-         {"probe", std::string(to_string(s.probe))},
-         {"variant", s.variant},
-         {"status", std::string(to_string(s.status))},
-         {"original_case", s.original_case},
-         {"verdict", s.verdict},
-         {"rule", s.rule},
-         {"conditions", conditions},
-         {"cases_tried", s.tried.size()},
-         {"tried", tried},
-         {"seconds", s.seconds},
-         {"budget_exhausted", s.budget_exhausted}};
-  if (s.minimal) j["minimal_case"] = json{{"id", s.minimal->id()}, {"case", to_json(*s.minimal)}};
-  else j["minimal_case"] = nullptr;
-  return j;
-}
-
-} // namespace
-
 std::string render_json(const Report& report) {
   json workers = json::array();
   for (const WorkerInfo& w : report.workers) workers.push_back(to_json(w));
@@ -60,30 +28,7 @@ std::string render_json(const Report& report) {
   json findings = json::array();
   for (const Finding& f : report.findings) findings.push_back(to_json(f));
   json recs = json::array();
-  for (const Recommendation& r : report.recommendations) {
-    json rec{{"id", r.id},
-             {"device", r.device},
-             {"summary", r.summary},
-             {"python", r.python},
-             {"cpp", r.cpp},
-             {"environment", r.environment},
-             {"transformers", r.transformers},
-             {"vllm", r.vllm},
-             {"cost", r.cost},
-             {"case_ids", r.case_ids}};
-    if (r.verification) { // v1.2; absent with --no-verify
-      const Verification& v = *r.verification;
-      rec["verified"] = v.verified();
-      rec["verification"] = json{{"ran", v.ran},         {"passed", v.passed},
-                                 {"total", v.total},     {"seconds", v.seconds},
-                                 {"how", v.how},         {"note", v.note}};
-      json rejected = json::array();
-      for (const RejectedRecommendation& x : r.rejected)
-        rejected.push_back(json{{"id", x.id}, {"reason", x.reason}});
-      rec["rejected"] = rejected;
-    }
-    recs.push_back(std::move(rec));
-  }
+  for (const Recommendation& r : report.recommendations) recs.push_back(to_json(r));
   json issues = json::array();
   for (const KnownIssueMatch& m : report.known_issues) {
     issues.push_back(json{{"issue_id", m.issue_id},
@@ -118,7 +63,7 @@ std::string render_json(const Report& report) {
   if (!report.model.empty()) doc["model"] = report.model; // only for `check --model`
   if (!report.shrinks.empty()) { // v1.1; absent with --no-shrink or when nothing failed
     json shrinks = json::array();
-    for (const Shrink& s : report.shrinks) shrinks.push_back(shrink_json(s));
+    for (const Shrink& s : report.shrinks) shrinks.push_back(to_json(s));
     doc["shrinks"] = shrinks;
   }
   // Invalid UTF-8 in captured stderr must not make the whole report unwritable.

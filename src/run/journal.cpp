@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <vector>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -160,11 +162,45 @@ std::string cell_key(const std::string& target, Probe probe, const std::string& 
 
 std::string cell_key(const CaseResult& r) { return cell_key(r.device, r.probe, r.variant, r.case_id); }
 
+void journal_shrinks(const std::string& journal_path, const std::vector<Shrink>& shrinks) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const Shrink& s : shrinks) all.push_back(to_json(s));
+  Journal(journal_path).append({{"event", "shrinks"}, {"shrinks", std::move(all)}});
+}
+
+void journal_verified_advice(const std::string& journal_path, const VerifiedAdvice& verified) {
+  nlohmann::json recommendations = nlohmann::json::array(), findings = nlohmann::json::array(),
+                 statuses = nlohmann::json::array();
+  for (const Recommendation& r : verified.recommendations) recommendations.push_back(to_json(r));
+  for (const Finding& f : verified.findings) findings.push_back(to_json(f));
+  for (Status s : verified.statuses) statuses.push_back(std::string(to_string(s)));
+  Journal(journal_path)
+      .append({{"event", "verified-advice"},
+               {"recommendations", std::move(recommendations)},
+               {"findings", std::move(findings)},
+               {"statuses", std::move(statuses)}});
+}
+
 bool is_measured(const CaseResult& r) {
   return !(r.status == Status::skipped && r.reason == "interrupted");
 }
 
 namespace {
+
+// Every element of the array e[key] read by `from_json`; nullopt when one is unreadable.
+template <typename T>
+std::optional<std::vector<T>> read_all(const nlohmann::json& e, const char* key,
+                                       Expected<T> (*from_json)(const nlohmann::json&)) {
+  const auto it = e.find(key);
+  if (it == e.end() || !it->is_array()) return std::nullopt;
+  std::vector<T> out;
+  for (const nlohmann::json& item : *it) {
+    auto value = from_json(item);
+    if (!value) return std::nullopt;
+    out.push_back(std::move(*value));
+  }
+  return out;
+}
 
 // Applies one journal line; false when it is not a journal event (torn, foreign, malformed).
 bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
@@ -181,6 +217,8 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
       started = true;
     }
     out.finished = false;
+    out.shrinks.reset();
+    out.verified.reset();
   } else if (event == "end") {
     out.finished = true;
   } else if (event == "result") {
@@ -193,6 +231,21 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
     if (!w) return false;
     const std::string key = cell_key(w->device, w->probe, w->variant, "");
     workers.insert_or_assign(key, std::move(*w));
+  } else if (event == "shrinks") {
+    auto shrinks = read_all(e, "shrinks", shrink_from_json);
+    if (!shrinks) return false;
+    out.shrinks = std::move(*shrinks);
+  } else if (event == "verified-advice") {
+    auto recommendations = read_all(e, "recommendations", recommendation_from_json);
+    auto findings = read_all(e, "findings", finding_from_json);
+    if (!recommendations || !findings) return false;
+    VerifiedAdvice verified{std::move(*recommendations), std::move(*findings), {}};
+    for (const auto& s : e.value("statuses", nlohmann::json::array())) {
+      auto status = s.is_string() ? status_from_string(s.get<std::string>()) : std::nullopt;
+      if (!status) return false;
+      verified.statuses.insert(*status);
+    }
+    out.verified = std::move(verified);
   } else if (event == "finding") {
     auto f = finding_from_json(e.value("finding", nlohmann::json()));
     if (!f) return false;

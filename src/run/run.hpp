@@ -178,6 +178,15 @@ ProbeServer start_probe_server(const ExecuteOptions& options);
 ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,
                            const ExecuteOptions& options);
 
+// What the re-runs of the advice decided.
+struct VerifiedAdvice {
+  // Per device: the first configuration whose re-run passed every case, with the ones rejected
+  // before it; when none passed, the advice's own choice with its failed verification.
+  std::vector<Recommendation> recommendations;
+  std::vector<Finding> findings; // recommendation-failed-verification, one per such device
+  std::set<Status> statuses; // what re-run cases ended in, pass left out (for --fail-on)
+};
+
 // ---- the journal, read back -----------------------------------------------------------------
 
 // What a run's journal holds: enough to rebuild its report after the doctor was killed, and to
@@ -189,6 +198,10 @@ struct JournalContents {
   std::vector<CaseResult> results; // the last result of each cell, in plan order
   std::vector<WorkerInfo> workers; // the last word on each (device, probe, variant)
   std::vector<Finding> findings;   // the run's own (wedged devices, workers that cannot start)
+  // What the check decided after the last start's run, once it had: its shrinking and the
+  // verified advice (none when it did not get that far, or did not shrink or verify).
+  std::optional<std::vector<Shrink>> shrinks;
+  std::optional<VerifiedAdvice> verified;
   bool finished = false;           // the last start reached its end
   size_t lines_ignored = 0;        // torn or foreign lines (a kill mid-write leaves one)
 };
@@ -197,20 +210,17 @@ struct JournalContents {
 // one without a start event, is an error naming it.
 Expected<JournalContents> read_journal(const std::string& path);
 
+// What a check decided after its run, appended to the run's journal (ExecuteResult::journal_path)
+// so that `report JOURNAL` gives what the check printed. A resumed run shrinks and verifies again:
+// the last word wins, and a new start clears it.
+void journal_shrinks(const std::string& journal_path, const std::vector<Shrink>& shrinks);
+void journal_verified_advice(const std::string& journal_path, const VerifiedAdvice& verified);
+
 // A result that ended: anything but a cell the run was interrupted before. Resuming re-runs the
 // others.
 bool is_measured(const CaseResult& result);
 
 // ---- verified advice ------------------------------------------------------------------------
-
-// What the re-runs of the advice decided.
-struct VerifiedAdvice {
-  // Per device: the first configuration whose re-run passed every case, with the ones rejected
-  // before it; when none passed, the advice's own choice with its failed verification.
-  std::vector<Recommendation> recommendations;
-  std::vector<Finding> findings; // recommendation-failed-verification, one per such device
-  std::set<Status> statuses; // what re-run cases ended in, pass left out (for --fail-on)
-};
 
 // Re-runs each recommendation (then, while its re-run fails, each alternative for its device in
 // the order given) in a fresh python worker under exactly the printed flags: the environment

@@ -65,6 +65,57 @@ TEST(ModelJson, WorkersFindingsAndInventoryComeBack) {
   EXPECT_EQ(to_json(*ib), to_json(inv));
 }
 
+TEST(ModelJson, AShrinkComesBackWithItsBoundaryAndSmallestCase) {
+  Shrink s;
+  s.device = "cuda:0";
+  s.probe = Probe::python;
+  s.variant = "flash[ck]";
+  s.status = Status::crash;
+  s.original_case = "fp16-b2-h8-q512-k512-d256";
+  s.verdict = "boundary";
+  s.rule = "flash[ck] on cuda:0: crash only when head_dim > 128";
+  s.conditions = {{"d", ">", 128, "head_dim > 128", false}};
+  s.minimal = *parse_case_spec("dtype=fp16,b=1,h=1,l=1,d=160");
+  s.tried = {{"fp16-b1-h1-q1-k1-d160", Status::crash}, {"fp16-b1-h1-q1-k1-d128", Status::pass}};
+  s.seconds = 2.5;
+  s.budget_exhausted = true;
+  auto back = shrink_from_json(to_json(s));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(to_json(*back), to_json(s));
+  EXPECT_FALSE(back->conditions.at(0).settled);
+
+  Shrink flaky = s;
+  flaky.verdict = "flaky";
+  flaky.conditions.clear();
+  flaky.minimal.reset();
+  auto flaky_back = shrink_from_json(to_json(flaky));
+  ASSERT_TRUE(flaky_back);
+  EXPECT_FALSE(flaky_back->minimal);
+  EXPECT_EQ(to_json(*flaky_back), to_json(flaky));
+}
+
+TEST(ModelJson, ARecommendationComesBackWithItsVerification) {
+  Recommendation r;
+  r.id = "disable-mem-efficient";
+  r.device = "cuda:0";
+  r.summary = "s";
+  r.python = "torch.backends.cuda.enable_mem_efficient_sdp(False)\n";
+  r.environment = "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1";
+  r.case_ids = {"a", "b"};
+  auto unverified = recommendation_from_json(to_json(r));
+  ASSERT_TRUE(unverified);
+  EXPECT_FALSE(unverified->verification); // --no-verify stays "not re-run"
+  EXPECT_EQ(to_json(*unverified), to_json(r));
+
+  r.verification = Verification{true, 2, 2, 0.25, "a fresh python worker", ""};
+  r.rejected = {{"keep-defaults", "2 of 2 cases failed under these flags"}};
+  auto back = recommendation_from_json(to_json(r));
+  ASSERT_TRUE(back);
+  ASSERT_TRUE(back->verification);
+  EXPECT_TRUE(back->verification->verified());
+  EXPECT_EQ(to_json(*back), to_json(r));
+}
+
 TEST(ModelJson, WhatIsNotAResultSaysWhy) {
   EXPECT_FALSE(case_result_from_json(nlohmann::json::array()));
   EXPECT_FALSE(case_result_from_json({{"case_id", "x"}}));
@@ -74,6 +125,13 @@ TEST(ModelJson, WhatIsNotAResultSaysWhy) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("exploded"), std::string::npos);
   EXPECT_FALSE(finding_from_json({{"id", "x"}, {"severity", "fatal"}}));
+  auto bad_shrink = to_json(Shrink{});
+  bad_shrink["device"] = "cpu";
+  bad_shrink["variant"] = "math";
+  EXPECT_TRUE(shrink_from_json(bad_shrink));
+  bad_shrink["tried"] = nlohmann::json::array({{{"case_id", "x"}, {"status", "exploded"}}});
+  EXPECT_FALSE(shrink_from_json(bad_shrink));
+  EXPECT_FALSE(recommendation_from_json({{"summary", "no id"}}));
 }
 
 } // namespace

@@ -393,6 +393,25 @@ TEST(CheckShrink, AFlakyFailureSaysSoAndInventsNoBoundary) {
   EXPECT_EQ(report.at("results").at(0).at("status"), "crash");
 }
 
+// The journal keeps what the shrinking found: `report RUN-DIR` gives the check's own shrinks.
+TEST(CheckShrink, TheJournalRebuildsTheShrinks) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  TempDir dir;
+  auto r = run_binary({doctor(), "check", "-q", "--probe", "libtorch", "--variant", "math",
+                       "--case", "dtype=fp32,b=2,h=4,l=64,d=64", "--json", dir.file("r.json"),
+                       "--run-dir", dir.file("run")},
+                      with_env({{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=*,action=perturb"}}));
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  auto rebuilt = run_binary({doctor(), "report", dir.file("run"), "--json", dir.file("again.json")},
+                            with_env({{"NO_COLOR", "1"}}));
+  EXPECT_EQ(rebuilt.exit_code, 1) << rebuilt.err;
+  const auto report = json::parse(read_file(dir.file("r.json")));
+  const auto again = json::parse(read_file(dir.file("again.json")));
+  ASSERT_EQ(report.at("shrinks").size(), 1u);
+  EXPECT_EQ(again.value("shrinks", json()), report.at("shrinks"));
+  EXPECT_NE(rebuilt.out.find("for every case"), std::string::npos) << rebuilt.out;
+}
+
 TEST(CheckShrink, NothingFailingRunsNoShrink) {
   if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
   TempDir dir;
@@ -511,6 +530,22 @@ TEST_F(CheckVerify, AFirstChoiceWhoseReRunFailsGivesWayToTheNextAndSaysWhy) {
           << f;
     }
   EXPECT_TRUE(finding) << m_report.at("findings");
+}
+
+// The journal keeps what the re-runs decided: `report RUN-DIR` gives the check's own advice, not
+// the advice before its re-runs.
+TEST_F(CheckVerify, TheJournalRebuildsTheVerifiedAdvice) {
+  auto r = check("variant=verify:keep-defaults,action=abort");
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto rebuilt = run_binary(
+      {doctor(), "report", m_dir.file("run"), "--json", m_dir.file("again.json")},
+      with_env({{"NO_COLOR", "1"}}));
+  EXPECT_EQ(rebuilt.exit_code, 1) << rebuilt.err; // the re-run's crash fails it, as in the check
+  const json again = json::parse(read_file(m_dir.file("again.json")));
+  EXPECT_EQ(again.at("recommendations"), m_report.at("recommendations"));
+  EXPECT_EQ(again.at("findings"), m_report.at("findings"));
+  EXPECT_NE(rebuilt.out.find("instead of keep-defaults, whose re-run failed"), std::string::npos)
+      << rebuilt.out;
 }
 
 TEST_F(CheckVerify, WhenNoConfigurationPassesItsReRunTheCheckSaysSoAndFails) {
