@@ -1,8 +1,8 @@
 // `sdpa-doctor report JOURNAL`: the reports of a check rebuilt from its journal, e.g. after the
 // doctor was killed (OOM, SIGKILL, a CI timeout), with its shrinking and verified advice where the
-// check got that far. Every planned cell is in it: those the journal
-// has no result for are `skipped` ("not measured"), and an unfinished journal reads as an
-// interrupted run, exit code 130 as the check's own interrupt, with the remedy to resume it.
+// check got that far. Every planned cell is in it: those the journal has no result for are
+// `skipped` ("not measured"), and an unfinished journal reads as an interrupted run, exit code 130
+// as the check's own interrupt, with the remedy to resume it.
 #include "cli/check.hpp"
 #include "cli/commands.hpp"
 #include "core/model_json.hpp"
