@@ -433,14 +433,14 @@ std::vector<Shrink> shrink_step(const CheckOptions& o, const Report& report,
 // the journal too, unless an interrupt cut them short.
 void verify_step(const CheckOptions& o, Report& report, const AdviceInputs& in,
                  const std::vector<Recommendation>& alternatives, const run::ExecuteOptions& exec,
-                 const std::string& journal_path) {
+                 const run::ExecuteResult& executed) {
   if (!o.verify || report.interrupted || report.recommendations.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   run::VerifiedAdvice verified = run::verify_recommendations(
       report.recommendations, alternatives, report.results, report.inventory, exec);
   report.timings.verify_ms = ms_since(start);
   const bool interrupted = g_interrupted.load();
-  if (!interrupted) run::journal_verified_advice(journal_path, verified);
+  if (!interrupted) run::journal_verified_advice(executed, verified);
   take_verified_advice(report, std::move(verified), in.fail_on);
   if (interrupted) {
     report.interrupted = true;
@@ -496,13 +496,13 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
     add_worker_versions(report); // what only the earlier workers said
   }
   report.shrinks = shrink_step(o, report, exec);
-  if (!report.shrinks.empty()) run::journal_shrinks(executed.journal_path, report.shrinks);
+  if (!report.shrinks.empty()) run::journal_shrinks(executed, report.shrinks);
 
   const auto report_start = std::chrono::steady_clock::now();
   report.interrupted = g_interrupted.load(); // the advice says what an interrupt left unmeasured
   const std::vector<Recommendation> alternatives = advise_and_decide(
       report, in.advice, std::move(executed.findings), report.interrupted ? g_signal.load() : 0);
-  verify_step(o, report, in.advice, alternatives, exec, executed.journal_path);
+  verify_step(o, report, in.advice, alternatives, exec, executed);
   // An interpreter the user named that cannot run the probe is their input, not a backend.
   if (exec.python_unusable && !o.python.empty() && !report.interrupted) {
     fmt::print(stderr, "sdpa-doctor: error: --python: {}\n", escape_to_one_line(exec.python_reason));

@@ -313,7 +313,8 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
                            const ExecuteOptions& options) {
   ExecuteResult result;
   result.journal_path = (fs::path(options.run_dir) / "journal.jsonl").string();
-  Journal journal(result.journal_path);
+  result.journal_opened = std::chrono::steady_clock::now();
+  Journal journal(result.journal_path, result.journal_opened);
   journal.append({{"event", "start"},
                   {"cases", whole_plan.cases.size()},
                   {"runs", whole_plan.runs.size()},

@@ -20,7 +20,8 @@
 
 namespace sdpa_doctor::run {
 
-Journal::Journal(const std::string& path) : m_path(path) {
+Journal::Journal(const std::string& path, std::chrono::steady_clock::time_point opened)
+    : m_path(path), m_start(opened) {
   m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (m_fd < 0) spdlog::warn("cannot open the journal {}: {}", path, std::strerror(errno));
 }
@@ -162,19 +163,20 @@ std::string cell_key(const std::string& target, Probe probe, const std::string& 
 
 std::string cell_key(const CaseResult& r) { return cell_key(r.device, r.probe, r.variant, r.case_id); }
 
-void journal_shrinks(const std::string& journal_path, const std::vector<Shrink>& shrinks) {
+void journal_shrinks(const ExecuteResult& run, const std::vector<Shrink>& shrinks) {
   nlohmann::json all = nlohmann::json::array();
   for (const Shrink& s : shrinks) all.push_back(to_json(s));
-  Journal(journal_path).append({{"event", "shrinks"}, {"shrinks", std::move(all)}});
+  Journal(run.journal_path, run.journal_opened)
+      .append({{"event", "shrinks"}, {"shrinks", std::move(all)}});
 }
 
-void journal_verified_advice(const std::string& journal_path, const VerifiedAdvice& verified) {
+void journal_verified_advice(const ExecuteResult& run, const VerifiedAdvice& verified) {
   nlohmann::json recommendations = nlohmann::json::array(), findings = nlohmann::json::array(),
                  statuses = nlohmann::json::array();
   for (const Recommendation& r : verified.recommendations) recommendations.push_back(to_json(r));
   for (const Finding& f : verified.findings) findings.push_back(to_json(f));
   for (Status s : verified.statuses) statuses.push_back(std::string(to_string(s)));
-  Journal(journal_path)
+  Journal(run.journal_path, run.journal_opened)
       .append({{"event", "verified-advice"},
                {"recommendations", std::move(recommendations)},
                {"findings", std::move(findings)},

@@ -22,7 +22,9 @@ namespace sdpa_doctor::run {
 // leaves every event it had. Thread-safe.
 class Journal {
 public:
-  explicit Journal(const std::string& path);
+  // t_ms counts from `opened`: now for a new run, the run's own start for an event added after it.
+  explicit Journal(const std::string& path,
+                   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now());
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
@@ -36,7 +38,7 @@ private:
   bool m_failed = false;
   int m_fd = -1;
   std::mutex m_mutex;
-  std::chrono::steady_clock::time_point m_start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point m_start;
 };
 
 // Progress on stderr. On a terminal: one live line (cells done/total, where, eta), redrawn on

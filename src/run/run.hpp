@@ -167,6 +167,8 @@ struct ExecuteResult {
   size_t oracle_cache_hits = 0; // oracles taken from the cache instead of computed
   double probes_ms = 0;
   std::string journal_path;
+  // When the journal's `start` was written: what later events' t_ms count from.
+  std::chrono::steady_clock::time_point journal_opened;
 };
 
 // Starts one for options.python unless options.probe_server is off or there is no python; a
@@ -210,11 +212,11 @@ struct JournalContents {
 // one without a start event, is an error naming it.
 Expected<JournalContents> read_journal(const std::string& path);
 
-// What a check decided after its run, appended to the run's journal (ExecuteResult::journal_path)
-// so that `report JOURNAL` gives what the check printed. A resumed run shrinks and verifies again:
-// the last word wins, and a new start clears it.
-void journal_shrinks(const std::string& journal_path, const std::vector<Shrink>& shrinks);
-void journal_verified_advice(const std::string& journal_path, const VerifiedAdvice& verified);
+// What a check decided after its run, appended to that run's journal so that `report JOURNAL`
+// gives what the check printed. A resumed run shrinks and verifies again: the last word wins, and
+// a new start clears it.
+void journal_shrinks(const ExecuteResult& run, const std::vector<Shrink>& shrinks);
+void journal_verified_advice(const ExecuteResult& run, const VerifiedAdvice& verified);
 
 // A result that ended: anything but a cell the run was interrupted before. Resuming re-runs the
 // others.

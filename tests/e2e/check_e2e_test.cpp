@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -410,6 +411,17 @@ TEST(CheckShrink, TheJournalRebuildsTheShrinks) {
   ASSERT_EQ(report.at("shrinks").size(), 1u);
   EXPECT_EQ(again.value("shrinks", json()), report.at("shrinks"));
   EXPECT_NE(rebuilt.out.find("for every case"), std::string::npos) << rebuilt.out;
+  // Appended after the run's end, on the same clock as the run's own events.
+  double end_ms = -1, shrinks_ms = -1;
+  std::istringstream journal(read_file(dir.file("run") + "/journal.jsonl"));
+  for (std::string line; std::getline(journal, line);) {
+    const json e = json::parse(line, nullptr, false);
+    if (!e.is_object()) continue;
+    if (e.value("event", "") == "end") end_ms = e.at("t_ms");
+    if (e.value("event", "") == "shrinks") shrinks_ms = e.at("t_ms");
+  }
+  ASSERT_GE(end_ms, 0);
+  EXPECT_GE(shrinks_ms, end_ms);
 }
 
 TEST(CheckShrink, NothingFailingRunsNoShrink) {
