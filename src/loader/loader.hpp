@@ -1,0 +1,68 @@
+// loader: finds and opens a GPU vendor library at run time (dlopen), so nothing of ROCm or CUDA is
+// fixed at link time. It looks first where the diagnosed torch keeps its own copies (its torch/lib,
+// TheRock's _rocm_sdk_* packages), then $ROCM_PATH and /opt/rocm*, then the system's library path,
+// and says which file it opened and why. A library that is missing, broken or of an unknown ABI is
+// an Error for the caller to turn into a finding, never a crash.
+// Used by the workers only (the enumeration worker, the reference worker and its run-time kernel
+// compiler); the doctor process never opens a GPU library. Depends on core only.
+#pragma once
+
+#include "core/expected.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::loader {
+
+// The libraries the workers open, each with its sonames newest first.
+enum class Library {
+  hip_runtime, // libamdhip64.so.7, .6, .5, libamdhip64.so
+  hiprtc,      // libhiprtc.so.7, .6, libhiprtc.so (HIP 5 exports hipRTC from libamdhip64 itself)
+  amd_smi,     // libamd_smi.so (and its numbered sonames)
+  rocm_smi,    // librocm_smi64.so.7, .6, .5, .1, librocm_smi64.so (sonames repeat across releases)
+  cuda_driver, // libcuda.so.1
+  nvrtc,       // libnvrtc.so.13, .12, .11.2, libnvrtc.so (and PyPI's nvidia/cuda_nvrtc/lib)
+};
+std::string_view to_string(Library library); // "hip_runtime", "hiprtc", ...
+std::vector<std::string> sonames(Library library);
+
+// Where to look, in order, and why each place is on the list.
+struct SearchPlace {
+  std::string dir; // absolute; empty means "the system's library path" (dlopen by bare name)
+  std::string why; // "torch/lib of the torch under test", "$ROCM_PATH/lib", "/opt/rocm-7.1.0/lib", ...
+};
+
+// What the places are built from: the diagnosed torch's own folders and the environment.
+struct SearchContext {
+  std::vector<std::string> torch_lib_dirs; // torch/lib and TheRock _rocm_sdk_*/lib of the torch under test
+  std::string rocm_path;                   // $ROCM_PATH, "" when unset
+  std::string cuda_path;                   // $CUDA_PATH / $CUDA_HOME, "" when unset
+  std::string opt_root = "/opt";           // where /opt/rocm* are looked for (tests point it elsewhere)
+};
+std::vector<SearchPlace> search_places(Library library, const SearchContext& context);
+
+// One library opened: the handle stays open for the life of the process.
+struct Opened {
+  void* handle = nullptr;
+  std::string path;   // the file dlopen opened (its real path, from dlinfo/link_map)
+  std::string soname; // the name that was asked for, e.g. "libamdhip64.so.6"
+  std::string why;    // the SearchPlace::why of where it was found
+  std::vector<std::string> tried; // "path: dlerror text" of each attempt before it, in order
+};
+
+// The first file of `library` that opens, in search order; an Error listing every attempt when
+// none does.
+Expected<Opened> open(Library library, const SearchContext& context);
+
+// A symbol of an opened library, nullptr when absent (an older or newer ABI: the caller decides).
+void* symbol(const Opened& library, const char* name);
+template <typename F> F symbol_as(const Opened& library, const char* name) {
+  return reinterpret_cast<F>(symbol(library, name));
+}
+
+// Files of this process's address space whose name starts with `prefix` (from /proc/self/maps),
+// e.g. two different "libamdhip64.so" files mapped at once: two HIP runtimes in one process.
+std::vector<std::string> mapped_files(std::string_view prefix);
+
+} // namespace sdpa_doctor::loader
