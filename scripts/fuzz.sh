@@ -13,17 +13,17 @@ shift || true
 build=${SDPA_DOCTOR_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${SDPA_DOCTOR_FUZZ_JOBS:-1}
 all_targets=(fuzz_protocol fuzz_case_spec fuzz_case_json fuzz_case_file fuzz_known_issues
-             fuzz_kfd_properties fuzz_sysfs_tree)
+             fuzz_kfd_properties fuzz_sysfs_tree fuzz_repro)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all_targets[@]}")
 
 declare -A dict=(
   [fuzz_protocol]=protocol.dict [fuzz_case_spec]=case_spec.dict [fuzz_case_json]=case_json.dict
   [fuzz_case_file]=case_json.dict [fuzz_known_issues]=known_issues.dict
-  [fuzz_kfd_properties]=kfd_properties.dict [fuzz_sysfs_tree]=kfd_properties.dict)
+  [fuzz_kfd_properties]=kfd_properties.dict [fuzz_sysfs_tree]=kfd_properties.dict [fuzz_repro]=repro.dict)
 declare -A max_len=(
   [fuzz_protocol]=8192 [fuzz_case_spec]=512 [fuzz_case_json]=4096 [fuzz_case_file]=8192
-  [fuzz_known_issues]=16384 [fuzz_kfd_properties]=8192 [fuzz_sysfs_tree]=8192)
+  [fuzz_known_issues]=16384 [fuzz_kfd_properties]=8192 [fuzz_sysfs_tree]=8192 [fuzz_repro]=4096)
 
 for t in "${targets[@]}"; do
   [[ -n ${dict[$t]:-} ]] || { echo "fuzz.sh: unknown target '$t' (${all_targets[*]})" >&2; exit 2; }

@@ -1,7 +1,9 @@
 #include "cli/commands.hpp"
 #include "core/case.hpp"
 #include "core/expected.hpp"
+#include "core/model_json.hpp"
 #include "core/status.hpp"
+#include "core/text.hpp"
 #include "core/variant.hpp"
 #include "devices/devices.hpp"
 #include "report/compare.hpp"
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 namespace sdpa_doctor::cli {
 
@@ -32,12 +35,6 @@ struct ReproOptions {
   bool original = false;          // --original: CASE-ID itself, not its shrink's smallest case
 };
 
-bool valid_device(const std::string& d) {
-  if (d == "cpu") return true;
-  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
-  return d.find_first_not_of("0123456789", 5) == std::string::npos;
-}
-
 // cuda:0 where the machine has an AMD GPU, else cpu: a script for a device that is not there
 // reproduces nothing. Asks sysfs only (no HIP, no ROCm SMI child): a repro costs no enumeration.
 std::string first_existing_device() {
@@ -50,78 +47,100 @@ std::string first_existing_device() {
   return "cpu";
 }
 
-// The report's cell of `case_id` a repro is most likely wanted for: one of `variant` when it is
-// given, a failing one, a torch probe's (the script runs torch), in that order of weight.
-report::DigestCell measured_cell(const ReproOptions& o) {
-  auto digest = report::read_report_file(o.report);
-  if (!digest) throw Fatal{fmt::format("repro: --report {}: {}", o.report, digest.error().message),
-                           exit_code::usage};
-  const auto weight = [&](const report::DigestCell& c) {
-    const bool failed = c.status != Status::pass && c.status != Status::unsupported &&
-                        c.status != Status::skipped;
-    return 4 * (o.variant_given && c.variant == o.variant) + 2 * failed + (c.probe != "reference");
+// What --report says of the case: its measured results and its shrinks.
+struct MeasuredReport {
+  Report report;
+  std::vector<Shrink> shrinks;
+};
+
+MeasuredReport read_measured(const std::string& path) {
+  const auto fail = [&](const std::string& why) {
+    return Fatal{fmt::format("repro: --report {}: {}", path, why), exit_code::usage};
   };
-  const report::DigestCell* chosen = nullptr;
-  for (const report::DigestCell& c : digest->cells)
-    if (c.case_id == o.case_id && (!chosen || weight(c) > weight(*chosen))) chosen = &c;
+  // The digest reader checks what every reader of reports checks (schema, size, numbers, types)
+  // before the whole document is read for its results.
+  if (auto digest = report::read_report_file(path); !digest) throw fail(digest.error().message);
+  std::ifstream in(path, std::ios::binary);
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+  auto measured = report::read_measured_report(doc);
+  if (!measured) throw fail(measured.error().message);
+  MeasuredReport out{std::move(*measured), {}};
+  if (auto s = doc.find("shrinks"); s != doc.end() && s->is_array())
+    for (const nlohmann::json& item : *s)
+      if (auto shrink = shrink_from_json(item)) out.shrinks.push_back(std::move(*shrink));
+  return out;
+}
+
+// The report's result of `case_id` a repro is most likely wanted for: one of `variant` when it is
+// given, a failing one, a torch probe's (the script runs torch), in that order of weight.
+CaseResult measured_result(const ReproOptions& o, const MeasuredReport& m) {
+  const auto weight = [&](const CaseResult& r) {
+    const bool failed = r.status != Status::pass && r.status != Status::unsupported &&
+                        r.status != Status::skipped;
+    return 4 * (o.variant_given && r.variant == o.variant) + 2 * failed +
+           (r.probe != Probe::reference);
+  };
+  const CaseResult* chosen = nullptr;
+  for (const CaseResult& r : m.report.results)
+    if (r.case_id == o.case_id && (!chosen || weight(r) > weight(*chosen))) chosen = &r;
   if (!chosen)
-    throw Fatal{fmt::format("repro: {} has no result for case {}", o.report, o.case_id),
+    throw Fatal{fmt::format("repro: {} has no result for case {}", o.report,
+                            escape_to_one_line(o.case_id)),
                 exit_code::usage};
   return *chosen;
 }
 
-// The smallest failing case the report's shrinking found for `cell`'s failure; "" when none.
-std::string smallest_failing_case(const std::string& path, const report::DigestCell& cell) {
-  std::ifstream in(path, std::ios::binary);
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
-  if (!doc.is_object() || !doc.contains("shrinks") || !doc["shrinks"].is_array()) return {};
-  for (const nlohmann::json& s : doc["shrinks"]) {
-    if (!s.is_object() || s.value("original_case", "") != cell.case_id ||
-        s.value("device", "") != cell.device || s.value("variant", "") != cell.variant)
-      continue;
-    const auto minimal = s.find("minimal_case");
-    if (minimal != s.end() && minimal->is_object()) return minimal->value("id", "");
+// The smallest failing case the report's shrinking found for `r`'s failure, if any.
+std::optional<Case> smallest_failing_case(const MeasuredReport& m, const CaseResult& r) {
+  for (const Shrink& s : m.shrinks)
+    if (s.original_case == r.case_id && s.device == r.device && s.variant == r.variant &&
+        s.probe == r.probe && s.minimal)
+      return s.minimal;
+  return std::nullopt;
+}
+
+// The result the script is written for: measured (with --report), else a case never run.
+CaseResult requested_result(ReproOptions& o) {
+  auto kase = parse_case_id(o.case_id);
+  if (!kase) throw Fatal{fmt::format("repro: {}", kase.error().message), exit_code::usage};
+  if (o.report.empty()) {
+    CaseResult r;
+    r.kase = *kase;
+    r.case_id = kase->id();
+    r.device = o.device.empty() ? first_existing_device() : o.device;
+    r.variant = o.variant;
+    r.status = Status::skipped;
+    r.reason = "written by `sdpa-doctor repro`, not measured";
+    return r;
   }
-  return {};
+  const MeasuredReport m = read_measured(o.report);
+  CaseResult r = measured_result(o, m);
+  if (!o.device.empty()) r.device = o.device;
+  if (o.variant_given) r.variant = o.variant;
+  // A shrunk failure's script is its smallest failing case: the one to attach to a bug.
+  if (auto smallest = smallest_failing_case(m, r); smallest && !o.original && *smallest != r.kase) {
+    fmt::print(stderr, "sdpa-doctor: {} on {} shrank to {}: its script follows (--original for "
+                       "{} itself)\n",
+               r.case_id, escape_to_one_line(r.device), smallest->id(), r.case_id);
+    r.kase = *smallest;
+    r.case_id = smallest->id();
+  }
+  return r;
 }
 
 int run_repro(ReproOptions o) {
-  if (!o.report.empty()) {
-    const report::DigestCell cell = measured_cell(o);
-    if (o.device.empty()) o.device = cell.device;
-    if (!o.variant_given && cell.probe != "reference") o.variant = cell.variant;
-    // A shrunk failure's script is its smallest failing case: the one to attach to a bug.
-    if (const std::string smallest = smallest_failing_case(o.report, cell);
-        !o.original && !smallest.empty() && smallest != o.case_id) {
-      fmt::print(stderr, "sdpa-doctor: {} on {} shrank to {}: its script follows (--original for "
-                         "{} itself)\n",
-                 o.case_id, o.device, smallest, o.case_id);
-      o.case_id = smallest;
-    }
-  }
-  if (o.device.empty()) o.device = first_existing_device();
-  auto kase = parse_case_id(o.case_id);
-  if (!kase) throw Fatal{fmt::format("repro: {}", kase.error().message), exit_code::usage};
-  auto variant = parse_variant(o.variant);
-  if (!variant) throw Fatal{fmt::format("repro: {}", variant.error().message), exit_code::usage};
-  if (!valid_device(o.device))
-    throw Fatal{fmt::format("repro: invalid device '{}' (cpu or cuda:N)", o.device),
-                exit_code::usage};
   auto probe = probe_from_string(o.probe);
-  if (!probe) throw Fatal{fmt::format("repro: unknown probe '{}'", o.probe), exit_code::usage};
+  if (!probe) throw Fatal{fmt::format("repro: unknown probe '{}'", escape_to_one_line(o.probe)),
+                          exit_code::usage};
   if (o.atol < 0 || o.rtol < 0)
     throw Fatal{"repro: --atol and --rtol must not be negative", exit_code::usage};
-
-  CaseResult r;
-  r.kase = *kase;
-  r.case_id = kase->id();
-  r.device = o.device;
-  r.variant = variant->name();
-  r.probe = *probe;
-  r.status = Status::skipped;
-  r.reason = "written by `sdpa-doctor repro`, not measured";
-  r.tolerance = {o.atol, o.rtol};
-  auto written = report::write_atomically(o.output, report::render_repro(r));
+  CaseResult r = requested_result(o);
+  if (o.report.empty()) r.probe = *probe;
+  // The measured tolerance stays unless one is given: the script judges as the check did.
+  if (o.atol > 0 || o.rtol > 0) r.tolerance = {o.atol, o.rtol};
+  auto script = report::render_repro(r);
+  if (!script) throw Fatal{fmt::format("repro: {}", script.error().message), exit_code::usage};
+  auto written = report::write_atomically(o.output, *script);
   if (!written) throw Fatal{written.error().message, exit_code::internal};
   return exit_code::ok;
 }

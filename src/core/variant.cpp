@@ -41,11 +41,24 @@ std::vector<std::pair<std::string, std::string>> Variant::environment() const {
   return env;
 }
 
+bool is_known_backend(std::string_view backend) {
+  const auto in = [&](const auto& list) {
+    return std::find(std::begin(list), std::end(list), backend) != std::end(list);
+  };
+  return in(k_torch_backends) || in(k_reference_backends);
+}
+
 Expected<Variant> parse_variant(std::string_view text) {
   Variant v;
   const size_t open = text.find('[');
   v.backend = std::string(text.substr(0, open));
   if (v.backend.empty()) return make_error(fmt::format("invalid variant '{}'", text));
+  // Only backends the probes know: a variant name travels into worker arguments, environments and
+  // generated scripts, so an unknown one is an input error here, once, for every reader.
+  if (!is_known_backend(v.backend))
+    return make_error(fmt::format("invalid variant '{}': unknown backend '{}' ({}, {})", text,
+                                  v.backend, fmt::join(k_torch_backends, ", "),
+                                  fmt::join(k_reference_backends, ", ")));
   if (open != std::string_view::npos) {
     if (text.back() != ']') return make_error(fmt::format("invalid variant '{}': missing ']'", text));
     std::string_view inner = text.substr(open + 1, text.size() - open - 2);

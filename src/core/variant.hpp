@@ -30,7 +30,8 @@ struct Variant {
   bool operator==(const Variant&) const = default;
 };
 
-// Parses "flash", "flash[ck]", "mem_efficient[aotriton,experimental]".
+// Parses "flash", "flash[ck]", "mem_efficient[aotriton,experimental]": a backend of the lists
+// below and known flags only, anything else is an error naming what is known.
 Expected<Variant> parse_variant(std::string_view text);
 
 // Backends the torch probes know, and the flags they take.
@@ -38,5 +39,6 @@ inline constexpr std::string_view k_torch_backends[] = {"math", "flash", "mem_ef
                                                         "default"};
 inline constexpr std::string_view k_reference_backends[] = {"ref-math", "ref-flash"};
 inline constexpr std::string_view k_variant_flags[] = {"ck", "aotriton", "experimental"};
+bool is_known_backend(std::string_view backend); // one of the two lists above
 
 } // namespace sdpa_doctor

@@ -31,6 +31,14 @@ std::string fenced(std::string_view body, std::string_view lang) {
   return out + fence + "\n";
 }
 
+// The repro script under its heading, fenced; for a result whose fields the doctor does not know
+// (a report from elsewhere), the reason there is no script, as text.
+std::string repro_block(const CaseResult& r, std::string_view heading) {
+  auto script = render_repro(r);
+  if (!script) return fmt::format("\nNo repro script: {}.\n", code(script.error().message));
+  return std::string(heading) + fenced(*script, "python");
+}
+
 std::string html_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -177,9 +185,8 @@ std::string failure_detail(const Report& report, const CaseResult* r,
     out += "\nstderr (last lines):\n\n" + fenced(r->stderr_tail, "text");
   auto [it, fresh] = first_in_cell.emplace(key, r->case_id);
   if (fresh) {
-    out += fmt::format("\nRepro (save as `repro.py`, run with `python3 repro.py`; needs only "
-                       "torch):\n\n{}",
-                       fenced(render_repro(*r), "python"));
+    out += repro_block(*r, "\nRepro (save as `repro.py`, run with `python3 repro.py`; needs only "
+                           "torch):\n\n");
   } else {
     out += fmt::format("\nSame cell as {}: use its repro with this case's shape.\n",
                        code(it->second));
@@ -194,8 +201,8 @@ std::string failure_detail(const Report& report, const CaseResult* r,
       CaseResult smallest = *r;
       smallest.kase = *sh.minimal;
       smallest.case_id = sh.minimal->id();
-      out += fmt::format("\nSmallest failing case {}:\n\n{}", code(smallest.case_id),
-                         fenced(render_repro(smallest), "python"));
+      out += repro_block(smallest,
+                         fmt::format("\nSmallest failing case {}:\n\n", code(smallest.case_id)));
     }
   }
   out += "\n</details>\n\n";

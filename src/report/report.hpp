@@ -14,6 +14,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace sdpa_doctor::report {
 
@@ -59,8 +61,16 @@ std::string render_junit(const Report& report);
 // core/inputs.hpp, in torch int64 ops), runs SDPA under the result's variant, flags and device,
 // compares with a float64 math reference and prints PASS, MISMATCH, NONFINITE, UNSUPPORTED or
 // ERROR. Exit status 0 only for PASS. `python3 repro.py --checksum` prints the exact float64 sum
-// of each input tensor instead (used to check the generator against core).
-std::string render_repro(const CaseResult& result);
+// of each input tensor instead (used to check the generator against core). An error, naming the
+// field, when the result's variant, device, probe or case is not one the doctor knows: a report is
+// data from elsewhere, and only known values (each as an escaped literal) reach the script.
+Expected<std::string> render_repro(const CaseResult& result);
+
+// What render_repro puts in place of each @NAME@ of repro_template(): every value a Python
+// literal (a string of printable ASCII with escapes, a number, True/False/None, or a tuple or
+// dict of those). For the tests and the fuzz target that hold it to that.
+Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const CaseResult& result);
+std::string_view repro_template();
 
 // ---- what may reach a report -----------------------------------------------------------------
 

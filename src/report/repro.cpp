@@ -1,7 +1,13 @@
 #include "report/common.hpp"
 #include "report/report.hpp"
 
+#include "core/text.hpp"
+
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 namespace sdpa_doctor::report {
 
@@ -10,29 +16,32 @@ using namespace detail;
 namespace {
 
 // The input generator below must stay bit-identical to src/core/inputs.hpp (a test compares
-// the --checksum output with core's make_inputs).
+// the --checksum output with core's make_inputs). Every @NAME@ is replaced by a Python literal
+// (repro_values), never by raw text: what a report says is data, and stays data in the script.
 constexpr const char* k_template = R"PY(#!/usr/bin/env python3
 # sdpa-doctor repro for one case, standalone: it needs only torch.
-#   case     @CASE_ID@
-#   device   @DEVICE@
-#   variant  @VARIANT@ (probe @PROBE@)
-#   verdict  @VERDICT@
-@NOTES@#
+# The case, device and variant are CASE, DEVICE and VARIANT below; what the doctor measured for
+# them is MEASURED.
+#
 # Prints PASS, MISMATCH, NONFINITE, UNSUPPORTED or ERROR; exits 0 only for PASS.
 # `python3 this.py --checksum` prints the float64 sum of each input tensor instead.
 import math
 import os
 import sys
 
+VARIANT, PROBE = @VARIANT@, @PROBE@
+MEASURED = dict(verdict=@VERDICT@, notes=@NOTES@)  # the report's words, shown as they were
+
 # The variant's environment: PyTorch reads these once, before the first SDPA call.
-@ENVIRONMENT@
+ENVIRONMENT = @ENVIRONMENT@
+os.environ.update(ENVIRONMENT)
 import torch
 import torch.nn.functional as F
 
-CASE = dict(dtype="@DTYPE@", b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
-            causal=@CAUSAL@, mask="@MASK@", layout="@LAYOUT@", seed=@SEED@)
-DEVICE = "@DEVICE@"
-BACKEND = "@BACKEND@"  # math, flash, mem_efficient, cudnn or default (no forcing)
+CASE = dict(dtype=@DTYPE@, b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
+            causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@)
+DEVICE = @DEVICE@
+BACKEND = @BACKEND@  # math, flash, mem_efficient, cudnn or default (no forcing)
 FA_LIBRARY = @FA_LIBRARY@  # torch.backends.cuda.preferred_rocm_fa_library, where torch has it
 ATOL, RTOL = @ATOL@, @RTOL@  # outside when |out - ref| > ATOL + RTOL * |ref|
 
@@ -141,6 +150,9 @@ def main():
                 print(f"{name} {float(t.to(torch.float64).sum()).hex()}")
         return 0
     print(f"torch {torch.__version__} | {DEVICE} | {BACKEND} | {CASE}")
+    print(f"sdpa-doctor measured {VARIANT} ({PROBE}) here: {MEASURED['verdict']}")
+    for note in MEASURED["notes"]:
+        print(f"  {note}")
     if DEVICE.startswith("cuda") and not torch.cuda.is_available():
         print(f"ERROR: this repro needs the GPU {DEVICE}, and torch sees none")
         return 2
@@ -182,19 +194,64 @@ if __name__ == "__main__":
     sys.exit(main())
 )PY";
 
-void replace_all(std::string& s, std::string_view key, std::string_view value) {
-  for (size_t p = 0; (p = s.find(key, p)) != std::string::npos; p += value.size())
-    s.replace(p, key.size(), value);
+// The template with each @NAME@ replaced, in one pass over the template alone: a value is never
+// searched again, so a value holding "@NAME@" stays the text it is.
+std::string fill(std::string_view templ, const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string out;
+  size_t p = 0;
+  while (p < templ.size()) {
+    const size_t at = templ.find('@', p);
+    if (at == std::string_view::npos) break;
+    const size_t end = templ.find('@', at + 1);
+    if (end == std::string_view::npos) break;
+    const std::string_view key = templ.substr(at, end - at + 1);
+    const auto value = std::find_if(values.begin(), values.end(),
+                                    [&](const auto& kv) { return kv.first == key; });
+    out.append(templ.substr(p, at - p));
+    if (value == values.end()) { // an '@' of the template's own text
+      out += '@';
+      p = at + 1;
+      continue;
+    }
+    out += value->second;
+    p = end + 1;
+  }
+  out.append(templ.substr(p));
+  return out;
 }
 
-// Anything from a run that lands in the script goes into a comment: one printable line each.
-std::string comment_safe(std::string_view text) {
-  std::string out;
-  for (char ch : text) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    out += (c < 0x20 || c == 0x7f) ? ' ' : ch;
+// A double-quoted Python string literal of printable ASCII: quotes and backslashes escaped, every
+// other character (controls, line separators, anything past ASCII) as \xNN, \uNNNN or \UNNNNNNNN,
+// bytes that are not UTF-8 as the replacement character.
+std::string py_str(std::string_view text) {
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    const size_t n = utf8_sequence_length(text, i);
+    std::uint32_t cp = 0xFFFD;
+    if (n == 1) cp = c;
+    else if (n > 1) {
+      cp = c & (0x7F >> n);
+      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    }
+    out += cp < 0x100 ? fmt::format("\\x{:02x}", cp)
+           : cp < 0x10000 ? fmt::format("\\u{:04x}", cp)
+                          : fmt::format("\\U{:08x}", cp);
+    i += n == 0 ? 1 : n;
   }
-  return out;
+  return out + "\"";
+}
+
+std::string py_tuple(const std::vector<std::string>& items) {
+  std::string out = "(";
+  for (const std::string& item : items) out += py_str(item) + ", ";
+  return out + ")";
 }
 
 std::string py_float(double v) {
@@ -203,7 +260,7 @@ std::string py_float(double v) {
   return s;
 }
 
-// Used when a result carries no tolerance (hand-written case files): loose enough for the
+// Used when a result carries no usable tolerance (hand-written case files): loose enough for the
 // dtype's rounding against a float64 reference.
 Tolerance fallback_tolerance(DType d) {
   switch (d) {
@@ -214,29 +271,51 @@ Tolerance fallback_tolerance(DType d) {
   return {1e-3, 1e-3};
 }
 
+bool usable(const Tolerance& t) {
+  return std::isfinite(t.atol) && std::isfinite(t.rtol) && t.atol >= 0 && t.rtol >= 0 &&
+         (t.atol > 0 || t.rtol > 0);
+}
+
+bool valid_device(std::string_view d) {
+  if (d == "cpu") return true;
+  if (d.substr(0, 5) != "cuda:" || d.size() == 5 || d.size() > 9) return false;
+  return d.find_first_not_of("0123456789", 5) == std::string_view::npos;
+}
+
 } // namespace
 
-std::string render_repro(const CaseResult& r) {
-  std::string s = k_template;
+Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const CaseResult& r) {
+  const auto refuse = [](std::string_view field, std::string_view value, std::string_view known) {
+    return make_error(escape_to_one_line(
+        fmt::format("{} '{}' is not one the doctor knows ({})", field, value, known)));
+  };
+  auto variant = parse_variant(r.variant);
+  if (!variant) return make_error(escape_to_one_line(variant.error().message));
+  const std::string device = r.device.empty() ? "cpu" : r.device;
+  if (!valid_device(device)) return refuse("device", device, "cpu or cuda:N");
+  if (r.probe == Probe::fault) return refuse("probe", "fault", "libtorch, python or reference");
+  // The script rebuilds the case from its id: a result whose id and case disagree is not ours.
   const Case& c = r.kase;
-  std::string backend = "default";
-  std::vector<std::string> notes;
-  std::string environment;
-  std::string fa_library = "None";
-  if (auto v = parse_variant(r.variant)) {
-    backend = v->backend;
-    for (const auto& [k, val] : v->environment())
-      environment += fmt::format("os.environ[\"{}\"] = \"{}\"\n", k, val);
-    if (v->has_flag("ck")) fa_library = "\"ck\"";
-    if (v->has_flag("aotriton")) fa_library = "\"aotriton\"";
+  if (!r.case_id.empty() && r.case_id != c.id()) {
+    auto from_id = parse_case_id(r.case_id);
+    if (!from_id || !(*from_id == c)) return refuse("case id", r.case_id, "the id of its case");
   }
+  if (!parse_case_id(c.id())) return refuse("case", c.id(), "a case the doctor plans");
+
+  std::string backend = variant->backend;
+  std::vector<std::string> notes;
+  std::vector<std::string> environment;
+  std::string fa_library = "None";
+  for (const auto& [k, val] : variant->environment())
+    environment.push_back(py_str(k) + ": " + py_str(val));
+  if (variant->has_flag("ck")) fa_library = py_str("ck");
+  if (variant->has_flag("aotriton")) fa_library = py_str("aotriton");
   if (backend == "ref-math" || backend == "ref-flash") {
     notes.push_back(fmt::format("{} is the doctor's own kernel; this script runs torch's math "
                                 "backend on the same inputs instead.",
                                 backend));
     backend = "math";
   }
-  if (environment.empty()) environment = "# (none)\n";
   // A script written on request was never measured: a "skipped" verdict would read as a result.
   std::string verdict = r.status == Status::skipped && r.metrics.timed_runs == 0 && !r.process_end
                             ? std::string("not measured")
@@ -244,35 +323,39 @@ std::string render_repro(const CaseResult& r) {
   if (std::string end = process_end_text(r); !end.empty()) verdict += " (" + end + ")";
   if (!r.reason.empty()) notes.push_back("reason: " + r.reason);
   for (const std::string& sig : r.signatures) notes.push_back("signature: " + sig);
-  std::string notes_text;
-  for (const std::string& n : notes) notes_text += "#   " + comment_safe(n) + "\n";
+  const Tolerance tol = usable(r.tolerance) ? r.tolerance : fallback_tolerance(c.dtype);
 
-  Tolerance tol = r.tolerance;
-  if (tol.atol <= 0 && tol.rtol <= 0) tol = fallback_tolerance(c.dtype);
+  return std::vector<std::pair<std::string, std::string>>{
+      {"@VARIANT@", py_str(variant->name())},
+      {"@PROBE@", py_str(to_string(r.probe))},
+      {"@VERDICT@", py_str(verdict)},
+      {"@NOTES@", py_tuple(notes)},
+      {"@ENVIRONMENT@", fmt::format("{{{}}}", fmt::join(environment, ", "))},
+      {"@DTYPE@", py_str(to_string(c.dtype))},
+      {"@B@", std::to_string(c.b)},
+      {"@HQ@", std::to_string(c.hq)},
+      {"@HKV@", std::to_string(c.hkv)},
+      {"@LQ@", std::to_string(c.lq)},
+      {"@LKV@", std::to_string(c.lkv)},
+      {"@D@", std::to_string(c.d)},
+      {"@CAUSAL@", c.causal ? "True" : "False"},
+      {"@MASK@", py_str(to_string(c.mask))},
+      {"@LAYOUT@", py_str(to_string(c.layout))},
+      {"@SEED@", std::to_string(c.seed)},
+      {"@DEVICE@", py_str(device)},
+      {"@BACKEND@", py_str(backend)},
+      {"@FA_LIBRARY@", fa_library},
+      {"@ATOL@", py_float(tol.atol)},
+      {"@RTOL@", py_float(tol.rtol)},
+  };
+}
 
-  replace_all(s, "@CASE_ID@", comment_safe(r.case_id.empty() ? c.id() : r.case_id));
-  replace_all(s, "@DEVICE@", comment_safe(r.device.empty() ? "cpu" : r.device));
-  replace_all(s, "@VARIANT@", comment_safe(r.variant));
-  replace_all(s, "@PROBE@", to_string(r.probe));
-  replace_all(s, "@VERDICT@", comment_safe(verdict));
-  replace_all(s, "@NOTES@", notes_text);
-  replace_all(s, "@ENVIRONMENT@", environment);
-  replace_all(s, "@DTYPE@", to_string(c.dtype));
-  replace_all(s, "@B@", std::to_string(c.b));
-  replace_all(s, "@HQ@", std::to_string(c.hq));
-  replace_all(s, "@HKV@", std::to_string(c.hkv));
-  replace_all(s, "@LQ@", std::to_string(c.lq));
-  replace_all(s, "@LKV@", std::to_string(c.lkv));
-  replace_all(s, "@D@", std::to_string(c.d));
-  replace_all(s, "@CAUSAL@", c.causal ? "True" : "False");
-  replace_all(s, "@MASK@", to_string(c.mask));
-  replace_all(s, "@LAYOUT@", to_string(c.layout));
-  replace_all(s, "@SEED@", std::to_string(c.seed));
-  replace_all(s, "@BACKEND@", backend);
-  replace_all(s, "@FA_LIBRARY@", fa_library);
-  replace_all(s, "@ATOL@", py_float(tol.atol));
-  replace_all(s, "@RTOL@", py_float(tol.rtol));
-  return s;
+std::string_view repro_template() { return k_template; }
+
+Expected<std::string> render_repro(const CaseResult& r) {
+  auto values = repro_values(r);
+  if (!values) return values.error();
+  return fill(k_template, *values);
 }
 
 } // namespace sdpa_doctor::report

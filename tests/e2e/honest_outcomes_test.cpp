@@ -208,9 +208,9 @@ TEST(Repro, DefaultsToADeviceThatExists) {
   const auto run = run_binary({doctor(), "repro", "fp32-b1-h1-q8-k8-d8"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const bool gpu = std::filesystem::exists("/dev/kfd");
-  EXPECT_NE(run.out.find(gpu ? "#   device   cuda:0" : "#   device   cpu"), std::string::npos)
+  EXPECT_NE(run.out.find(gpu ? "DEVICE = \"cuda:0\"" : "DEVICE = \"cpu\""), std::string::npos)
       << run.out.substr(0, 400);
-  EXPECT_NE(run.out.find("#   verdict  not measured"), std::string::npos);
+  EXPECT_NE(run.out.find("verdict=\"not measured\""), std::string::npos);
 }
 
 // A report of a GPU run, as a user attaches it: one case crashed under flash[ck] on cuda:3.
@@ -234,14 +234,14 @@ TEST(Repro, FromAReportTakesTheDeviceAndVariantItMeasured) {
   const std::string report = gpu_report(dir);
   const auto run = run_binary({doctor(), "repro", "fp32-b1-h1-q8-k8-d8", "--report", report});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("#   device   cuda:3"), std::string::npos) << run.out.substr(0, 400);
-  EXPECT_NE(run.out.find("#   variant  flash[ck]"), std::string::npos) << run.out.substr(0, 400);
+  EXPECT_NE(run.out.find("DEVICE = \"cuda:3\""), std::string::npos) << run.out.substr(0, 400);
+  EXPECT_NE(run.out.find("VARIANT, PROBE = \"flash[ck]\", \"python\""), std::string::npos) << run.out.substr(0, 400);
   // What the command line says still wins.
   const auto cpu = run_binary({doctor(), "repro", "fp32-b1-h1-q8-k8-d8", "--report", report,
                                "--device", "cpu", "--variant", "math"});
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
-  EXPECT_NE(cpu.out.find("#   device   cpu"), std::string::npos);
-  EXPECT_NE(cpu.out.find("#   variant  math"), std::string::npos);
+  EXPECT_NE(cpu.out.find("DEVICE = \"cpu\""), std::string::npos);
+  EXPECT_NE(cpu.out.find("VARIANT, PROBE = \"math\""), std::string::npos);
 }
 
 TEST(Repro, ACaseTheReportDoesNotHoldIsAUsageError) {
