@@ -219,7 +219,8 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   check_writable(global.junit_path, "--junit");
   // The journal is the run's record (and what --resume and `report` read): never a report's path.
   if (!o.run_dir.empty())
-    refuse_output_over(global, (fs::path(o.run_dir) / "journal.jsonl").string(), "the run's journal");
+    refuse_output_over(global, (fs::path(o.run_dir) / "journal.jsonl").string(),
+                       "the run's journal");
   if (o.sysfs_root != "/" && !fs::is_directory(o.sysfs_root))
     throw Fatal{fmt::format("--sysfs-root {}: not a directory", o.sysfs_root)};
   return in;

@@ -128,9 +128,9 @@ CLI::Validator finite_number(double min, double max) {
       [=](std::string& text) -> std::string {
         const auto v = parsed_number(text);
         if (v && std::isfinite(*v) && *v >= min && *v <= max) return {};
-        return unbounded ? fmt::format("expected a finite number of at least {}, got '{}'", min, text)
-                         : fmt::format("expected a finite number from {} to {}, got '{}'", min, max,
-                                       text);
+        if (unbounded)
+          return fmt::format("expected a finite number of at least {}, got '{}'", min, text);
+        return fmt::format("expected a finite number from {} to {}, got '{}'", min, max, text);
       },
       unbounded ? fmt::format("NUMBER >= {}", min) : fmt::format("NUMBER in [{} - {}]", min, max));
 }
@@ -140,7 +140,8 @@ CLI::Validator positive_seconds() {
       [](std::string& text) -> std::string {
         const auto v = parsed_number(text);
         if (!v) return "expected a number of seconds, got '" + text + "'";
-        if (!(*v > 0) || *v > 1e6) return "must be more than 0 and at most 1e6 seconds, got " + text;
+        if (!(*v > 0) || *v > 1e6)
+          return "must be more than 0 and at most 1e6 seconds, got " + text;
         return {};
       },
       "SECONDS");

@@ -94,7 +94,7 @@ struct CaseSources {
 struct PlannedCases {
   std::vector<Case> cases;        // unique by id, in planned order
   std::string label;              // the report's `suite`: quick, full, custom, model, quick+custom
-  std::vector<std::string> notes; // what the plan leaves out (a model's sliding window), one line each
+  std::vector<std::string> notes; // what the plan leaves out (a model's sliding window)
 };
 
 // The suite's cases when --suite is given or no --case, --case-file or --model is (then the quick

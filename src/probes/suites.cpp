@@ -133,7 +133,8 @@ std::vector<Case> model_cases_in(const ModelShapes& model, const CaseSources& so
 
 std::string plan_label(const CaseSources& sources) {
   const bool cases = !sources.specs.empty() || !sources.case_file.empty();
-  if (!cases && !sources.model) return sources.suite.empty() ? std::string(k_default_suite) : sources.suite;
+  if (!cases && !sources.model)
+    return sources.suite.empty() ? std::string(k_default_suite) : sources.suite;
   const std::string custom = cases ? "custom" : "model";
   return sources.suite.empty() ? custom : sources.suite + "+" + custom;
 }
@@ -181,7 +182,8 @@ Expected<PlannedCases> plan_cases(const CaseSources& sources) {
   if (all.empty()) {
     std::vector<std::string_view> names;
     for (DType d : sources.dtypes) names.push_back(to_string(d));
-    return make_error(fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ",")));
+    return make_error(
+        fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ",")));
   }
   std::set<std::string> seen;
   for (const Case& c : all) {

@@ -59,7 +59,8 @@ TEST(CasePlan, CasesListsWhatCheckRuns) {
   sdpa_test::TempDir dir;
   sdpa_test::write_file(dir.file("tiny.json"), k_tiny_model);
   sdpa_test::write_file(dir.file("cases.jsonl"),
-                        "{\"dtype\":\"fp32\",\"l\":8,\"d\":8}\n{\"dtype\":\"fp16\",\"l\":9,\"d\":8}\n");
+                        "{\"dtype\":\"fp32\",\"l\":8,\"d\":8}\n"
+                        "{\"dtype\":\"fp16\",\"l\":9,\"d\":8}\n");
   const std::vector<std::vector<std::string>> command_lines = {
       // --suite beside --case: both, in each command (check used to drop the suite).
       {"--suite", "quick", "--case", "dtype=fp32,b=1,h=1,l=8,d=8", "--dtype", "fp32"},
@@ -110,7 +111,8 @@ TEST(ModelConfigs, MultimodalConfigIsReadFromTextConfig) {
   sdpa_test::TempDir dir;
   sdpa_test::write_file(
       dir.file("llava.json"),
-      R"({"_name_or_path":"llava-hf/llava-1.5-7b-hf","architectures":["LlavaForConditionalGeneration"],)"
+      R"({"_name_or_path":"llava-hf/llava-1.5-7b-hf",)"
+      R"("architectures":["LlavaForConditionalGeneration"],)"
       R"("torch_dtype":"float16","vision_config":{"num_attention_heads":16,"hidden_size":1024},)"
       R"("text_config":{"num_attention_heads":32,"num_key_value_heads":8,"hidden_size":4096,)"
       R"("max_position_embeddings":4096,"torch_dtype":"bfloat16","sliding_window":null}})");
@@ -138,7 +140,8 @@ TEST(ModelConfigs, ConfigWithoutNameIsNamedByItsFile) {
   // Hugging Face calls every config config.json: its folder tells them apart.
   sdpa_test::write_file(dir.file("Tiny-Model/config.json"),
                         R"({"architectures":["LlamaForCausalLM"],"model_type":"llama",)"
-                        R"("num_attention_heads":4,"hidden_size":256,"max_position_embeddings":64})");
+                        R"("num_attention_heads":4,"hidden_size":256,)"
+                        R"("max_position_embeddings":64})");
   sdpa_test::write_file(dir.file("tiny.json"), k_tiny_model);
   const auto run = run_binary({doctor(), "cases", "--model", dir.file("Tiny-Model/config.json")});
   EXPECT_EQ(run.exit_code, 0) << run.err;

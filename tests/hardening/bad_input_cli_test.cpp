@@ -27,7 +27,8 @@ const std::vector<std::string> k_small_plan = {"--probe", "reference", "--varian
 
 struct Row {
   const char* name;
-  // After the binary; "@" at the start is the fixture directory, "%" the golden reports (read only).
+  // After the binary; "@" at the start is the fixture directory, "%" the golden reports (only
+  // read).
   std::vector<std::string> argv;
   bool small_plan = true;        // append k_small_plan (for `check` rows)
 };
@@ -86,7 +87,8 @@ std::vector<Row> rows() {
       {"time_budget_nan", {"check", "--time-budget", "nan"}},
       {"time_budget_inf", {"check", "--time-budget", "inf"}},
       {"oracle_cache_size_nan", {"check", "--oracle-cache-size", "nan"}},
-      {"diff_time_threshold_nan", {"diff", "%/no_gpu.json", "%/no_gpu.json", "--time-threshold", "nan"},
+      {"diff_time_threshold_nan",
+       {"diff", "%/no_gpu.json", "%/no_gpu.json", "--time-threshold", "nan"},
        false},
       {"repro_atol_nan", {"repro", "fp16-b1-h8-q128-k128-d64", "--atol", "nan"}, false},
       {"repro_atol_inf", {"repro", "fp16-b1-h8-q128-k128-d64", "--atol", "inf"}, false},
@@ -103,7 +105,8 @@ std::vector<Row> rows() {
       {"every_report_on_stdout", {"check", "--json", "-", "--markdown", "-", "--junit", "-"}},
       {"json_and_markdown_on_stdout", {"check", "--json", "-", "--markdown", "-"}},
       // torch refuses is_causal together with an explicit mask: not a backend's failure to report.
-      {"case_causal_with_additive_mask", {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=additive"}},
+      {"case_causal_with_additive_mask",
+       {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=additive"}},
       {"case_causal_with_bool_mask", {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=bool"}},
       {"case_file_causal_with_mask", {"check", "--case-file", "@/causal-mask.jsonl"}},
       {"cases_causal_with_mask", {"cases", "--case", "causal,mask=additive"}, false},
