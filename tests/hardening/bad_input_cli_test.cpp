@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -38,6 +39,8 @@ void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
 class Fixtures {
 public:
   Fixtures() {
+    // An existing run directory: a report over its journal would otherwise be written.
+    std::filesystem::create_directories(m_dir.file("run"));
     sdpa_test::write_file(m_dir.file("causal-mask.jsonl"),
                           R"({"dtype":"fp32","l":8,"d":8,"causal":true,"mask":"bool"})" "\n");
   }
