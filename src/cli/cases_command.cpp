@@ -1,3 +1,4 @@
+#include "cli/case_plan.hpp"
 #include "cli/commands.hpp"
 #include "core/case.hpp"
 #include "core/expected.hpp"
@@ -9,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
-#include <set>
 
 namespace sdpa_doctor::cli {
 
@@ -21,18 +21,8 @@ struct CasesOptions {
   std::string case_file;
   std::string model_config; // --model: a Hugging Face config.json
   int64_t max_len = probes::k_default_model_max_len;
+  std::vector<std::string> dtypes; // --dtype
 };
-
-bool is_custom(const CasesOptions& o) {
-  return !o.case_specs.empty() || !o.case_file.empty() || !o.model_config.empty();
-}
-
-std::optional<probes::ModelShapes> loaded_model(const CasesOptions& o) {
-  if (o.model_config.empty()) return std::nullopt;
-  auto model = probes::load_model_config(o.model_config);
-  if (!model) throw Fatal{model.error().message, exit_code::usage};
-  return *model;
-}
 
 std::string shape(const Case& c) {
   const std::string heads = c.hq == c.hkv ? fmt::format("{}", c.hq) : fmt::format("{}:{}", c.hq, c.hkv);
@@ -40,36 +30,6 @@ std::string shape(const Case& c) {
 }
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f}", double(bytes) / double(1 << 20)); }
-
-// The planned cases, in order, without duplicates: suite first, then --case, then --case-file,
-// then --model.
-std::vector<Case> collect(const CasesOptions& o, const std::optional<probes::ModelShapes>& model) {
-  std::vector<Case> all;
-  if (!o.suite.empty() || !is_custom(o)) {
-    auto suite = probes::suite_cases(o.suite.empty() ? probes::k_default_suite : o.suite);
-    if (!suite) throw Fatal{suite.error().message, exit_code::usage};
-    all = *suite;
-  }
-  for (const std::string& spec : o.case_specs) {
-    auto c = parse_case_spec(spec);
-    if (!c) throw Fatal{c.error().message, exit_code::usage};
-    all.push_back(*c);
-  }
-  if (!o.case_file.empty()) {
-    auto file = probes::load_case_file(o.case_file);
-    if (!file) throw Fatal{file.error().message, exit_code::usage};
-    all.insert(all.end(), file->begin(), file->end());
-  }
-  if (model) {
-    auto planned = probes::model_cases(*model, o.max_len);
-    all.insert(all.end(), planned.begin(), planned.end());
-  }
-  std::vector<Case> out;
-  std::set<std::string> seen;
-  for (const Case& c : all)
-    if (seen.insert(c.id()).second) out.push_back(c);
-  return out;
-}
 
 void print_table(const std::vector<Case>& cases) {
   size_t id_width = 2;
@@ -85,10 +45,10 @@ void print_table(const std::vector<Case>& cases) {
   fmt::print("{} cases, {:.1f} GFLOP per variant\n", cases.size(), flops / 1e9);
 }
 
-nlohmann::json to_json_list(const std::vector<Case>& cases, const CasesOptions& o,
+nlohmann::json to_json_list(const probes::PlannedCases& plan,
                             const std::optional<probes::ModelShapes>& model) {
   nlohmann::json list = nlohmann::json::array();
-  for (const Case& c : cases) {
+  for (const Case& c : plan.cases) {
     nlohmann::json j = to_json(c);
     j["id"] = c.id();
     j["flops"] = c.flops();
@@ -96,26 +56,22 @@ nlohmann::json to_json_list(const std::vector<Case>& cases, const CasesOptions& 
     j["math_scores_bytes"] = c.math_scores_bytes();
     list.push_back(std::move(j));
   }
-  std::string suite = o.suite;
-  if (suite.empty() && !is_custom(o))
-    suite = probes::k_default_suite;
-  else if (suite.empty())
-    suite = model && o.case_specs.empty() && o.case_file.empty() ? "model" : "custom";
-  nlohmann::json doc{{"schema", "sdpa-doctor/cases/v1"}, {"suite", suite}};
+  nlohmann::json doc{{"schema", "sdpa-doctor/cases/v1"}, {"suite", plan.label}};
   if (model) doc["model"] = model->describe();
   doc["cases"] = std::move(list);
   return doc;
 }
 
 int run_cases(const CasesOptions& o, const GlobalOptions& global) {
-  const std::optional<probes::ModelShapes> model = loaded_model(o);
-  const std::vector<Case> cases = collect(o, model);
-  if (global.json_path.empty() || global.json_path != "-") {
+  const std::optional<probes::ModelShapes> model = loaded_model(o.model_config);
+  const probes::PlannedCases plan = planned_cases(
+      {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
+  if (global.json_path != "-") {
     if (model) fmt::print("model {}\n", model->describe());
-    print_table(cases);
+    print_table(plan.cases);
   }
   if (!global.json_path.empty()) {
-    const std::string text = to_json_list(cases, o, model).dump(2);
+    const std::string text = to_json_list(plan, model).dump(2);
     if (global.json_path == "-") {
       fmt::print("{}\n", text);
     } else if (auto w = probes::write_cases_file(global.json_path, {text}); !w) {
@@ -131,21 +87,29 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
   auto options = std::make_shared<CasesOptions>();
   auto* sub = app.add_subcommand("cases", "List the cases a check would run (id, dtype, shape, "
                                           "FLOPs, memory of the math backend's scores)");
+  // The same flags as check's, planned by the same rule (cli/case_plan.hpp).
   sub->add_option("--suite", options->suite,
-                  fmt::format("Case suite: {} (default quick when no --case/--case-file)",
+                  fmt::format("Case suite: {}; runs by default only without --case, --case-file "
+                              "and --model, beside them when given",
                               fmt::join(std::begin(probes::k_suites), std::end(probes::k_suites), ", ")))
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(probes::k_suites),
+                                                     std::end(probes::k_suites))))
       ->type_name("NAME");
   sub->add_option("--case", options->case_specs,
-                  "A custom case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
+                  "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
       ->type_name("SPEC");
-  sub->add_option("--case-file", options->case_file, "JSON-lines file of cases, one object a line")
+  sub->add_option("--case-file", options->case_file, "Cases as JSON lines, one object a line")
       ->type_name("FILE");
   sub->add_option("--model", options->model_config,
-                  "The attention shapes of a Hugging Face config.json (prefill and decode)")
+                  "The attention shapes of a Hugging Face config.json: causal prefill and decode "
+                  "in its dtype (or each --dtype)")
       ->type_name("CONFIG");
   sub->add_option("--max-len", options->max_len, "Longest sequence --model plans")
       ->check(CLI::Range(int64_t{1}, k_max_dim))
       ->default_str(std::to_string(probes::k_default_model_max_len));
+  sub->add_option("--dtype", options->dtypes,
+                  "Only cases of these dtypes: fp16, bf16, fp32 (default all)")
+      ->type_name("LIST");
   sub->callback([&action, &global, options] {
     action = [&global, options] { return run_cases(*options, global); };
   });

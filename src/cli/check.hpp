@@ -20,7 +20,7 @@
 namespace sdpa_doctor::cli {
 
 struct CheckOptions {
-  std::string suite = "quick";
+  std::string suite; // --suite; empty: quick unless --case, --case-file or --model plan cases
   std::vector<std::string> case_specs;
   std::string case_file;
   std::string model_config;          // --model: a Hugging Face config.json

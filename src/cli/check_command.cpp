@@ -1,4 +1,5 @@
 #include "advice/advice.hpp"
+#include "cli/case_plan.hpp"
 #include "cli/check.hpp"
 #include "cli/commands.hpp"
 #include "core/build_info.hpp"
@@ -66,83 +67,6 @@ private:
   struct sigaction m_old_term {};
 };
 
-std::vector<std::string> split_list(const std::vector<std::string>& items) {
-  std::vector<std::string> out;
-  for (const auto& item : items) {
-    size_t start = 0;
-    while (start <= item.size()) {
-      size_t comma = item.find(',', start);
-      // Variant names contain commas inside brackets: split only outside them.
-      size_t bracket = item.find('[', start);
-      if (bracket != std::string::npos && bracket < comma) {
-        size_t close = item.find(']', bracket);
-        comma = close == std::string::npos ? std::string::npos : item.find(',', close);
-      }
-      std::string part = item.substr(start, comma == std::string::npos ? comma : comma - start);
-      if (!part.empty()) out.push_back(part);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  return out;
-}
-
-// The `--dtype` list, each name checked; empty when not given.
-std::vector<DType> listed_dtypes(const std::vector<std::string>& list) {
-  std::vector<DType> out;
-  for (const auto& name : split_list(list)) {
-    auto d = dtype_from_string(name);
-    if (!d) throw Fatal{fmt::format("--dtype '{}': expected fp16, bf16 or fp32", name)};
-    out.push_back(*d);
-  }
-  return out;
-}
-
-// The cases of `--model`: in the config's dtype, or in each `--dtype` given instead.
-std::vector<Case> planned_model_cases(const probes::ModelShapes& model, const CheckOptions& o) {
-  std::vector<DType> dtypes = listed_dtypes(o.dtypes);
-  if (dtypes.empty()) dtypes.push_back(model.dtype);
-  std::vector<Case> out;
-  for (DType d : dtypes) {
-    probes::ModelShapes as = model;
-    as.dtype = d;
-    auto cases = probes::model_cases(as, o.max_len);
-    out.insert(out.end(), cases.begin(), cases.end());
-  }
-  // SDPA takes no window and Case has no window mask: say what the plan leaves out.
-  int64_t longest = 0;
-  for (const Case& c : out) longest = std::max(longest, c.lkv);
-  if (model.sliding_window > 0 && longest > model.sliding_window)
-    spdlog::warn("{}: sliding window {} is shorter than planned length {}: those cases run full "
-                 "causal attention", model.name, model.sliding_window, longest);
-  return out;
-}
-
-std::vector<Case> planned_cases(const CheckOptions& o,
-                                const std::optional<probes::ModelShapes>& model) {
-  std::vector<Case> cases;
-  for (const auto& spec : o.case_specs) {
-    auto c = parse_case_spec(spec);
-    if (!c) throw Fatal{c.error().message};
-    cases.push_back(*c);
-  }
-  if (!o.case_file.empty()) {
-    auto loaded = probes::load_case_file(o.case_file);
-    if (!loaded) throw Fatal{loaded.error().message};
-    cases.insert(cases.end(), loaded->begin(), loaded->end());
-  }
-  if (model) {
-    auto planned = planned_model_cases(*model, o);
-    cases.insert(cases.end(), planned.begin(), planned.end());
-  }
-  if (cases.empty()) {
-    auto suite = probes::suite_cases(o.suite);
-    if (!suite) throw Fatal{suite.error().message};
-    cases = std::move(*suite);
-  }
-  return cases;
-}
-
 std::vector<Probe> planned_probes(const CheckOptions& o) {
   std::vector<Probe> out;
   for (const auto& name : split_list(o.probes)) {
@@ -151,6 +75,9 @@ std::vector<Probe> planned_probes(const CheckOptions& o) {
       throw Fatal{fmt::format("unknown probe '{}' (libtorch, python, reference)", name)};
     out.push_back(*p);
   }
+  // Both asked for: whichever wins, a plan the user did not mean would run (or nothing at all).
+  if (o.no_python && std::find(out.begin(), out.end(), Probe::python) != out.end())
+    throw Fatal{"--no-python contradicts --probe python: leave one out"};
   if (out.empty()) out = {Probe::torch, Probe::python, Probe::reference};
   if (o.no_python) std::erase(out, Probe::python);
   return out;
@@ -235,6 +162,7 @@ struct CheckInputs {
   std::vector<std::string> variant_filter;
   std::vector<std::string> targets;
   std::optional<probes::ModelShapes> model; // --model
+  std::string suite;                        // the report's: probes::PlannedCases::label
 };
 
 // `--model`, checked; nullopt without it.
@@ -242,10 +170,7 @@ std::optional<probes::ModelShapes> checked_model(const CheckOptions& o) {
   if (o.train)
     throw Fatal{"--train: backward cases are not supported yet (the workers run the forward pass "
                 "only)"};
-  if (o.model_config.empty()) return std::nullopt;
-  auto model = probes::load_model_config(o.model_config);
-  if (!model) throw Fatal{model.error().message};
-  return *model;
+  return loaded_model(o.model_config);
 }
 
 std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
@@ -257,17 +182,6 @@ std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
     throw Fatal{fmt::format("unknown variant '{}' (known: {})", unknown.front(),
                             fmt::join(run::known_variant_names(), ", "))};
   return filter;
-}
-
-// Keeps the cases of the `--dtype` list; a misspelt dtype or one no case has is a usage error.
-void filter_dtypes(std::vector<Case>& cases, const std::vector<std::string>& list) {
-  const std::vector<DType> dtypes = listed_dtypes(list);
-  if (dtypes.empty()) return;
-  const std::vector<std::string> names = split_list(list);
-  const std::set<DType> keep(dtypes.begin(), dtypes.end());
-  std::erase_if(cases, [&](const Case& c) { return !keep.count(c.dtype); });
-  if (cases.empty())
-    throw Fatal{fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ","))};
 }
 
 // The `--target` case, else the longest prompt of `--model`; nullopt with neither.
@@ -284,8 +198,10 @@ std::optional<Case> advice_target(const CheckOptions& o,
 
 CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   std::optional<probes::ModelShapes> model = checked_model(o);
-  CheckInputs in{planned_cases(o, model), planned_probes(o), {}, {}, {}, {}, model};
-  filter_dtypes(in.cases, o.dtypes);
+  probes::PlannedCases planned = planned_cases(
+      {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
+  CheckInputs in{std::move(planned.cases), planned_probes(o), {}, {}, {}, {}, model,
+                 std::move(planned.label)};
   auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
   if (!tolerances) throw Fatal{tolerances.error().message};
   in.tolerances = *tolerances;
@@ -301,6 +217,10 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   check_writable(global.json_path, "--json");
   check_writable(global.markdown_path, "--markdown");
   check_writable(global.junit_path, "--junit");
+  // The journal is the run's record (and what --resume and `report` read): never a report's path.
+  if (!o.run_dir.empty())
+    refuse_output_over(global, (fs::path(o.run_dir) / "journal.jsonl").string(),
+                       "the run's journal");
   if (o.sysfs_root != "/" && !fs::is_directory(o.sysfs_root))
     throw Fatal{fmt::format("--sysfs-root {}: not a directory", o.sysfs_root)};
   return in;
@@ -314,8 +234,7 @@ Report started_report(const CheckOptions& o, const CheckInputs& in) {
   report.started_at = utc_now();
   report.host = devices::host_facts();
   report.environment = report::reportable_environment(devices::process_environment());
-  const bool custom = !o.case_specs.empty() || !o.case_file.empty();
-  report.suite = in.model && !custom ? "model" : custom ? "custom" : o.suite;
+  report.suite = in.suite;
   if (in.model) report.model = in.model->describe();
 
   const auto enum_start = std::chrono::steady_clock::now();
@@ -391,13 +310,34 @@ void check_devices_exist(const std::vector<std::string>& targets, const DeviceIn
                               fmt::join(here, ", "))};
 }
 
+// Why `--variant` entry `name` plans no run: a GPU-only variant on CPU targets, or one the
+// chosen probes do not have (then their variants are named).
+std::string why_not_planned(const std::string& name, const std::vector<Probe>& probes,
+                            const std::vector<std::string>& targets) {
+  const auto is_name = [&](const Variant& v) { return name == v.name() || name == v.backend; };
+  std::vector<std::string> theirs;
+  for (Probe probe : probes) {
+    const std::vector<Variant> on_gpu = probes::plan_variants(probe, "cuda:0");
+    if (std::any_of(on_gpu.begin(), on_gpu.end(), is_name))
+      return fmt::format("{} runs on a GPU only: no cuda:N target among {}", name,
+                         fmt::join(targets, ", "));
+    for (const Variant& v : on_gpu)
+      if (std::find(theirs.begin(), theirs.end(), v.name()) == theirs.end())
+        theirs.push_back(v.name());
+  }
+  std::vector<std::string> names;
+  for (Probe probe : probes) names.emplace_back(to_string(probe));
+  return fmt::format("{} is not a variant of the {} probe{} ({}: {})", name,
+                     fmt::join(names, ", "), probes.size() > 1 ? "s" : "",
+                     probes.size() > 1 ? "theirs" : "its", fmt::join(theirs, ", "));
+}
+
 run::Plan checked_plan(const CheckInputs& in, const DeviceInventory& inventory) {
   check_devices_exist(in.targets, inventory);
   run::Plan plan = run::make_plan({in.cases, in.probes, in.variant_filter, in.targets}, inventory);
   if (plan.runs.empty() && !in.variant_filter.empty())
-    throw Fatal{fmt::format("--variant {}: no probe runs it on {} (GPU-only variants need a "
-                            "cuda:N target; the reference probe has ref-math and ref-flash)",
-                            fmt::join(in.variant_filter, ","), fmt::join(plan.targets, ", "))};
+    throw Fatal{fmt::format("--variant {}: {}", fmt::join(in.variant_filter, ","),
+                            why_not_planned(in.variant_filter.front(), in.probes, plan.targets))};
   return plan;
 }
 
@@ -538,29 +478,13 @@ int resume_check(const std::vector<const CLI::Option*>& plan_options, const std:
   return run_check(o, global, &*journal);
 }
 
-// CLI11's PositiveNumber prints the whole range of a double in its message; ours is one line.
-const CLI::Validator k_positive_seconds(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      try {
-        size_t used = 0;
-        v = std::stod(text, &used);
-        if (used != text.size()) return "expected a number of seconds, got '" + text + "'";
-      } catch (const std::exception&) {
-        return "expected a number of seconds, got '" + text + "'";
-      }
-      if (!(v > 0) || v > 1e6) return "must be more than 0 and at most 1e6 seconds, got " + text;
-      return {};
-    },
-    "SECONDS");
-
 // What trades measurement for time, and the caches and servers that save it.
 void add_speed_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--time-budget", o.time_budget_s,
                  "Seconds a case's runs may take before its warm-ups and repeats stop (one timed "
                  "run always happens; 0 = no limit)")
       ->type_name("SECONDS")
-      ->check(CLI::Range(0.0, 86'400.0))
+      ->check(finite_number(0.0, 86'400.0))
       ->default_str("2");
   sub.add_option("--oracle-cache", o.oracle_cache,
                  "Where float64 oracles of big cases are kept across runs (default "
@@ -569,7 +493,7 @@ void add_speed_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--oracle-cache-size", o.oracle_cache_gib,
                  "GiB the oracle cache may hold; when full, what earlier runs used least recently goes")
       ->type_name("GIB")
-      ->check(CLI::Range(0.0, 1024.0))
+      ->check(finite_number(0.0, 1024.0))
       ->default_str("2");
   sub.add_flag("--no-oracle-cache", o.no_oracle_cache, "Compute every oracle, keep none");
   sub.add_flag("--no-probe-server", o.no_probe_server,
@@ -578,18 +502,19 @@ void add_speed_options(CLI::App& sub, CheckOptions& o) {
 }
 
 void add_check_options(CLI::App& sub, CheckOptions& o) {
-  sub.add_option("--suite", o.suite, "Case suite: quick (seconds on a CPU) or full (hundreds)")
+  sub.add_option("--suite", o.suite,
+                 "Case suite: quick (seconds on a CPU) or full (hundreds); runs by default only "
+                 "without --case, --case-file and --model, beside them when given")
       ->check(CLI::IsMember({"quick", "full"}))
       ->default_str("quick");
   sub.add_option("--case", o.case_specs,
-                 "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable; "
-                 "replaces the suite)")
+                 "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
       ->type_name("SPEC");
-  sub.add_option("--case-file", o.case_file, "Cases as JSON lines (replaces the suite)")
+  sub.add_option("--case-file", o.case_file, "Cases as JSON lines, one object a line")
       ->type_name("FILE");
   sub.add_option("--model", o.model_config,
                  "Plan the attention shapes of this Hugging Face config.json: causal prefill and "
-                 "decode, its heads, KV heads, head dim and dtype (replaces the suite)")
+                 "decode, its heads, KV heads, head dim and dtype (or each --dtype)")
       ->type_name("CONFIG");
   sub.add_option("--max-len", o.max_len,
                  "Longest sequence --model plans (prefill length and decode KV length)")
@@ -611,12 +536,12 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_flag("--no-python", o.no_python, "Skip the python probe");
   sub.add_option("--case-timeout", o.case_timeout_s,
                  "Seconds a case may take before its worker is killed (default: from its size)")
-      ->check(k_positive_seconds);
+      ->check(positive_seconds());
   sub.add_option("--worker-timeout", o.worker_timeout_s, "Seconds one worker process may live")
-      ->check(k_positive_seconds);
+      ->check(positive_seconds());
   sub.add_option("--startup-timeout", o.startup_timeout_s,
                  "Seconds a worker may take to start (interpreter, import torch) and between cases")
-      ->check(k_positive_seconds)
+      ->check(positive_seconds())
       ->default_str("60");
   sub.add_option("--max-worker-restarts", o.max_worker_restarts,
                  "Fresh workers after crashes, per variant, before the rest is skipped")
@@ -624,7 +549,7 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
       ->default_str("4");
   sub.add_option("--progress-every", o.progress_every_s,
                  "Seconds between progress lines when stderr is not a terminal (not with -q)")
-      ->check(k_positive_seconds)
+      ->check(positive_seconds())
       ->default_str("10");
   sub.add_flag("--keep-core-dumps", o.keep_core_dumps, "Let crashing workers write core files");
   sub.add_option("--fail-on", o.fail_on,
@@ -716,7 +641,7 @@ void take_verified_advice(Report& report, run::VerifiedAdvice verified,
 
 int present_and_write(Report report, const GlobalOptions& global, const std::string& journal) {
   if (global.redact) report = report::redact(std::move(report));
-  if (global.json_path != "-") {
+  if (!global.report_on_stdout()) {
     report::ConsoleOptions co;
     co.color = global.color_mode() == ColorMode::always;
     co.unicode = utf8_locale();

@@ -1,20 +1,27 @@
 #include "cli/cli.hpp"
 
 #include "cli/commands.hpp"
+#include "core/build_info.hpp"
 #include "core/expected.hpp"
 #include "core/status.hpp"
 #include "core/text.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <optional>
 #include <unistd.h>
 
 namespace sdpa_doctor {
@@ -25,6 +32,119 @@ ColorMode GlobalOptions::color_mode() const {
   if (color == "never") return ColorMode::never;
   if (const char* no = std::getenv("NO_COLOR"); no && *no) return ColorMode::never;
   return ::isatty(STDOUT_FILENO) ? ColorMode::always : ColorMode::never;
+}
+
+bool GlobalOptions::report_on_stdout() const {
+  return json_path == "-" || markdown_path == "-" || junit_path == "-";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<double> parsed_number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// Whether two paths name one file, existing or not (links, "./", ".." resolved). Character
+// devices are written in place and may be shared (/dev/null twice is fine).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::is_character_file(a, ec)) return false;
+  if (fs::equivalent(a, b, ec)) return true;
+  std::error_code ec_a, ec_b;
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec_a), ec_a);
+  const fs::path cb = fs::weakly_canonical(fs::absolute(b, ec_b), ec_b);
+  return !ec_a && !ec_b && ca == cb;
+}
+
+struct Output {
+  const char* flag;
+  const std::string& path;
+  bool dash_is_stdout; // a report's '-'; the log file has none
+};
+
+std::vector<Output> outputs(const GlobalOptions& g) {
+  return {{"--json", g.json_path, true},
+          {"--markdown", g.markdown_path, true},
+          {"--junit", g.junit_path, true},
+          {"--log-file", g.log_file, false}};
+}
+
+// Two outputs that are one file would leave only the last one written; two reports on stdout
+// would run together into text no reader parses.
+void check_outputs_distinct(const GlobalOptions& g) {
+  const std::vector<Output> all = outputs(g);
+  for (size_t i = 0; i < all.size(); ++i)
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      const Output& a = all[i];
+      const Output& b = all[j];
+      if (a.path.empty() || b.path.empty()) continue;
+      const bool stdout_a = a.dash_is_stdout && a.path == "-";
+      const bool stdout_b = b.dash_is_stdout && b.path == "-";
+      if (stdout_a && stdout_b)
+        throw Fatal{fmt::format("{} and {} both write to stdout ('-'): give one of them a file",
+                                a.flag, b.flag)};
+      if (!stdout_a && !stdout_b && same_file(a.path, b.path))
+        throw Fatal{fmt::format("{} and {} both write {}: give each its own file", a.flag,
+                                b.flag, a.path)};
+    }
+}
+
+// An empty value is never meant: it is an unset variable (`--model "$CONFIG"`), and taking it as
+// "not given" would run something else and pass.
+const CLI::Validator k_not_empty(
+    [](std::string& text) {
+      return text.empty() ? std::string("empty value (an unset variable?): give one or leave the "
+                                        "option out")
+                          : std::string();
+    },
+    "");
+
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options())
+    if (opt->get_type_size() > 0) opt->check(k_not_empty); // flags take no value
+}
+
+} // namespace
+
+void refuse_output_over(const GlobalOptions& global, const std::string& input,
+                        const std::string& what) {
+  for (const Output& out : outputs(global))
+    if (!out.path.empty() && !(out.dash_is_stdout && out.path == "-") && same_file(out.path, input))
+      throw Fatal{fmt::format("{} {}: that is {}, which writing it would destroy", out.flag,
+                              out.path, what)};
+}
+
+CLI::Validator finite_number(double min, double max) {
+  const bool unbounded = max == std::numeric_limits<double>::max();
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const auto v = parsed_number(text);
+        if (v && std::isfinite(*v) && *v >= min && *v <= max) return {};
+        if (unbounded)
+          return fmt::format("expected a finite number of at least {}, got '{}'", min, text);
+        return fmt::format("expected a finite number from {} to {}, got '{}'", min, max, text);
+      },
+      unbounded ? fmt::format("NUMBER >= {}", min) : fmt::format("NUMBER in [{} - {}]", min, max));
+}
+
+CLI::Validator positive_seconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const auto v = parsed_number(text);
+        if (!v) return "expected a number of seconds, got '" + text + "'";
+        if (!(*v > 0) || *v > 1e6)
+          return "must be more than 0 and at most 1e6 seconds, got " + text;
+        return {};
+      },
+      "SECONDS");
 }
 
 int not_implemented(const std::string& what) {
@@ -103,6 +223,23 @@ const CommandHelp& help_for(const std::string& name) {
   return k_other;
 }
 
+// The first failure to write the log file (a full disk): spdlog's own handler would print a line
+// per failed message and carry on.
+std::mutex g_log_error_mutex;
+std::string g_log_error;
+
+void on_log_error(const std::string& message) {
+  std::lock_guard lock(g_log_error_mutex);
+  if (g_log_error.empty()) g_log_error = message;
+}
+
+// Empty when every log line reached the log file; else why not.
+std::string flushed_log() {
+  spdlog::default_logger()->flush();
+  std::lock_guard lock(g_log_error_mutex);
+  return g_log_error;
+}
+
 void setup_logging(const GlobalOptions& global) {
   auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   if (global.color_mode() == ColorMode::never) console->set_color_mode(spdlog::color_mode::never);
@@ -124,7 +261,23 @@ void setup_logging(const GlobalOptions& global) {
   auto logger = std::make_shared<spdlog::logger>("sdpa-doctor", sinks.begin(), sinks.end());
   logger->set_level(spdlog::level::trace);
   logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  logger->set_error_handler(on_log_error);
   spdlog::set_default_logger(logger);
+}
+
+// What went to stdout through stdio or iostreams (CLI11's help) is only known to have arrived once
+// it is flushed: a full disk or a closed pipe must not end in a silent success.
+int flushed_stdout(int code) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout;
+  const int err = errno; // of the first failed write: a flush after it has nothing left to write
+  if (failed) {
+    fmt::print(stderr, "sdpa-doctor: error: cannot write to stdout: {}\n",
+               std::strerror(err != 0 ? err : EIO));
+    return exit_code::internal;
+  }
+  return code;
 }
 
 int run(int argc, char** argv) {
@@ -175,28 +328,33 @@ int run(int argc, char** argv) {
     const CommandHelp& help = help_for(sub->get_name());
     add_global(*sub, help.reports);
     sub->footer(help.footer);
+    refuse_empty_values(*sub);
   }
+  refuse_empty_values(app);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return flushed_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return flushed_stdout(app.exit(e));
   } catch (const CLI::CallForVersion&) {
-    return exit_code::ok;
+    return flushed_stdout(exit_code::ok);
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "sdpa-doctor: error: {}\nRun 'sdpa-doctor --help' for usage.\n",
                escape_to_one_line(e.what()));
     return exit_code::usage;
   }
+  check_outputs_distinct(global);
   setup_logging(global);
+  // The log file's first line; it also proves, at the end, that the file takes writes.
+  spdlog::info("sdpa-doctor {}: {}", build_info::k_version,
+               escape_to_one_line(fmt::format("{}", fmt::join(argv, argv + argc, " "))));
   if (!action) action = default_check(global);
-  const int code = action();
-  // What went to stdout through stdio is only known to have arrived once it is flushed: a full
-  // disk or a closed pipe must not end in a silent success.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    fmt::print(stderr, "sdpa-doctor: error: cannot write to stdout: {}\n", std::strerror(errno));
+  const int code = flushed_stdout(action());
+  if (const std::string log_error = flushed_log(); !log_error.empty()) {
+    fmt::print(stderr, "sdpa-doctor: error: cannot write the log file '{}': {}\n",
+               escape_to_one_line(global.log_file), escape_to_one_line(log_error));
     return exit_code::internal;
   }
   return code;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 namespace sdpa_doctor::cli {
@@ -23,6 +24,8 @@ struct GlobalOptions {
   bool redact = false;       // --redact: no hostname or user in reports
 
   ColorMode color_mode() const; // honours NO_COLOR and whether stdout is a terminal
+  // A report goes to stdout ('-'): it is then all that stdout carries (no console table).
+  bool report_on_stdout() const;
 };
 
 // What a subcommand's setup leaves behind: the function to call once parsing succeeded.
@@ -60,6 +63,17 @@ void reject_junit(const GlobalOptions& global, const std::string& command);
 void print_and_write(const GlobalOptions& global, const std::function<std::string(bool)>& console,
                      const std::function<std::string()>& json,
                      const std::function<std::string()>& markdown);
+
+// Fatal (exit 2) when a report or the log file would be written over `input` (a journal, a
+// report read back), which `what` names.
+void refuse_output_over(const GlobalOptions& global, const std::string& input,
+                        const std::string& what);
+
+// Number flags: NaN and infinities refused (CLI11's Range lets NaN through, since every
+// comparison with it is false), and a one-line message.
+CLI::Validator finite_number(double min, double max = std::numeric_limits<double>::max());
+// Seconds: more than 0, at most 1e6.
+CLI::Validator positive_seconds();
 
 // For subcommands whose part has not landed in this build: says so, exit 4.
 int not_implemented(const std::string& what);

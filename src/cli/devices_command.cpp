@@ -94,6 +94,7 @@ void setup_devices(CLI::App& app, const GlobalOptions& global, Action& action) {
   sub->add_flag("--no-rocm-smi", options->no_rocm_smi, "Do not ask ROCm SMI");
   sub->add_option("--timeout", options->timeout_s,
                   "Seconds to wait for the HIP runtime / ROCm SMI child before killing it")
+      ->check(positive_seconds())
       ->default_val(20);
   sub->callback([&action, &global, options] {
     action = [&global, options] { return run_devices(*options, global); };

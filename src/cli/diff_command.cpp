@@ -31,6 +31,8 @@ int run_diff(const DiffOptions& o, const GlobalOptions& global) {
   auto fail_on = advice::parse_fail_on(o.fail_on);
   if (!fail_on) throw Fatal{fail_on.error().message};
   reject_junit(global, "diff");
+  refuse_output_over(global, o.baseline, "the baseline report");
+  refuse_output_over(global, o.now, "the new report");
   const report::ReportDigest baseline = read_or_fail(o.baseline);
   const report::ReportDigest now = read_or_fail(o.now);
   const report::DiffResult d =
@@ -55,7 +57,7 @@ void setup_diff(CLI::App& app, const GlobalOptions& global, Action& action) {
   sub->add_option("new", o->now, "The new report")->required()->type_name("NEW.json");
   sub->add_option("--time-threshold", o->time_threshold,
                   "Report a median time that grew or shrank by this ratio or more")
-      ->check(CLI::Range(1.0, 1000.0))
+      ->check(finite_number(1.0, 1000.0))
       ->default_str("1.25");
   sub->add_option("--fail-on", o->fail_on,
                   "Statuses that count as failing; a cell that moves into one is a regression "

@@ -28,6 +28,7 @@ int run_merge(const MergeOptions& o, const GlobalOptions& global) {
   auto fail_on = advice::parse_fail_on(o.fail_on);
   if (!fail_on) throw Fatal{fail_on.error().message};
   reject_junit(global, "merge");
+  for (const std::string& path : o.reports) refuse_output_over(global, path, "a report to merge");
   report::FleetMatrix fleet(*fail_on);
   // One report at a time: read, fold into the matrix, drop.
   for (const std::string& path : o.reports) {

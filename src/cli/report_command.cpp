@@ -73,6 +73,12 @@ std::optional<Finding> incomplete_run_finding(const std::vector<CaseResult>& res
 }
 
 int run_report(const std::string& path, const GlobalOptions& global) {
+  std::error_code ec;
+  refuse_output_over(global,
+                     std::filesystem::is_directory(path, ec)
+                         ? (std::filesystem::path(path) / "journal.jsonl").string()
+                         : path,
+                     "the journal the report is rebuilt from");
   auto journal = run::read_journal(path);
   if (!journal) throw Fatal{journal.error().message};
   const nlohmann::json& header = journal->header;

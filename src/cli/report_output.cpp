@@ -18,8 +18,8 @@ void reject_junit(const GlobalOptions& global, const std::string& command) {
 void print_and_write(const GlobalOptions& global, const std::function<std::string(bool)>& console,
                      const std::function<std::string()>& json,
                      const std::function<std::string()>& markdown) {
-  // JSON on stdout replaces the console table there.
-  if (global.json_path != "-") fmt::print("{}", console(utf8_locale()));
+  // A report on stdout replaces the console table there.
+  if (!global.report_on_stdout()) fmt::print("{}", console(utf8_locale()));
   for (const auto& [path, render] :
        {std::pair{global.json_path, json}, std::pair{global.markdown_path, markdown}}) {
     if (path.empty()) continue;

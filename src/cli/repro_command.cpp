@@ -169,8 +169,10 @@ void setup_repro(CLI::App& app, const GlobalOptions&, Action& action) {
   sub->add_option("--device", options->device,
                   "cpu or cuda:N (default: the device of --report, else cuda:0 where an AMD GPU "
                   "is found, else cpu)");
-  sub->add_option("--atol", options->atol, "Absolute tolerance (default: per dtype)");
-  sub->add_option("--rtol", options->rtol, "Relative tolerance (default: per dtype)");
+  sub->add_option("--atol", options->atol, "Absolute tolerance (default: per dtype)")
+      ->check(finite_number(0));
+  sub->add_option("--rtol", options->rtol, "Relative tolerance (default: per dtype)")
+      ->check(finite_number(0));
   sub->add_option("-o,--output", options->output, "Write the script to FILE ('-' = stdout)")
       ->type_name("FILE")
       ->default_str("-");

@@ -14,6 +14,7 @@
 #include "probes/tolerance.hpp"
 
 #include <chrono>
+#include <optional>
 #include <cstddef>
 #include <cstdint>
 #include <atomic>
@@ -50,7 +51,8 @@ Expected<std::string> read_input_file(const std::string& path, std::string_view 
 
 // The attention shape of a model, from its Hugging Face config.json.
 struct ModelShapes {
-  std::string name;          // _name_or_path, else architectures[0], else model_type, else "model"
+  std::string name;          // _name_or_path, else the config file's name (with its folder when
+                             // that name is config.json)
   int64_t heads = 0;         // num_attention_heads
   int64_t kv_heads = 0;      // num_key_value_heads (default: heads)
   int64_t head_dim = 0;      // head_dim, else hidden_size / num_attention_heads
@@ -65,7 +67,9 @@ struct ModelShapes {
 // The default --max-len: prefill and decode lengths small enough for a CPU to run in seconds.
 inline constexpr int64_t k_default_model_max_len = 256;
 
-// Reads and checks a config.json; every error is one line naming the file and the field.
+// Reads and checks a config.json; every error is one line naming the file and the field. A
+// multimodal config keeps its language model's attention settings under `text_config`: they are
+// read from there when the top level has no num_attention_heads.
 Expected<ModelShapes> load_model_config(const std::string& path);
 // The cases such a model runs, batch 1, its dtype and GQA: causal prefill at 64, 128 and
 // `max_len` (those <= max_len, never past max_positions), then decode (Lq = 1) against a KV of
@@ -74,6 +78,31 @@ Expected<ModelShapes> load_model_config(const std::string& path);
 std::vector<Case> model_cases(const ModelShapes& model, int64_t max_len);
 // The model's own longest prefill (L = max_positions), the shape for the advice's memory note.
 Case model_target_case(const ModelShapes& model);
+
+// --- the planned cases (`check` and `cases` share this rule) -------------------------------------
+
+// Where a plan's cases come from: the flags of `check` and `cases`, parsed.
+struct CaseSources {
+  std::string suite;                 // --suite; empty: not given
+  std::vector<std::string> specs;    // --case, in order
+  std::string case_file;             // --case-file; empty: none
+  std::optional<ModelShapes> model;  // --model, loaded
+  int64_t max_len = k_default_model_max_len;
+  std::vector<DType> dtypes;         // --dtype; empty: every dtype
+};
+
+struct PlannedCases {
+  std::vector<Case> cases;        // unique by id, in planned order
+  std::string label;              // the report's `suite`: quick, full, custom, model, quick+custom
+  std::vector<std::string> notes; // what the plan leaves out (a model's sliding window)
+};
+
+// The suite's cases when --suite is given or no --case, --case-file or --model is (then the quick
+// suite); then each --case, the --case-file's cases and --model's (in each --dtype given, else in
+// the config's dtype). A case planned twice runs once; with --dtype, only cases of those dtypes.
+// Errors: a bad spec or file, a --dtype no planned case has, and a causal case with an explicit
+// mask (torch refuses is_causal together with attn_mask).
+Expected<PlannedCases> plan_cases(const CaseSources& sources);
 
 // --- comparison -----------------------------------------------------------------------------------
 

@@ -115,6 +115,88 @@ Expected<std::vector<Case>> suite_cases(std::string_view suite) {
                                 fmt::join(std::begin(k_suites), std::end(k_suites), ", ")));
 }
 
+namespace {
+
+// A model's cases in its own dtype, or in each `--dtype` given instead.
+std::vector<Case> model_cases_in(const ModelShapes& model, const CaseSources& sources) {
+  std::vector<DType> dtypes = sources.dtypes;
+  if (dtypes.empty()) dtypes.push_back(model.dtype);
+  std::vector<Case> out;
+  for (DType d : dtypes) {
+    ModelShapes as = model;
+    as.dtype = d;
+    auto cases = model_cases(as, sources.max_len);
+    out.insert(out.end(), cases.begin(), cases.end());
+  }
+  return out;
+}
+
+std::string plan_label(const CaseSources& sources) {
+  const bool cases = !sources.specs.empty() || !sources.case_file.empty();
+  if (!cases && !sources.model)
+    return sources.suite.empty() ? std::string(k_default_suite) : sources.suite;
+  const std::string custom = cases ? "custom" : "model";
+  return sources.suite.empty() ? custom : sources.suite + "+" + custom;
+}
+
+} // namespace
+
+Expected<PlannedCases> plan_cases(const CaseSources& sources) {
+  const bool other_sources =
+      !sources.specs.empty() || !sources.case_file.empty() || sources.model.has_value();
+  std::vector<Case> all;
+  if (!sources.suite.empty() || !other_sources) {
+    auto suite = suite_cases(sources.suite.empty() ? k_default_suite : sources.suite);
+    if (!suite) return suite.error();
+    all = std::move(*suite);
+  }
+  for (const std::string& spec : sources.specs) {
+    auto c = parse_case_spec(spec);
+    if (!c) return c.error();
+    all.push_back(*c);
+  }
+  if (!sources.case_file.empty()) {
+    auto file = load_case_file(sources.case_file);
+    if (!file) return file.error();
+    all.insert(all.end(), file->begin(), file->end());
+  }
+  // --dtype filters the other sources; --model's cases are planned in those dtypes instead.
+  if (!sources.dtypes.empty())
+    std::erase_if(all, [&](const Case& c) {
+      return std::find(sources.dtypes.begin(), sources.dtypes.end(), c.dtype) ==
+             sources.dtypes.end();
+    });
+  PlannedCases plan;
+  if (sources.model) {
+    auto planned = model_cases_in(*sources.model, sources);
+    all.insert(all.end(), planned.begin(), planned.end());
+    // SDPA takes no window and Case has no window mask: say what the plan leaves out.
+    int64_t longest = 0;
+    for (const Case& c : planned) longest = std::max(longest, c.lkv);
+    if (sources.model->sliding_window > 0 && longest > sources.model->sliding_window)
+      plan.notes.push_back(fmt::format("{}: sliding window {} is shorter than planned length {}: "
+                                       "those cases run full causal attention",
+                                       sources.model->name, sources.model->sliding_window,
+                                       longest));
+  }
+  if (all.empty()) {
+    std::vector<std::string_view> names;
+    for (DType d : sources.dtypes) names.push_back(to_string(d));
+    return make_error(
+        fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ",")));
+  }
+  std::set<std::string> seen;
+  for (const Case& c : all) {
+    if (c.causal && c.mask != Mask::none)
+      return make_error(fmt::format("case {}: causal with an explicit mask: torch refuses "
+                                    "is_causal together with attn_mask (plan one or the other)",
+                                    c.id()));
+    if (seen.insert(c.id()).second) plan.cases.push_back(c);
+  }
+  plan.label = plan_label(sources);
+  return plan;
+}
+
 Expected<std::string> read_input_file(const std::string& path, std::string_view what) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))

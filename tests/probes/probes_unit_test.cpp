@@ -184,7 +184,7 @@ TEST(ModelConfig, DefaultsAndFallbacks) {
                         R"("head_dim":null,"sliding_window":null,"max_position_embeddings":100})");
   auto m = load_model_config(dir.file("c.json"));
   ASSERT_TRUE(m.has_value()) << m.error().message;
-  EXPECT_EQ(m->name, "tiny");
+  EXPECT_EQ(m->name, "c.json"); // no _name_or_path: the file's name
   EXPECT_EQ(m->kv_heads, 4);
   EXPECT_EQ(m->head_dim, 64);
   EXPECT_EQ(m->dtype, DType::bf16);

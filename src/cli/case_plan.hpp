@@ -1,0 +1,28 @@
+// cli/case_plan: the flags `check` and `cases` share to plan cases, parsed the same way in both,
+// so `cases` lists exactly what `check` runs (the rule itself is probes::plan_cases). Internal to
+// cli; every problem is Fatal (exit 2).
+#pragma once
+
+#include "core/case.hpp"
+#include "probes/probes.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sdpa_doctor::cli {
+
+// Comma-separated list flags, each repeatable, as one list; empty items dropped. A comma inside
+// brackets stays (variant names such as "flash[aotriton,experimental]").
+std::vector<std::string> split_list(const std::vector<std::string>& items);
+
+// The `--dtype` list, each name checked; empty when not given.
+std::vector<DType> listed_dtypes(const std::vector<std::string>& list);
+
+// `--model CONFIG`, loaded and checked; nullopt when `path` is empty.
+std::optional<probes::ModelShapes> loaded_model(const std::string& path);
+
+// probes::plan_cases, its notes logged as warnings.
+probes::PlannedCases planned_cases(const probes::CaseSources& sources);
+
+} // namespace sdpa_doctor::cli

@@ -1,0 +1,279 @@
+// Bad command lines through the real binary: empty values (an unset variable in CI), flags that
+// contradict each other, numbers that are not finite, outputs that would overwrite each other or
+// an input, and cases torch forbids. Each row must be a clean usage error (exit 2, one line on
+// stderr, nothing on stdout), found before anything runs. Below the table: outputs that cannot be
+// written (exit 4, one line), and outputs that must leave a journal or a report untouched.
+#include "hardening/hardening_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+using sdpa_hardening::usage_error_problem;
+using sdpa_test::doctor;
+using sdpa_test::run_binary;
+
+namespace {
+
+// Every `check` row gets this tiny plan, so an input that is wrongly accepted shows up as exit 0
+// in seconds instead of a full run.
+const std::vector<std::string> k_small_plan = {"--probe", "reference", "--variant", "ref-math",
+                                               "--case", "dtype=fp32,b=1,h=1,l=8,d=8"};
+
+struct Row {
+  const char* name;
+  // After the binary; "@" at the start is the fixture directory, "%" the golden reports (only
+  // read).
+  std::vector<std::string> argv;
+  bool small_plan = true;        // append k_small_plan (for `check` rows)
+};
+
+void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
+
+class Fixtures {
+public:
+  Fixtures() {
+    // An existing run directory: a report over its journal would otherwise be written.
+    std::filesystem::create_directories(m_dir.file("run"));
+    sdpa_test::write_file(m_dir.file("causal-mask.jsonl"),
+                          R"({"dtype":"fp32","l":8,"d":8,"causal":true,"mask":"bool"})" "\n");
+  }
+  std::string dir() const { return m_dir.path(); }
+
+private:
+  sdpa_test::TempDir m_dir;
+};
+
+Fixtures& fixtures() {
+  static Fixtures f;
+  return f;
+}
+
+std::vector<Row> rows() {
+  return {
+      // An empty value is an unset variable, never "not given".
+      {"model_empty", {"check", "--model", ""}},
+      {"case_file_empty_path", {"check", "--case-file", ""}},
+      {"json_empty", {"check", "--json", ""}},
+      {"markdown_empty", {"check", "--markdown", ""}},
+      {"junit_empty", {"check", "--junit", ""}},
+      {"log_file_empty", {"check", "--log-file", ""}},
+      {"device_empty", {"check", "--device", ""}},
+      {"variant_empty", {"check", "--variant", ""}},
+      {"probe_empty", {"check", "--probe", ""}},
+      {"dtype_empty", {"check", "--dtype", ""}},
+      {"python_empty", {"check", "--python", ""}},
+      {"run_dir_empty", {"check", "--run-dir", ""}},
+      {"oracle_cache_empty", {"check", "--oracle-cache", ""}},
+      {"tolerance_empty", {"check", "--tolerance", ""}},
+      {"time_budget_empty", {"check", "--time-budget", ""}},
+      {"target_empty", {"check", "--target", ""}},
+      {"fail_on_empty", {"check", "--fail-on", ""}},
+      {"resume_empty", {"check", "--resume", ""}, false},
+      {"cases_model_empty", {"cases", "--model", ""}, false},
+      {"cases_case_file_empty", {"cases", "--case-file", ""}, false},
+      {"cases_dtype_empty", {"cases", "--dtype", ""}, false},
+      {"devices_json_empty", {"devices", "--no-hip", "--no-rocm-smi", "--json", ""}, false},
+      // Flags that contradict each other.
+      {"probe_python_and_no_python", {"check", "--probe", "python", "--no-python"}, false},
+      {"probe_list_with_python_and_no_python",
+       {"check", "--probe", "reference,python", "--no-python", "--variant", "ref-math", "--case",
+        "dtype=fp32,b=1,h=1,l=8,d=8"},
+       false},
+      // Numbers that are not finite, or out of range.
+      {"time_budget_nan", {"check", "--time-budget", "nan"}},
+      {"time_budget_inf", {"check", "--time-budget", "inf"}},
+      {"oracle_cache_size_nan", {"check", "--oracle-cache-size", "nan"}},
+      {"diff_time_threshold_nan",
+       {"diff", "%/no_gpu.json", "%/no_gpu.json", "--time-threshold", "nan"},
+       false},
+      {"repro_atol_nan", {"repro", "fp16-b1-h8-q128-k128-d64", "--atol", "nan"}, false},
+      {"repro_atol_inf", {"repro", "fp16-b1-h8-q128-k128-d64", "--atol", "inf"}, false},
+      {"repro_rtol_nan", {"repro", "fp16-b1-h8-q128-k128-d64", "--rtol", "nan"}, false},
+      {"devices_timeout_nan", {"devices", "--no-hip", "--no-rocm-smi", "--timeout", "nan"}, false},
+      // Outputs that would overwrite each other, the journal, or run together on stdout.
+      {"json_and_markdown_same_file", {"check", "--json", "@/r.out", "--markdown", "@/r.out"}},
+      {"json_and_junit_same_file_spelt_apart",
+       {"check", "--json", "@/r.out", "--junit", "@/./r.out"}},
+      {"json_and_log_file_same_file", {"check", "--json", "@/r.out", "--log-file", "@/r.out"}},
+      {"json_is_the_journal", {"check", "--run-dir", "@/run", "--json", "@/run/journal.jsonl"}},
+      {"markdown_is_the_journal",
+       {"check", "--run-dir", "@/run", "--markdown", "@/run/journal.jsonl"}},
+      {"every_report_on_stdout", {"check", "--json", "-", "--markdown", "-", "--junit", "-"}},
+      {"json_and_markdown_on_stdout", {"check", "--json", "-", "--markdown", "-"}},
+      // torch refuses is_causal together with an explicit mask: not a backend's failure to report.
+      {"case_causal_with_additive_mask",
+       {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=additive"}},
+      {"case_causal_with_bool_mask", {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=bool"}},
+      {"case_file_causal_with_mask", {"check", "--case-file", "@/causal-mask.jsonl"}},
+      {"cases_causal_with_mask", {"cases", "--case", "causal,mask=additive"}, false},
+      // One planning rule: cases checks --dtype as check does.
+      {"cases_dtype_unknown", {"cases", "--dtype", "fp8"}, false},
+      {"cases_dtype_no_planned_case",
+       {"cases", "--case", "dtype=fp16,l=8,d=8", "--dtype", "bf16"},
+       false},
+  };
+}
+
+std::vector<std::string> expand(const Row& row) {
+  std::vector<std::string> argv = {doctor()};
+  for (const auto& a : row.argv)
+    argv.push_back(a.empty()     ? a
+                   : a[0] == '@' ? fixtures().dir() + a.substr(1)
+                   : a[0] == '%' ? sdpa_test::source_path("tests/report/golden") + a.substr(1)
+                                 : a);
+  // Flags after the small plan would be taken as its values: the plan goes last.
+  if (row.small_plan && !row.argv.empty() && row.argv[0] == "check")
+    argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
+  return argv;
+}
+
+class BadCliInput : public ::testing::TestWithParam<Row> {};
+
+TEST_P(BadCliInput, IsOneLineUsageErrorWithExit2) {
+  const Row& row = GetParam();
+  const auto argv = expand(row);
+  const auto start = std::chrono::steady_clock::now();
+  sdpa_test::RunOptions options;
+  options.timeout_s = 30;
+  const auto run = run_binary(argv, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string shown;
+  for (const auto& a : argv) shown += " '" + a + "'";
+  EXPECT_EQ(usage_error_problem(run), "") << shown << "\nexit " << run.exit_code << "\nstderr:\n"
+                                          << run.err.substr(0, 1000);
+  EXPECT_LT(seconds, 20.0) << shown;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadCliInput, ::testing::ValuesIn(rows()),
+                         [](const auto& row_info) { return std::string(row_info.param.name); });
+
+// The messages say what is true, not a guess.
+TEST(BadCliMessages, EmptyValueNamesTheOption) {
+  const auto run = run_binary({doctor(), "check", "--model", ""});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("--model"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("empty"), std::string::npos) << run.err;
+}
+
+TEST(BadCliMessages, VariantOfAnotherProbeNamesTheProbesVariants) {
+  const auto run = run_binary({doctor(), "check", "--probe", "reference", "--variant", "math",
+                               "--case", "dtype=fp32,l=8,d=8"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("math is not a variant of the reference probe (its: ref-math, ref-flash)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("GPU"), std::string::npos) << run.err;
+}
+
+TEST(BadCliMessages, GpuOnlyVariantOnTheCpuSaysSo) {
+  const auto run = run_binary({doctor(), "check", "--probe", "libtorch", "--device", "cpu",
+                               "--variant", "flash[ck]", "--case", "dtype=fp32,l=8,d=8"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("flash[ck] runs on a GPU only: no cuda:N target among cpu"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST(BadCliMessages, NotFiniteNumberIsNamed) {
+  const auto run = run_binary({doctor(), "check", "--time-budget", "nan"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("--time-budget: expected a finite number from 0 to 86400, got 'nan'"),
+            std::string::npos)
+      << run.err;
+}
+
+// ---- outputs that cannot be written: exit 4, one line ------------------------------------------
+
+bool is_char_device(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+class FullDisk : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!is_char_device("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  }
+};
+
+TEST_F(FullDisk, LogFileThatCannotBeWrittenIsExit4AndOneLine) {
+  std::vector<std::string> argv = {doctor(), "check", "--log-file", "/dev/full"};
+  argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
+  const auto run = run_binary(argv);
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_EQ(sdpa_test::line_count(run.err), 1) << run.err;
+  EXPECT_NE(run.err.find("sdpa-doctor: error: cannot write the log file '/dev/full'"),
+            std::string::npos)
+      << run.err;
+  // The diagnosis is not lost: the console still has it.
+  EXPECT_NE(run.out.find("Summary:"), std::string::npos) << run.out;
+}
+
+TEST_F(FullDisk, VersionAndHelpOnAFullStdoutAreExit4AndOneLine) {
+  for (const char* args : {"--version", "--help", "version", "check --help"}) {
+    const auto run = run_binary(
+        {"/bin/sh", "-c", std::string("exec \"$0\" ") + args + " >/dev/full", doctor()});
+    EXPECT_EQ(run.exit_code, 4) << args << ": " << run.err;
+    EXPECT_EQ(sdpa_test::line_count(run.err), 1) << args << ": " << run.err;
+    EXPECT_NE(run.err.find("cannot write to stdout"), std::string::npos) << args << ": " << run.err;
+  }
+}
+
+// ---- outputs never overwrite what the command reads -------------------------------------------
+
+TEST(OutputsOverInputs, JournalAndReportsStayUntouched) {
+  sdpa_test::TempDir dir;
+  const std::string run_dir = dir.file("run");
+  const std::string journal = run_dir + "/journal.jsonl";
+  std::vector<std::string> argv = {doctor(), "check", "--run-dir", run_dir, "--json",
+                                   dir.file("r.json")};
+  argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
+  const auto first = run_binary(argv);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string journal_bytes = sdpa_test::read_file(journal);
+  const std::string report_bytes = sdpa_test::read_file(dir.file("r.json"));
+  ASSERT_FALSE(journal_bytes.empty());
+
+  // Each of these would succeed were its output another file: only the overlap refuses them.
+  const std::vector<std::vector<std::string>> attempts = {
+      {"check", "--resume", run_dir, "--json", journal},
+      {"report", run_dir, "--markdown", journal},
+      {"report", journal, "--json", journal},
+      {"diff", dir.file("r.json"), dir.file("r.json"), "--json", dir.file("r.json")},
+      {"merge", dir.file("r.json"), "--markdown", dir.file("r.json")},
+  };
+  for (std::vector<std::string> a : attempts) {
+    a.insert(a.begin(), doctor());
+    const auto run = run_binary(a);
+    EXPECT_EQ(usage_error_problem(run), "") << a[1] << ": " << run.err;
+    EXPECT_EQ(sdpa_test::read_file(journal), journal_bytes) << a[1];
+    EXPECT_EQ(sdpa_test::read_file(dir.file("r.json")), report_bytes) << a[1];
+  }
+  // The same commands with an output of their own pass.
+  const auto report = run_binary({doctor(), "report", run_dir, "--json", dir.file("again.json")});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  const auto diff = run_binary({doctor(), "diff", dir.file("r.json"), dir.file("r.json"), "--json",
+                                dir.file("diff.json")});
+  EXPECT_EQ(diff.exit_code, 0) << diff.err;
+}
+
+// One report on stdout is all stdout carries: no console table before it.
+TEST(OutputsOverInputs, MarkdownOnStdoutIsAloneThere) {
+  std::vector<std::string> argv = {doctor(), "check", "--markdown", "-"};
+  argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
+  const auto run = run_binary(argv);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("# sdpa-doctor report\n", 0), 0u) << run.out.substr(0, 400);
+  // The console's last line names the journal; the Markdown has no such line.
+  EXPECT_EQ(run.out.find("\njournal: "), std::string::npos) << run.out;
+}
+
+} // namespace
