@@ -83,7 +83,7 @@ else
   missing=()
   if [ "$foreign" = 0 ] && command -v dpkg-query >/dev/null; then
     for p in "${packages[@]}"; do
-      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+      [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
     done
     what="${missing[*]}"
   else
@@ -102,7 +102,7 @@ else
 fi
 
 # --- CMake -------------------------------------------------------------------------------------
-version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]; }
+version_at_least() { printf '%s\n%s\n' "$2" "$1" | sort -V -C; } # version_at_least HAVE NEED
 cmake_version() { "${1:-cmake}" --version 2>/dev/null | sed -n '1s/^cmake version \([0-9.]*\).*/\1/p'; }
 have_cmake=""; [ "$foreign" = 1 ] || have_cmake=$(cmake_version)
 if [ -x "$tools/bin/cmake" ]; then
@@ -184,4 +184,4 @@ fi
 if would "build: cmake --build --preset $preset"; then
   cmake --build --preset "$preset" || die "build failed"
 fi
-say "done"
+if [ "$dry_run" = 1 ]; then say "dry run done: nothing was changed"; else say "done"; fi
