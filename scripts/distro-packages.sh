@@ -3,6 +3,7 @@
 #   os_release_field FILE KEY     -> one field of an os-release file
 #   distro_key OS_RELEASE_FILE    -> bookworm | trixie | jammy | noble (empty: not supported)
 #   distro_packages KEY GROUP     -> package names, one per line
+#   distro_cxx KEY                -> the C++ compiler to build with, where not the default g++
 #
 # Groups:
 #   build  what `scripts/setup.sh` installs for everyone: compiler, CMake, Ninja, the libraries,
@@ -47,6 +48,10 @@ distro_key() { # distro_key OS_RELEASE_FILE
 # Whether the distro's own CMake is older than $sdpa_min_cmake (then setup.sh takes PyPI's).
 distro_cmake_too_old() { [ "$1" = jammy ]; } # Ubuntu 22.04: CMake 3.22
 
+# The C++ compiler where the distro's default cannot build the doctor (empty: the default g++).
+# Ubuntu 22.04's GCC 11 has no _Float16 in C++, which the fp16 conversions use; its g++-12 has.
+distro_cxx() { if [ "$1" = jammy ]; then echo g++-12; fi; }
+
 distro_packages() { # distro_packages KEY GROUP
   local key=$1 group=$2
   case "$group" in
@@ -55,6 +60,7 @@ distro_packages() { # distro_packages KEY GROUP
         help2man libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libgtest-dev \
         libgmock-dev libbenchmark-dev clang dpkg-dev file ccache
       distro_cmake_too_old "$key" || echo cmake
+      distro_cxx "$key"
       # Ubuntu 22.04's clang 14 keeps libFuzzer in libclang-common-14-dev (a dependency of clang);
       # the split-out libclang-rt-dev came with LLVM 15.
       [ "$key" = jammy ] || echo libclang-rt-dev

@@ -118,8 +118,14 @@ elif { [ -n "$distro" ] && distro_cmake_too_old "$distro" && ! version_at_least 
     say "CMake $(cmake_version) in .cache/tools/bin: scripts/test.sh finds it there; for ctest or cmake by hand, export PATH=\"$tools/bin:\$PATH\""
   fi
 fi
+# The compiler, where the distro's default is too old (CMake takes CXX at the first configure).
+cxx=""; [ -z "$distro" ] || cxx=$(distro_cxx "$distro")
+if [ -n "$cxx" ] && [ -z "${CXX:-}" ]; then
+  export CXX=$cxx
+  say "compiler: $cxx (this distro's default g++ cannot build the doctor)"
+fi
 if [ "$dry_run" = 0 ]; then
-  for tool in cmake ninja c++; do
+  for tool in cmake ninja "${CXX:-c++}"; do
     command -v "$tool" >/dev/null || die "'$tool' not found after installing packages"
   done
 fi

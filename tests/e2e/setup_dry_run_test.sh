@@ -55,6 +55,9 @@ expect "Debian 12" "^setup: packages: .* rocm-device-libs "
 dry_run ubuntu-22.04 --test-packages
 expect "Ubuntu 22.04" "^setup: would install CMake >= 3\.25 from PyPI into \.cache/tools"
 expect_not "Ubuntu 22.04 has no HIP package" "^setup: packages: .*hipcc"
+# Its GCC 11 has no _Float16 in C++: g++-12, installed and used.
+expect "Ubuntu 22.04" "^setup: packages: .* g\+\+-12( |$)"
+expect "Ubuntu 22.04" "^setup: compiler: g\+\+-12 "
 dry_run ubuntu-24.04
 expect_not "Ubuntu 24.04's CMake is new enough" "PyPI into \.cache/tools"
 echo "ok per-distro differences: Debian 13's rocm-device-libs-17, Ubuntu 22.04's CMake from PyPI"
