@@ -11,10 +11,12 @@
 # is set up with SDPA_DOCTOR_SKIP_TORCH=1 (no libtorch worker, no python probe; the tests that need
 # torch skip and say so) unless SDPA_DOCTOR_TORCH_INDEX names an index to take torch from.
 # Environment: SDPA_CHROOT_MIRROR (default http://deb.debian.org/debian), SDPA_CHROOT_DIR.
+# /proc, /sys and /dev are mounted in the chroot only while this script runs: delete the chroot
+# only when it is not running (a bind mount of /dev inside would go with it).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { printf 'chroot: %s\n' "$*"; }
-die() { printf 'chroot: error: %s\n' "$*" >&2; exit "${2:-1}"; }
+die() { printf 'chroot: error: %s\n' "$1" >&2; exit "${2:-1}"; } # die MESSAGE [EXIT-CODE]
 
 [ $# -ge 1 ] || die "usage: scripts/test-in-chroot.sh RELEASE [CTEST-ARG...] (RELEASE: trixie or bookworm)" 2
 release=$1
@@ -27,6 +29,9 @@ esac
 mirror=${SDPA_CHROOT_MIRROR:-http://deb.debian.org/debian}
 root=${SDPA_CHROOT_DIR:-$here/.cache/chroot/$release}
 ready=$root/.sdpa-doctor-chroot-ready
+case "$(realpath -m "$root")" in
+  / | "$here") die "SDPA_CHROOT_DIR=$root would be this machine's root or the checkout itself" 2 ;;
+esac
 
 # --- the chroot, once ----------------------------------------------------------------------------
 if [ ! -e "$ready" ]; then
@@ -72,10 +77,10 @@ cleanup() {
   done
 }
 trap cleanup EXIT
-mount_in() { # mount_in TARGET MOUNT-ARG...
-  mountpoint -q "$root/$1" && return 0
+mount_in() { # mount_in TARGET MOUNT-ARG... (one left by a killed run is taken over, and undone)
   mkdir -p "$root/$1"
-  mount "${@:2}" "$root/$1" && mounted+=("$root/$1")
+  mountpoint -q "$root/$1" || mount "${@:2}" "$root/$1" || die "could not mount $root/$1"
+  mounted+=("$root/$1")
 }
 mount_in proc -t proc proc
 mount_in sys -t sysfs sysfs
