@@ -1,89 +1,193 @@
 #!/usr/bin/env bash
-# Set up sdpa-doctor on a Debian 12/13 machine: system packages, a Python with torch, configure and
-# build. Idempotent: run it again at any time. Runs as root, or as a user with sudo.
+# Set up sdpa-doctor on Debian 12/13 or Ubuntu 22.04/24.04: system packages, a Python with torch,
+# configure and build. Idempotent: run it again at any time. Runs as root, or as a user with sudo.
+# It installs no HIP or ROCm package: the doctor diagnoses the ROCm you have.
 #
-#   scripts/setup.sh            packages + torch + build (preset "default", into build/)
-#   SDPA_DOCTOR_PYTHON=/path/to/python scripts/setup.sh
-#                               build against that interpreter's torch (e.g. your ROCm torch)
-#   SDPA_DOCTOR_SKIP_PACKAGES=1 skip apt-get (packages already installed)
-#   SDPA_DOCTOR_PRESET=name     another CMake preset (debug, asan, minimal, ci)
+#   scripts/setup.sh                  packages + torch + build (preset "default", into build/)
+#   scripts/setup.sh --dry-run        say the distro, the packages and the steps; change nothing
+#   scripts/setup.sh --test-packages  also the packages scripts/test.sh needs (the distro's HIP
+#                                     runtime and ROCm SMI, Slurm, MUNGE)
+# Environment:
+#   SDPA_DOCTOR_PYTHON=/path/to/python  build against that interpreter's torch (e.g. your ROCm
+#                                     torch); nothing is installed into it
+#   SDPA_DOCTOR_TORCH_INDEX=URL       the index pip takes torch from (--index-url), e.g. PyTorch's
+#                                     CPU or ROCm wheel index; default: pip's own configuration
+#                                     (on PyPI, Linux x86_64 torch is the CUDA build, several GB)
+#   SDPA_DOCTOR_SKIP_TORCH=1          no torch: the torch probes are not built and their tests skip
+#   SDPA_DOCTOR_SKIP_PACKAGES=1       skip apt-get (packages already installed)
+#   SDPA_DOCTOR_PRESET=name           another CMake preset (debug, asan, minimal, ci)
+#   SDPA_DOCTOR_CMAKE_ARGS="..."      extra configure arguments
+#   SDPA_DOCTOR_OS_RELEASE=FILE       detect the distro from FILE instead of /etc/os-release
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
-say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+# shellcheck source=distro-packages.sh
+source "$here/scripts/distro-packages.sh"
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold="" plain=""; fi
+say() { printf '%ssetup:%s %s\n' "$bold" "$plain" "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+usage_error() { printf 'setup: error: %s (see the head of scripts/setup.sh)\n' "$*" >&2; exit 2; }
+
+dry_run=0
+test_packages=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry_run=1 ;;
+    --test-packages) test_packages=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) usage_error "unknown argument '$arg'" ;;
+  esac
+done
+# would DESCRIPTION: in a dry run, say what would be done and return 1 (the caller skips it)
+would() { if [ "$dry_run" = 1 ]; then say "would $*"; return 1; fi; say "$*"; }
+[ "$dry_run" = 1 ] && say "dry run: nothing is installed, configured or built"
 
 preset=${SDPA_DOCTOR_PRESET:-default}
 torch_version=2.13.0
+tools=$here/.cache/tools # a venv for PyPI's CMake where the distro's is too old
+
+# --- the distro --------------------------------------------------------------------------------
+os_release=${SDPA_DOCTOR_OS_RELEASE:-/etc/os-release}
+if [ -n "${SDPA_DOCTOR_OS_RELEASE:-}" ] && [ ! -r "$os_release" ]; then
+  usage_error "SDPA_DOCTOR_OS_RELEASE=$os_release is not a readable file"
+fi
+distro="" distro_name="unknown (no $os_release)"
+if [ -r "$os_release" ]; then
+  distro=$(distro_key "$os_release")
+  distro_name=$(os_release_field "$os_release" PRETTY_NAME)
+fi
+say "distro: ${distro_name:-unknown}${distro:+; package set: $distro}"
+# Another distro's os-release (a dry run of its plan): this machine's packages say nothing of it.
+foreign=0; [ -n "${SDPA_DOCTOR_OS_RELEASE:-}" ] && foreign=1
 
 # --- system packages ---------------------------------------------------------------------------
-packages=(build-essential cmake ninja-build git pkg-config python3 python3-venv python3-pip
-          hipcc libamdhip64-dev rocm-device-libs librocm-smi-dev help2man
-          libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-dev dpkg-dev file ccache)
-if [ "${SDPA_DOCTOR_SKIP_PACKAGES:-0}" != 1 ]; then
-  [ -r /etc/debian_version ] || die "this script installs Debian packages; /etc/debian_version is missing (install the packages listed in scripts/setup.sh by hand and set SDPA_DOCTOR_SKIP_PACKAGES=1)"
-  say "Debian $(cat /etc/debian_version)"
-  if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else
-    die "need root or sudo to install packages (or set SDPA_DOCTOR_SKIP_PACKAGES=1)"; fi
+rocm_home=${ROCM_PATH:-/opt/rocm}
+packages=()
+if [ -n "$distro" ]; then
+  mapfile -t packages < <(distro_packages "$distro" build)
+  if [ "$test_packages" = 1 ]; then
+    while read -r p; do
+      # AMD's ROCm already there: the tests use it, not a second HIP from the distro beside it.
+      if [ -d "$rocm_home" ] && distro_is_rocm_package "$p"; then continue; fi
+      packages+=("$p")
+    done < <(distro_packages "$distro" test)
+    [ -d "$rocm_home" ] && say "AMD's ROCm is in $rocm_home: no HIP or ROCm SMI package from the distro"
+  fi
+fi
+if [ "${SDPA_DOCTOR_SKIP_PACKAGES:-0}" = 1 ]; then
+  say "system packages: skipped (SDPA_DOCTOR_SKIP_PACKAGES=1)"
+else
+  [ -n "$distro" ] || die "this script knows the packages of Debian 12/13 and Ubuntu 22.04/24.04, not '${distro_name:-this system}' ($os_release): install the equivalents of scripts/distro-packages.sh by hand and set SDPA_DOCTOR_SKIP_PACKAGES=1"
+  say "packages: ${packages[*]}"
   missing=()
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    say "installing: ${missing[*]}"
+  if [ "$foreign" = 0 ] && command -v dpkg-query >/dev/null; then
+    for p in "${packages[@]}"; do
+      [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
+    done
+    what="${missing[*]}"
+  else
+    missing=("${packages[@]}")
+    what="those of them not installed yet"
+  fi
+  if [ ${#missing[@]} -eq 0 ]; then
+    say "system packages already installed"
+  elif would "apt-get update, then apt-get install --no-install-recommends $what"; then
+    if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else
+      die "need root or sudo to install packages (or set SDPA_DOCTOR_SKIP_PACKAGES=1)"; fi
     "${sudo[@]}" apt-get update -qq || die "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
       "${missing[@]}" >/dev/null || die "apt-get install failed for: ${missing[*]}"
-  else
-    say "system packages already installed"
   fi
 fi
-for tool in cmake ninja c++; do
-  command -v "$tool" >/dev/null || die "'$tool' not found after installing packages"
-done
+
+# --- CMake -------------------------------------------------------------------------------------
+version_at_least() { printf '%s\n%s\n' "$2" "$1" | sort -V -C; } # version_at_least HAVE NEED
+cmake_version() { "${1:-cmake}" --version 2>/dev/null | sed -n '1s/^cmake version \([0-9.]*\).*/\1/p'; }
+have_cmake=""; [ "$foreign" = 1 ] || have_cmake=$(cmake_version)
+if [ -x "$tools/bin/cmake" ]; then
+  export PATH="$tools/bin:$PATH"
+  say "CMake $(cmake_version) from PyPI, in .cache/tools/bin"
+elif { [ -n "$distro" ] && distro_cmake_too_old "$distro" && ! version_at_least "${have_cmake:-0}" "$sdpa_min_cmake"; } ||
+  { [ -n "$have_cmake" ] && ! version_at_least "$have_cmake" "$sdpa_min_cmake"; }; then
+  if would "install CMake >= $sdpa_min_cmake from PyPI into .cache/tools (the distro's is ${have_cmake:-older}; CMakePresets.json needs $sdpa_min_cmake)"; then
+    [ -x "$tools/bin/python" ] || python3 -m venv "$tools" || die "python3 -m venv $tools failed"
+    "$tools/bin/python" -m pip install -q --disable-pip-version-check "cmake>=$sdpa_min_cmake" \
+      || die "pip install cmake failed"
+    export PATH="$tools/bin:$PATH"
+    say "CMake $(cmake_version) in .cache/tools/bin: scripts/test.sh finds it there; for ctest or cmake by hand, export PATH=\"$tools/bin:\$PATH\""
+  fi
+fi
+# The compiler, where the distro's default is too old (CMake takes CXX at the first configure).
+cxx=""; [ -z "$distro" ] || cxx=$(distro_cxx "$distro")
+if [ -n "$cxx" ] && [ -z "${CXX:-}" ]; then
+  export CXX=$cxx
+  say "compiler: $cxx (this distro's default g++ cannot build the doctor)"
+fi
+if [ "$dry_run" = 0 ]; then
+  for tool in cmake ninja "${CXX:-c++}"; do
+    command -v "$tool" >/dev/null || die "'$tool' not found after installing packages"
+  done
+fi
 
 # --- Python and torch --------------------------------------------------------------------------
 # A user on a ROCm machine already has the torch that crashes: test that one, install none.
+skip_torch=${SDPA_DOCTOR_SKIP_TORCH:-0}
 has_torch() { "$1" -c 'import torch' >/dev/null 2>&1; }
+describe_torch() { # "torch 2.13.0+cpu (CPU build)", from the interpreter's own torch.version
+  "$1" -c 'import torch
+v = torch.version
+kind = f"ROCm {v.hip}" if getattr(v, "hip", None) else f"CUDA {v.cuda}" if v.cuda else "CPU"
+print(f"torch {torch.__version__} ({kind} build)")' 2>/dev/null || echo "no torch"
+}
+pip_install() { # pip_install PYTHON WHAT-FOR PACKAGE... (quiet; a failure stops the set-up)
+  local py=$1 why=$2
+  shift 2
+  "$py" -m pip install -q --disable-pip-version-check "$@" || die "pip install $* failed ($why)"
+}
+torch_from=(); [ -n "${SDPA_DOCTOR_TORCH_INDEX:-}" ] && torch_from=(--index-url "$SDPA_DOCTOR_TORCH_INDEX")
 python=""
 if [ -n "${SDPA_DOCTOR_PYTHON:-}" ]; then
-  [ -x "$SDPA_DOCTOR_PYTHON" ] || die "SDPA_DOCTOR_PYTHON=$SDPA_DOCTOR_PYTHON is not an executable"
-  has_torch "$SDPA_DOCTOR_PYTHON" || die "SDPA_DOCTOR_PYTHON=$SDPA_DOCTOR_PYTHON cannot import torch"
+  [ -x "$SDPA_DOCTOR_PYTHON" ] || usage_error "SDPA_DOCTOR_PYTHON=$SDPA_DOCTOR_PYTHON is not an executable"
+  [ "$skip_torch" = 1 ] || has_torch "$SDPA_DOCTOR_PYTHON" ||
+    usage_error "SDPA_DOCTOR_PYTHON=$SDPA_DOCTOR_PYTHON cannot import torch"
   python=$SDPA_DOCTOR_PYTHON
-  say "using the torch of $python (SDPA_DOCTOR_PYTHON)"
+  say "python: $python (SDPA_DOCTOR_PYTHON), $(describe_torch "$python")"
 elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ] && has_torch "$VIRTUAL_ENV/bin/python"; then
   python=$VIRTUAL_ENV/bin/python
-  say "using the torch of the active venv: $python"
+  say "python: the active venv's, $python, $(describe_torch "$python")"
 else
   python=$here/.venv/bin/python
-  if [ ! -x "$python" ]; then
-    say "creating .venv"
+  if [ ! -x "$python" ] && would "create .venv (python3 -m venv)"; then
     python3 -m venv "$here/.venv" || die "python3 -m venv failed (install python3-venv)"
   fi
-  if ! "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
-    say "installing torch==$torch_version (CPU build) into .venv"
-    "$python" -m pip install -q --disable-pip-version-check "torch==$torch_version" \
-      || die "pip install torch==$torch_version failed"
+  if [ "$skip_torch" = 1 ]; then
+    say "torch: not installed (SDPA_DOCTOR_SKIP_TORCH=1): no libtorch worker, no python probe; their tests skip"
+  elif ! "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+    if [ -n "${SDPA_DOCTOR_TORCH_INDEX:-}" ]; then
+      from="from $SDPA_DOCTOR_TORCH_INDEX (SDPA_DOCTOR_TORCH_INDEX)"
+    else
+      from="from pip's configured index (PyPI's is the CUDA build, several GB; set SDPA_DOCTOR_TORCH_INDEX to PyTorch's CPU index for the small CPU build)"
+    fi
+    if would "install torch==$torch_version into .venv, $from"; then
+      pip_install "$python" "torch" "torch==$torch_version" "${torch_from[@]}"
+    fi
   fi
-  if ! "$python" -c 'import jsonschema' 2>/dev/null; then
-    say "installing jsonschema into .venv (report validation in the tests)"
-    "$python" -m pip install -q --disable-pip-version-check jsonschema \
-      || die "pip install jsonschema failed"
-  fi
-  if ! "$python" -c 'import yaml' 2>/dev/null; then
-    say "installing pyyaml into .venv (deploy manifest checks in the tests)"
-    "$python" -m pip install -q --disable-pip-version-check pyyaml \
-      || die "pip install pyyaml failed"
-  fi
-  say "torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in .venv"
+  for module in jsonschema:jsonschema yaml:pyyaml; do # report validation, deploy manifest checks
+    if ! "$python" -c "import ${module%%:*}" 2>/dev/null && would "install ${module#*:} into .venv (the tests use it)"; then
+      pip_install "$python" "the tests use it" "${module#*:}"
+    fi
+  done
+  [ "$dry_run" = 1 ] || say "python: .venv, $(describe_torch "$python")"
 fi
 
 # --- configure and build -----------------------------------------------------------------------
-say "configuring (preset $preset)"
-cmake --preset "$preset" -DSDPA_DOCTOR_PYTHON="$python" ${SDPA_DOCTOR_CMAKE_ARGS:-} \
-  || die "cmake configure failed (see the messages above)"
-say "building"
-cmake --build --preset "$preset" || die "build failed"
-say "done"
+if would "configure: cmake --preset $preset -DSDPA_DOCTOR_PYTHON=$python${SDPA_DOCTOR_CMAKE_ARGS:+ $SDPA_DOCTOR_CMAKE_ARGS}"; then
+  # shellcheck disable=SC2086 # SDPA_DOCTOR_CMAKE_ARGS is split on purpose
+  cmake --preset "$preset" -DSDPA_DOCTOR_PYTHON="$python" ${SDPA_DOCTOR_CMAKE_ARGS:-} \
+    || die "cmake configure failed (see the messages above)"
+fi
+if would "build: cmake --build --preset $preset"; then
+  cmake --build --preset "$preset" || die "build failed"
+fi
+if [ "$dry_run" = 1 ]; then say "dry run done: nothing was changed"; else say "done"; fi

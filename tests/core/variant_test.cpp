@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+
 using namespace sdpa_doctor;
 
 TEST(Variant, ParsesNamesAndEnvironment) {

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The deploy recipes parse and say what the README promises: every Kubernetes manifest is valid
 YAML with apiVersion/kind, the per-node pods ask the AMD GPU device plugin for one GPU and mount
-the reports volume, the merge Job runs `sdpa-doctor merge`. Exit 77 (skip) without PyYAML."""
+the reports volume, the merge Job runs `sdpa-doctor merge`, every container names the image the
+Dockerfile's comment builds (this version's tag, never :latest) with a pull policy, and the
+Dockerfile needs no GPU and no arch list at build time. Exit 77 (skip) without PyYAML."""
 import pathlib
+import re
 import sys
 
 try:
@@ -36,6 +39,31 @@ assert job["spec"]["completionMode"] == "Indexed"
 merge = pod(docs[("Job", "sdpa-doctor-merge")])["containers"][0]
 assert "sdpa-doctor merge" in " ".join(merge["args"])
 assert ("PersistentVolumeClaim", "sdpa-doctor-reports") in docs
+
+# The image: this version's tag, as the Dockerfile's build command tags it, and a pull policy (a
+# local image tagged :latest or untagged defaults to Always and fails with ErrImagePull).
+cmake_lists = (root / "CMakeLists.txt").read_text()
+version = re.search(r"project\(sdpa-doctor VERSION ([0-9.]+)", cmake_lists).group(1)
+image = f"sdpa-doctor:{version}"
+for (kind, name), doc in docs.items():
+    if kind == "PersistentVolumeClaim":
+        continue
+    for c in pod(doc)["containers"]:
+        assert c["image"] == image, f"{kind} {name}: image {c['image']!r}, expected {image!r}"
+        assert c.get("imagePullPolicy") == "IfNotPresent", f"{kind} {name}: imagePullPolicy"
+print(f"ok every container runs {image} with imagePullPolicy IfNotPresent")
+
 dockerfile = (root / "deploy" / "Dockerfile").read_text()
-assert "rocm/pytorch:latest" in dockerfile and "cmake --build" in dockerfile
+assert f"-t {image} " in dockerfile, f"the Dockerfile's build command does not tag {image}"
+assert "FROM ${BASE}" in dockerfile and "cmake --build" in dockerfile
+# Nothing at build time may need a GPU or name GPU archs: docker build has no GPU.
+code = "\n".join(line for line in dockerfile.splitlines() if not line.lstrip().startswith("#"))
+for needs_gpu in ["HIP_ARCHITECTURES", "HIP_ARCHS", "GPU_TARGETS", "PYTORCH_ROCM_ARCH",
+                  "rocm_agent_enumerator", "cmake_prefix_path", "gfx"]:
+    assert needs_gpu not in code, f"the Dockerfile's build needs a GPU or an arch list: {needs_gpu}"
+# While the build still has build-time HIP kernels and a CMake-found LibTorch, both stay off.
+for option in ["SDPA_DOCTOR_WITH_HIP", "SDPA_DOCTOR_WITH_TORCH"]:
+    if option in cmake_lists:
+        assert f"-D{option}=OFF" in code, f"the Dockerfile leaves {option} on (needs an arch list)"
+print("ok the Dockerfile builds with no GPU and no arch list")
 print("deploy manifests ok")
