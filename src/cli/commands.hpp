@@ -22,7 +22,7 @@ struct GlobalOptions {
   std::string log_file;
   bool redact = false;       // --redact: no hostname or user in reports
 
-  ColorMode color_mode() const; // honours NO_COLOR and whether stdout is a terminal
+  ColorMode color_mode() const; // honours NO_COLOR, whether stdout is a terminal, TERM=dumb
 };
 
 // What a subcommand's setup leaves behind: the function to call once parsing succeeded.
