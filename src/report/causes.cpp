@@ -183,9 +183,10 @@ std::vector<std::string> not_run_lines(const Cause& c) {
 }
 
 std::string shrink_title(const Report& report, const Shrink& s) {
-  const bool shared = std::any_of(report.shrinks.begin(), report.shrinks.end(), [&](const Shrink& o) {
-    return o.device == s.device && o.variant == s.variant && o.probe != s.probe;
-  });
+  const bool shared =
+      std::any_of(report.shrinks.begin(), report.shrinks.end(), [&](const Shrink& o) {
+        return o.device == s.device && o.variant == s.variant && o.probe != s.probe;
+      });
   const std::string who = fmt::format("{} on {}", s.variant, s.device);
   if (!shared || s.rule.rfind(who, 0) != 0) return s.rule;
   return fmt::format("{} ({}) on {}{}", s.variant, to_string(s.probe), s.device,

@@ -335,6 +335,12 @@ std::string case_list(const Cause& c, size_t width) {
   return line;
 }
 
+// "✗ CRASH", coloured when asked.
+std::string status_head(Status s, const ConsoleOptions& o) {
+  const std::string head = fmt::format("{} {}", status_symbol(s, o.unicode), status_label(s));
+  return o.color ? fmt::format("{}{}\x1b[0m", status_ansi(s), head) : head;
+}
+
 // One block per cause: what failed and how often, the cases, one example's evidence, what it
 // stopped, the remedy. A single case keeps its whole evidence (stderr included).
 std::string cause_block(const Report& report, const Cause& c, const ConsoleOptions& o) {
@@ -342,8 +348,7 @@ std::string cause_block(const Report& report, const Cause& c, const ConsoleOptio
   const size_t width = size_t(std::max(o.width, 40));
   const CaseResult& r = c.example();
   const bool single = c.results.size() == 1;
-  std::string head = fmt::format("{} {}", status_symbol(r.status, o.unicode), status_label(r.status));
-  if (o.color) head = fmt::format("{}{}\x1b[0m", status_ansi(r.status), head);
+  const std::string head = status_head(r.status, o);
   std::vector<std::string> what{r.device, std::string(to_string(r.probe)),
                                 fmt::format("{}", fmt::join(c.variants, ", "))};
   what.push_back(single ? r.case_id : count_of(c.results.size(), "case"));
@@ -365,8 +370,9 @@ std::string cause_block(const Report& report, const Cause& c, const ConsoleOptio
       facts.push_back(fmt::format("{} NaN, {} Inf", r.metrics.nan_count, r.metrics.inf_count));
   }
   if (!facts.empty())
-    out += wrap_paragraph(fmt::format("{}{}", single ? "" : r.case_id + ": ", fmt::join(facts, dot)),
-                          width, "      ", "      ");
+    out +=
+        wrap_paragraph(fmt::format("{}{}", single ? "" : r.case_id + ": ", fmt::join(facts, dot)),
+                       width, "      ", "      ");
   if (!r.reason.empty()) out += wrap_paragraph(r.reason, width, "      reason: ", "        ");
   if (!r.signatures.empty())
     out += wrap_paragraph(fmt::format("{}", fmt::join(r.signatures, ", ")), width,
@@ -386,7 +392,8 @@ std::string cause_block(const Report& report, const Cause& c, const ConsoleOptio
         out += "        | " + part + "\n";
     }
   }
-  for (const std::string& line : not_run_lines(c)) out += wrap_paragraph(line, width, "      ", "        ");
+  for (const std::string& line : not_run_lines(c))
+    out += wrap_paragraph(line, width, "      ", "        ");
   if (c.finding && !c.finding->remedy.empty())
     out += wrap_paragraph(c.finding->id + ": " + c.finding->remedy, width,
                           o.unicode ? "      → " : "      -> ", "        ");
@@ -397,11 +404,10 @@ std::string cause_block(const Report& report, const Cause& c, const ConsoleOptio
 std::string skip_block(const Cause& c, const ConsoleOptions& o) {
   const std::string_view dot = o.unicode ? " · " : " | ";
   const CaseResult& r = c.example();
-  std::string head = fmt::format("{} {}", status_symbol(r.status, o.unicode), status_label(r.status));
-  if (o.color) head = fmt::format("{}{}\x1b[0m", status_ansi(r.status), head);
+  const std::string head = status_head(r.status, o);
   const std::string what = fmt::format(
-      "{}{}{}{}{}{}{}: {}", r.device, dot, to_string(r.probe), dot, fmt::join(c.variants, ", "), dot,
-      c.results.size() == 1 ? r.case_id : count_of(c.results.size(), "case"),
+      "{}{}{}{}{}{}{}: {}", r.device, dot, to_string(r.probe), dot, fmt::join(c.variants, ", "),
+      dot, c.results.size() == 1 ? r.case_id : count_of(c.results.size(), "case"),
       r.reason.empty() ? "no reason recorded" : r.reason);
   return wrap_paragraph(what, size_t(std::max(o.width, 40)), "  " + head + "  ", "      ");
 }

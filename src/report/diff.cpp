@@ -59,7 +59,8 @@ std::string where_of(const DigestCell& c) {
 
 // Every field comes from a report file: data, escaped for the terminal.
 std::string cell_name(const DigestCell& c) {
-  return escape_to_one_line(fmt::format("{} · {} · {} · {}", where_of(c), c.probe, c.variant, c.case_id));
+  return escape_to_one_line(
+      fmt::format("{} · {} · {} · {}", where_of(c), c.probe, c.variant, c.case_id));
 }
 
 std::string status_text(Status s, bool unicode) {
@@ -185,8 +186,9 @@ DiffResult diff(const ReportDigest& baseline, const ReportDigest& now, const Dif
 }
 
 std::string render_diff_console(const DiffResult& d, bool unicode) {
-  std::string out = fmt::format("sdpa-doctor diff\n  baseline  {}\n  new       {}\n",
-                                escape_to_one_line(d.baseline_label), escape_to_one_line(d.new_label));
+  std::string out =
+      fmt::format("sdpa-doctor diff\n  baseline  {}\n  new       {}\n",
+                  escape_to_one_line(d.baseline_label), escape_to_one_line(d.new_label));
   for (ChangeKind k : k_kind_order) {
     std::vector<const CellChange*> rows;
     for (const CellChange& c : d.changes)

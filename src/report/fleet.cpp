@@ -241,7 +241,8 @@ std::string render_fleet_console(const FleetMatrix& fleet, bool unicode) {
   for (const auto& [arch, rows] : rows_by_arch(fleet)) {
     int arch_nodes = 0;
     for (const FleetRow* r : rows) arch_nodes = std::max(arch_nodes, nodes_of(r->row));
-    out += fmt::format("\n{} · {}\n", escape_to_one_line(arch), count_of(size_t(arch_nodes), "node"));
+    out +=
+        fmt::format("\n{} · {}\n", escape_to_one_line(arch), count_of(size_t(arch_nodes), "node"));
     const std::vector<std::string> dtypes = dtype_columns(rows);
     std::vector<std::vector<std::string>> table;
     std::vector<std::string> header{"probe", "variant"};
@@ -285,7 +286,8 @@ std::string render_fleet_console(const FleetMatrix& fleet, bool unicode) {
 
 std::string render_fleet_markdown(const FleetMatrix& fleet) {
   auto cell = [](const std::string& s) { return markdown_cell(markdown_text(s)); };
-  std::string out = fmt::format("## sdpa-doctor fleet: {}\n", count_of(size_t(fleet.nodes()), "node"));
+  std::string out =
+      fmt::format("## sdpa-doctor fleet: {}\n", count_of(size_t(fleet.nodes()), "node"));
   for (const auto& [arch, rows] : rows_by_arch(fleet)) {
     const std::vector<std::string> dtypes = dtype_columns(rows);
     out += fmt::format("\n### {}\n\n| probe | variant |", markdown_text(arch));

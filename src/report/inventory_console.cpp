@@ -112,9 +112,10 @@ std::string render_inventory_console(const DeviceInventory& inventory,
   const auto amd = std::count_if(inventory.devices.begin(), inventory.devices.end(), is_amd_gpu);
   const auto others = std::ptrdiff_t(inventory.devices.size()) - amd;
   if (amd == 0) {
-    out += fmt::format("No AMD GPU found: {}.\n",
-                       inventory.no_gpu_reason.empty() ? "no source listed one"
-                                                       : escape_to_one_line(inventory.no_gpu_reason));
+    out +=
+        fmt::format("No AMD GPU found: {}.\n", inventory.no_gpu_reason.empty()
+                                                   ? "no source listed one"
+                                                   : escape_to_one_line(inventory.no_gpu_reason));
   } else {
     out += fmt::format("{} AMD GPU{} found\n", amd, amd == 1 ? "" : "s");
   }

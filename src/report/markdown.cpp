@@ -52,7 +52,8 @@ std::string environment_section(const Report& report) {
     out += "<details><summary>Environment variables (allow-listed)</summary>\n\n";
     out += "| variable | value |\n|---|---|\n";
     for (const auto& [k, v] : report.environment)
-      out += fmt::format("| {} | {} |\n", cell_code(k), v.empty() ? std::string("(empty)") : cell_code(v));
+      out += fmt::format("| {} | {} |\n", cell_code(k),
+                         v.empty() ? std::string("(empty)") : cell_code(v));
     out += "\n</details>\n\n";
   }
   return out;
@@ -63,7 +64,8 @@ std::string devices_section(const Report& report) {
   out += "## Devices\n\n";
   for (const Device& d : report.inventory.devices) {
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : "(no HIP index)";
-    out += fmt::format("- {} {}\n", markdown_code(target), markdown_text(device_title(report, target)));
+    out += fmt::format("- {} {}\n", markdown_code(target),
+                       markdown_text(device_title(report, target)));
   }
   if (std::none_of(report.inventory.devices.begin(), report.inventory.devices.end(), is_amd_gpu))
     out += fmt::format("No AMD GPU found: {}\n",
@@ -161,7 +163,8 @@ std::string cause_detail(const Report& report, const Cause& c) {
                        markdown_text(c.finding->remedy));
   if (!r.stderr_tail.empty())
     out += "\nstderr (last lines):\n\n" + markdown_fence(escape_lines(r.stderr_tail), "text");
-  out += repro_block("Repro (save as `repro.py`, run with `python3 repro.py`; needs only torch):", r);
+  out +=
+      repro_block("Repro (save as `repro.py`, run with `python3 repro.py`; needs only torch):", r);
   for (const Shrink& sh : report.shrinks) {
     const bool of_this = std::any_of(c.results.begin(), c.results.end(), [&](const CaseResult* x) {
       return sh.device == x->device && sh.probe == x->probe && sh.variant == x->variant &&
@@ -230,10 +233,11 @@ std::string known_issues_section(const Report& report) {
   if (!report.known_issues.empty()) {
     out += "## Known issues\n\n";
     for (const KnownIssueMatch& m : report.known_issues) {
-      out += fmt::format("- {} on {}{} ({}): {}\n",
-                         m.link.empty() ? markdown_code(m.issue_id) : markdown_link(m.issue_id, m.link),
-                         markdown_code(m.device), m.variant.empty() ? "" : " " + markdown_code(m.variant),
-                         count_of(m.case_ids.size(), "case"), markdown_text(m.title));
+      out += fmt::format(
+          "- {} on {}{} ({}): {}\n",
+          m.link.empty() ? markdown_code(m.issue_id) : markdown_link(m.issue_id, m.link),
+          markdown_code(m.device), m.variant.empty() ? "" : " " + markdown_code(m.variant),
+          count_of(m.case_ids.size(), "case"), markdown_text(m.title));
       if (!m.advice.empty()) out += fmt::format("  - advice: {}\n", markdown_text(m.advice));
       if (!m.fixed_in.empty()) out += fmt::format("  - fixed in: {}\n", markdown_text(m.fixed_in));
     }
@@ -257,7 +261,8 @@ std::string recommendations_section(const Report& report) {
       if (r.verification || !r.rejected.empty()) out += "\n";
       // The code is the tool's own, to paste as it is: fenced, never escaped.
       if (!r.python.empty()) out += "Python:\n\n" + markdown_fence(r.python, "python") + "\n";
-      if (!r.environment.empty()) out += "Environment:\n\n" + markdown_fence(r.environment, "sh") + "\n";
+      if (!r.environment.empty())
+        out += "Environment:\n\n" + markdown_fence(r.environment, "sh") + "\n";
       if (!r.cpp.empty()) out += "C++:\n\n" + markdown_fence(r.cpp, "cpp") + "\n";
       if (!r.transformers.empty()) out += "- Transformers: " + markdown_code(r.transformers) + "\n";
       if (!r.vllm.empty()) out += "- vLLM: " + markdown_text(r.vllm) + "\n";

@@ -43,7 +43,8 @@ TEST(EscapeToOneLine, C1ControlsAndBidiOverridesAreShownAsCodepoints) {
   EXPECT_EQ(escape_to_one_line("a\xc2\x9b" "2Jb"), "a\\u009b2Jb"); // CSI as one codepoint
   EXPECT_EQ(escape_to_one_line("x\xe2\x80\xaey"), "x\\u202ey");     // right-to-left override
   EXPECT_EQ(escape_to_one_line("\xe2\x81\xa6z"), "\\u2066z");       // left-to-right isolate
-  EXPECT_EQ(escape_to_one_line("caf\xc3\xa9 \xc2\xb7 \xe2\x80\x94"), "caf\xc3\xa9 \xc2\xb7 \xe2\x80\x94");
+  EXPECT_EQ(escape_to_one_line("caf\xc3\xa9 \xc2\xb7 \xe2\x80\x94"),
+            "caf\xc3\xa9 \xc2\xb7 \xe2\x80\x94");
 }
 
 TEST(EscapeLines, KeepsLineBreaksAndEscapesTheRest) {

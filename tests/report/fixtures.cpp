@@ -279,7 +279,8 @@ Report budget_spent() {
   r.workers.push_back(worker("cpu", Probe::torch, "flash", v));
   r.workers.back().restarts = 4;
   r.workers.push_back(worker("cpu", Probe::torch, "math", v));
-  r.workers.push_back(worker("cpu", Probe::python, "flash", {{"torch", "2.13.0+cpu"}, {"python", "3.11.2"}}));
+  r.workers.push_back(
+      worker("cpu", Probe::python, "flash", {{"torch", "2.13.0+cpu"}, {"python", "3.11.2"}}));
   std::vector<Case> cases;
   for (DType d : {DType::f16, DType::bf16, DType::f32})
     for (int64_t l : {16, 64}) cases.push_back(make_case(d, l, 32, false, 2, 2));
@@ -306,8 +307,9 @@ Report budget_spent() {
   for (const Case& c : cases) {
     CaseResult x = pass("cpu", Probe::python, "flash", c, 0.15);
     if (c.causal) {
-      x = with_status(x, Status::mismatch,
-                      fmt::format("{}% of outputs outside tolerance", c.dtype == DType::f16 ? 12 : 31));
+      x = with_status(
+          x, Status::mismatch,
+          fmt::format("{}% of outputs outside tolerance", c.dtype == DType::f16 ? 12 : 31));
       x.metrics.max_abs_err = 0.25;
       x.metrics.rel_l2_err = 0.04;
       x.metrics.frac_outside_tol = c.dtype == DType::f16 ? 0.12 : 0.31;

@@ -1,4 +1,5 @@
 #include "fixtures.hpp"
+#include "output_checks.hpp"
 
 #include "report/common.hpp"
 #include "report/report.hpp"
@@ -189,10 +190,10 @@ TEST(WriteAtomically, ReportsAnUnwritableDirectory) {
 
 namespace {
 
-// Terminal escapes, an HTML injection, a line that would close a code fence and Markdown markup,
-// in one string.
-const std::string k_evil = "\x1b[2J\x1b]0;owned\x07\xc2\x9b" "31m<img src=x onerror=alert(1)>\n```\n"
-                           "# heading *bold* [link](javascript:alert(1)) <script>x</script>";
+using sdpa_test::control_bytes;
+using sdpa_test::fences_balanced;
+using sdpa_test::html_tags;
+using sdpa_test::k_evil;
 
 Report hostile(Report r) {
   r.host["hostname"] = "ws-" + k_evil;
@@ -211,74 +212,6 @@ Report hostile(Report r) {
   r.known_issues.at(0).link = "https://example.org/a) <b>x</b>";
   r.recommendations.at(0).summary = k_evil;
   return r;
-}
-
-// Bytes a terminal would act on: C0 controls but the newline, DEL, C1 controls (UTF-8 encoded).
-std::string control_bytes(const std::string& text) {
-  std::string found;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if ((c < 0x20 && c != '\n') || c == 0x7F ||
-        (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xA0))
-      found += fmt::format("\\x{:02x} at {}; ", c, i);
-  }
-  return found;
-}
-
-// The length of the backtick run at text[i].
-size_t backticks(const std::string& text, size_t i) {
-  size_t n = 0;
-  while (i + n < text.size() && text[i + n] == '`') ++n;
-  return n;
-}
-
-// Whether every fenced code block is closed: a fence opens with 3+ backticks at the start of a
-// line and closes with a line of at least as many backticks and nothing else. The prose outside
-// the fences goes to `prose`, with its inline code spans left out, so what is left is what a
-// Markdown renderer would read as markup.
-bool fences_balanced(const std::string& md, std::string* prose = nullptr) {
-  size_t open = 0;
-  std::istringstream in(md);
-  for (std::string line; std::getline(in, line);) {
-    const size_t run = backticks(line, 0);
-    if (open == 0 && run >= 3) {
-      open = run;
-    } else if (open > 0) {
-      if (run >= open && run == line.size()) open = 0;
-    } else if (prose) {
-      for (size_t i = 0; i < line.size();) {
-        if (line[i] == '\\' && i + 1 < line.size()) { // an escaped character is literal
-          *prose += line.substr(i, 2);
-          i += 2;
-          continue;
-        }
-        const size_t n = backticks(line, i);
-        if (n == 0) {
-          *prose += line[i++];
-          continue;
-        }
-        // A code span ends at the next run of exactly as many backticks.
-        size_t close = i + n;
-        while (close < line.size() && backticks(line, close) != n)
-          close += std::max<size_t>(1, backticks(line, close));
-        i = close < line.size() ? close + n : i + n;
-      }
-      *prose += '\n';
-    }
-  }
-  return open == 0;
-}
-
-// The HTML tag names in `prose`.
-std::set<std::string> html_tags(const std::string& prose) {
-  std::set<std::string> tags;
-  for (size_t p = 0; (p = prose.find('<', p)) != std::string::npos; ++p) {
-    size_t q = p + 1 + (p + 1 < prose.size() && prose[p + 1] == '/');
-    size_t e = q;
-    while (e < prose.size() && std::isalpha(static_cast<unsigned char>(prose[e]))) ++e;
-    if (e > q) tags.insert(prose.substr(q, e - q));
-  }
-  return tags;
 }
 
 } // namespace
@@ -305,10 +238,7 @@ TEST(Markdown, ReportTextBecomesNoMarkup) {
   ASSERT_TRUE(fences_balanced(md, &prose)) << md;
   // The repro script is another part's (its comments are its own to make safe): the rest of the
   // document carries no control byte.
-  std::string without_repro = md;
-  for (size_t p; (p = without_repro.find("```python\n")) != std::string::npos;)
-    without_repro.erase(p, without_repro.find("\n```\n", p) + 5 - p);
-  EXPECT_EQ(control_bytes(without_repro), "");
+  EXPECT_EQ(control_bytes(sdpa_test::without_fences(md, "python")), "");
   // Outside code: no tag but the renderer's own, no heading, no link of the data's.
   EXPECT_EQ(html_tags(prose), (std::set<std::string>{"details", "summary"})) << prose;
   EXPECT_NE(prose.find("&lt;img src=x onerror=alert(1)>"), std::string::npos) << prose;
@@ -343,20 +273,6 @@ std::vector<std::string> section(const std::string& text, const std::string& tit
   std::istringstream in(text.substr(at + 1));
   for (std::string line; std::getline(in, line) && !line.empty();) lines.push_back(line);
   return lines;
-}
-
-// The console text with its wrapped lines joined again.
-std::string unwrapped(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\n') {
-      out += text[i];
-      continue;
-    }
-    out += ' ';
-    while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
-  }
-  return out;
 }
 
 size_t occurrences(const std::string& text, const std::string& what) {
@@ -461,7 +377,8 @@ TEST(Summary, SaysWhenTheExitCodeComesFromAFailedReRun) {
                                                          "fp32-b1-h4:2-q96-k96-d64: crash"};
   r.exit_code = 1;
   const std::string why = "exit code 1 (a re-run under the recommended flags failed)";
-  EXPECT_NE(unwrapped(report::render_console(r, {false, true, 100})).find(why), std::string::npos);
+  EXPECT_NE(sdpa_test::unwrapped(report::render_console(r, {false, true, 100})).find(why),
+            std::string::npos);
   EXPECT_NE(report::render_markdown(r).find(why), std::string::npos);
   r.exit_code = 0; // the re-run failed but was not gated on: nothing to explain
   EXPECT_EQ(report::render_console(r, {false, true, 100}).find("re-run under"), std::string::npos);
