@@ -215,9 +215,10 @@ void gfx_findings(const Report& report, std::vector<Finding>& out) {
     f.message = fmt::format("{} ({}): {}{}{}", f.device, g.physical,
                             g.source.empty() ? "" : g.source + ": ", g.detail,
                             f.case_ids.empty() ? std::string()
-                                               : fmt::format("; the failures of {} case(s) on this "
+                                               : fmt::format("; the failures of {} case{} on this "
                                                              "device share this one cause",
-                                                             f.case_ids.size()));
+                                                             f.case_ids.size(),
+                                                             f.case_ids.size() == 1 ? "" : "s"));
     f.remedy = g.remedy;
     out.push_back(std::move(f));
   }

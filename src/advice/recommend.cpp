@@ -253,8 +253,8 @@ std::string cost_for(const Chain& c, const Evaluation& e, const DeviceIndex& vie
   }
   if (by_math == 0) return {};
   if (c.kind != Chain::Kind::math_only && by_math < e.served_by.size())
-    parts.push_back(fmt::format("math serves {} of {} cases ({})", by_math, e.served_by.size(),
-                                fmt::join(math_dtypes, ", ")));
+    parts.push_back(fmt::format("math serves {} of {} case{} ({})", by_math, e.served_by.size(),
+                                e.served_by.size() == 1 ? "" : "s", fmt::join(math_dtypes, ", ")));
   if (options.target) {
     const Case& t = *options.target;
     parts.push_back(fmt::format(
@@ -288,8 +288,8 @@ std::string cost_for(const Chain& c, const Evaluation& e, const DeviceIndex& vie
     }
   }
   if (both > 0 && fused_ms > 0)
-    parts.push_back(fmt::format("math took {:.1f}x the time of {} on the {} cases both passed",
-                                math_ms / fused_ms, fused_name, both));
+    parts.push_back(fmt::format("math took {:.1f}x the time of {} on the {} case{} both passed",
+                                math_ms / fused_ms, fused_name, both, both == 1 ? "" : "s"));
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
@@ -344,9 +344,9 @@ Recommendation recommendation_for(const Chain& c, const Evaluation& e, const Dev
   rec.device = d.device;
   std::set<std::string> dtypes;
   for (const auto& [id, kase] : d.cases) dtypes.insert(std::string(to_string(kase.dtype)));
-  rec.summary = fmt::format("{} on {}: every measured case passed ({} cases, {})",
-                            describe(c, dispatch_choices(c, d)),
-                            d.device, d.case_order.size(), fmt::join(dtypes, ", "));
+  rec.summary = fmt::format("{} on {}: every measured case passed ({} case{}, {})",
+                            describe(c, dispatch_choices(c, d)), d.device, d.case_order.size(),
+                            d.case_order.size() == 1 ? "" : "s", fmt::join(dtypes, ", "));
   rec.python = python_for(c, d);
   rec.environment = environment_for(c);
   rec.cpp = cpp_for(c, d);

@@ -20,6 +20,9 @@ Variant without_flag(Variant v, std::string_view flag) {
 
 bool passed(const CaseResult* r) { return r && r->status == Status::pass; }
 
+// "1 case", "3 cases".
+std::string case_count(size_t n) { return fmt::format("{} case{}", n, n == 1 ? "" : "s"); }
+
 // One finding per failing status of the group, worst first.
 void failure_findings(const VariantGroup& g, std::vector<Finding>& out) {
   static const std::pair<Status, const char*> k_order[] = {
@@ -39,8 +42,8 @@ void failure_findings(const VariantGroup& g, std::vector<Finding>& out) {
     for (const CaseResult* r : it->second) ids.push_back(r->case_id);
     out.push_back(make_finding(
         fmt::format("variant-{}", to_string(status)), Severity::problem, g.device,
-        fmt::format("{} ({}) {} on {} in {} of {} cases{}", g.variant, to_string(g.probe), verb,
-                    g.device, it->second.size(), g.total, detail),
+        fmt::format("{} ({}) {} on {} in {} of {}{}", g.variant, to_string(g.probe), verb,
+                    g.device, it->second.size(), case_count(g.total), detail),
         g.probe == Probe::reference
             ? "the doctor's own reference kernel failed: check the device and driver"
             : fmt::format("avoid {} on {} (see the recommendation)", g.variant, g.device),
@@ -54,11 +57,12 @@ void skipped_finding(const VariantGroup& g, std::vector<Finding>& out) {
   const std::string& reason = sk->second.front()->reason;
   std::vector<std::string> ids;
   for (const CaseResult* r : sk->second) ids.push_back(r->case_id);
-  out.push_back(make_finding("cases-skipped", Severity::warning, g.device,
-                             fmt::format("{} ({}) on {}: {} of {} cases not run: {}", g.variant,
-                                         to_string(g.probe), g.device, sk->second.size(), g.total,
-                                         reason.empty() ? "no reason recorded" : reason),
-                             {}, std::move(ids)));
+  out.push_back(
+      make_finding("cases-skipped", Severity::warning, g.device,
+                   fmt::format("{} ({}) on {}: {} of {} not run: {}", g.variant, to_string(g.probe),
+                               g.device, sk->second.size(), case_count(g.total),
+                               reason.empty() ? "no reason recorded" : reason),
+                   {}, std::move(ids)));
 }
 
 // CK failed where the same backend without CK (or with AOTriton preferred) passed.
@@ -133,7 +137,8 @@ std::vector<std::string> rule_default_falls_back_to_math(const DeviceIndex& d) {
 }
 
 // A cross-variant rule: what it detects (the proving case ids, empty when it does not hold)
-// and the finding it makes. In `message`, {0} is the device and {1} the number of cases.
+// and the finding it makes. In `message`, {0} is the device and {1} the number of cases ("3
+// cases").
 struct DeviceRule {
   std::vector<std::string> (*detect)(const DeviceIndex&);
   const char* id;
@@ -158,7 +163,7 @@ const DeviceRule k_device_rules[] = {
      "in the backend, not the driver or the card",
      "report it to the backend (the Markdown report carries a repro per case)"},
     {rule_default_falls_back_to_math, "default-falls-back-to-math", Severity::warning,
-     "the default dispatch on {0} chose math for {1} case(s): no fused kernel accepted them, "
+     "the default dispatch on {0} chose math for {1}: no fused kernel accepted them, "
      "memory grows with L^2",
      "see the recommendation for a fused configuration that passed, if any"},
 };
@@ -189,7 +194,8 @@ void device_findings(const DeviceIndex& device, std::vector<Finding>& out) {
     std::vector<std::string> ids = rule.detect(device);
     if (ids.empty()) continue;
     // Formatted before the ids are moved into the finding: argument order is unspecified.
-    std::string message = fmt::format(fmt::runtime(rule.message), device.device, ids.size());
+    std::string message =
+        fmt::format(fmt::runtime(rule.message), device.device, case_count(ids.size()));
     out.push_back(make_finding(rule.id, rule.severity, device.device, std::move(message),
                                rule.remedy, std::move(ids)));
   }

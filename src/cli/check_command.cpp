@@ -645,6 +645,8 @@ int present_and_write(Report report, const GlobalOptions& global, const std::str
     report::ConsoleOptions co;
     co.color = global.color_mode() == ColorMode::always;
     co.unicode = utf8_locale();
+    if (const int columns = terminal_columns(STDOUT_FILENO); columns > 0)
+      co.width = std::min(columns, co.width); // a narrower terminal: wrap to it
     fmt::print("{}", report::render_console(report, co));
     if (!journal.empty()) fmt::print("journal: {}\n", journal);
   }

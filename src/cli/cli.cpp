@@ -31,7 +31,7 @@ ColorMode GlobalOptions::color_mode() const {
   if (color == "always") return ColorMode::always;
   if (color == "never") return ColorMode::never;
   if (const char* no = std::getenv("NO_COLOR"); no && *no) return ColorMode::never;
-  return ::isatty(STDOUT_FILENO) ? ColorMode::always : ColorMode::never;
+  return ::isatty(STDOUT_FILENO) && !dumb_terminal() ? ColorMode::always : ColorMode::never;
 }
 
 bool GlobalOptions::report_on_stdout() const {

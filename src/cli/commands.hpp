@@ -23,7 +23,7 @@ struct GlobalOptions {
   std::string log_file;
   bool redact = false;       // --redact: no hostname or user in reports
 
-  ColorMode color_mode() const; // honours NO_COLOR and whether stdout is a terminal
+  ColorMode color_mode() const; // honours NO_COLOR, whether stdout is a terminal, TERM=dumb
   // A report goes to stdout ('-'): it is then all that stdout carries (no console table).
   bool report_on_stdout() const;
 };

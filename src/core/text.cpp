@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 namespace sdpa_doctor {
 
@@ -15,24 +17,79 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
   return n;
 }
 
+namespace {
+
+// The codepoint of a valid multi-byte sequence (2 or 3 bytes suffice for what we look for).
+char32_t codepoint(std::string_view s) {
+  const auto b = [&](std::size_t k) { return char32_t(static_cast<unsigned char>(s[k])); };
+  if (s.size() == 2) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+  if (s.size() == 3) return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  return 0;
+}
+
+// C1 controls (U+0080..U+009F: CSI as one codepoint) and the bidi embeddings, overrides and
+// isolates that make a terminal show text in another order than it is.
+bool invisible_control(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+} // namespace
+
 std::string escape_to_one_line(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     const std::size_t n = utf8_sequence_length(text, i);
-    if (n > 1 || (n == 1 && c >= 0x20 && c != 0x7F)) {
-      out.append(text.substr(i, n));
+    if (n > 1) {
+      const std::string_view seq = text.substr(i, n);
+      if (const char32_t cp = codepoint(seq); invisible_control(cp))
+        out += fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
+      else
+        out.append(seq);
       i += n;
       continue;
     }
-    if (c == '\n') out += "\\n";
+    if (n == 1 && c >= 0x20 && c != 0x7F) out += static_cast<char>(c);
+    else if (c == '\n') out += "\\n";
     else if (c == '\r') out += "\\r";
     else if (c == '\t') out += "\\t";
     else out += fmt::format("\\x{:02x}", c);
     ++i;
   }
   return out;
+}
+
+std::string escape_lines(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t nl = text.find('\n', start);
+    const bool last = nl == std::string_view::npos;
+    if (last) nl = text.size();
+    std::string_view line = text.substr(start, nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out += escape_to_one_line(line);
+    if (!last) out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
+
+std::size_t display_width(std::string_view s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string_view fit_to_width(std::string_view line, std::size_t columns) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) continue;
+    if (seen++ == columns) return line.substr(0, i);
+  }
+  return line;
 }
 
 bool utf8_locale() {
@@ -45,6 +102,23 @@ bool utf8_locale() {
     }
   }
   return false;
+}
+
+bool dumb_terminal() {
+  const char* term = std::getenv("TERM");
+  return !term || !*term || std::string_view(term) == "dumb";
+}
+
+int terminal_columns(int fd) {
+  if (!::isatty(fd)) return 0;
+  winsize size{};
+  if (::ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS"); columns && *columns) {
+    char* end = nullptr;
+    const long n = std::strtol(columns, &end, 10);
+    if (*end == '\0' && n > 0 && n < 10000) return static_cast<int>(n);
+  }
+  return 0;
 }
 
 } // namespace sdpa_doctor

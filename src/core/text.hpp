@@ -11,11 +11,31 @@ namespace sdpa_doctor {
 std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
 
 // The text on one printable line: newline, carriage return and tab become \n \r \t, any other
-// control byte or byte that is not valid UTF-8 becomes \xNN, so an error message shows what was
-// typed without breaking the line or driving the terminal.
+// control byte or byte that is not valid UTF-8 becomes \xNN, and the C1 controls and the bidi
+// overrides (which some terminals obey and which reorder what is shown) become \uNNNN, so an
+// error message shows what was typed without breaking the line or driving the terminal.
 std::string escape_to_one_line(std::string_view text);
+
+// Multi-line text (a stderr tail, a code block) with its line breaks kept ("\r\n" becomes "\n")
+// and every line escaped as by escape_to_one_line.
+std::string escape_lines(std::string_view text);
+
+// Display columns of UTF-8 text: one per codepoint (the symbols and box characters we emit are
+// one column wide).
+std::size_t display_width(std::string_view utf8);
+
+// The longest prefix of `line` that takes at most `columns` columns, cut between codepoints.
+std::string_view fit_to_width(std::string_view line, std::size_t columns);
 
 // Whether the locale (LC_ALL, else LC_CTYPE, else LANG) is UTF-8: box drawing needs it.
 bool utf8_locale();
+
+// TERM is unset, empty or "dumb": a terminal that takes no escape sequence (no colour, no
+// cursor movement), e.g. an editor's shell buffer.
+bool dumb_terminal();
+
+// Columns of the terminal on `fd` (its window size, else $COLUMNS); 0 when `fd` is not a
+// terminal or neither says.
+int terminal_columns(int fd);
 
 } // namespace sdpa_doctor

@@ -1,6 +1,7 @@
 #include "report/common.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <fmt/format.h>
@@ -271,6 +272,18 @@ std::string summary_counts(const std::map<Status, int>& totals) {
   return parts.empty() ? std::string("no cases") : fmt::format("{}", fmt::join(parts, " · "));
 }
 
+std::string exit_code_text(const Report& report) {
+  const bool rerun_failed =
+      std::any_of(report.recommendations.begin(), report.recommendations.end(),
+                  [](const Recommendation& r) {
+                    return !r.rejected.empty() || (r.verification && r.verification->ran &&
+                                                   !r.verification->verified());
+                  });
+  if (report.exit_code == exit_code::failures && rerun_failed && failures(report).empty())
+    return "exit code 1 (a re-run under the recommended flags failed)";
+  return fmt::format("exit code {}", report.exit_code);
+}
+
 std::string cells_summary(const Report& report) {
   std::set<std::string> cases, devices;
   std::set<std::pair<Probe, std::string>> variants;
@@ -280,9 +293,7 @@ std::string cells_summary(const Report& report) {
     variants.insert({r.probe, r.variant});
   }
   const size_t cells = report.results.size();
-  const auto plural = [](size_t n, const char* word) {
-    return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
-  };
+  const auto plural = [](size_t n, const char* word) { return count_of(n, word); };
   if (cells <= 1 || cases.size() * variants.size() * devices.size() != cells)
     return plural(cells, "cell");
   std::string out = plural(cases.size(), "case") + " × " + plural(variants.size(), "variant");
@@ -290,22 +301,104 @@ std::string cells_summary(const Report& report) {
   return out + " = " + plural(cells, "cell");
 }
 
-size_t display_width(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) {
-    if ((c & 0xC0) != 0x80) ++n;
-  }
-  return n;
+std::string count_of(size_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-std::string markdown_cell(std::string_view text) {
+namespace {
+
+size_t longest_backtick_run(std::string_view s) {
+  size_t longest = 0, run = 0;
+  for (char c : s) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return longest;
+}
+
+bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+} // namespace
+
+std::string markdown_text(std::string_view text) {
+  const std::string line = escape_to_one_line(text);
   std::string out;
-  for (char c : text) {
+  out.reserve(line.size());
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    switch (c) {
+    case '<': out += "&lt;"; break; // no tag can open without it, so '>' may stay
+    case '&': out += "&amp;"; break;
+    case '\\':
+    case '`':
+    case '*':
+    case '[':
+    case ']':
+    case '~':
+      out += '\\';
+      out += c;
+      break;
+    case '_':
+      // Inside a word (mem_efficient) '_' is never emphasis: left as it is, so names read.
+      if (i == 0 || i + 1 == line.size() || !alnum(line[i - 1]) || !alnum(line[i + 1])) out += '\\';
+      out += c;
+      break;
+    default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_code(std::string_view text) {
+  const std::string line = escape_to_one_line(text);
+  if (line.empty()) return "` `";
+  const std::string fence(longest_backtick_run(line) + 1, '`');
+  // A space each side keeps a leading or trailing backtick (or space) from touching the fence.
+  const bool pad = line.front() == '`' || line.back() == '`' || line.front() == ' ' ||
+                   line.back() == ' ';
+  return pad ? fence + " " + line + " " + fence : fence + line + fence;
+}
+
+std::string markdown_cell(std::string_view markdown) {
+  std::string out;
+  for (char c : markdown) {
     if (c == '|') out += "\\|";
     else if (c == '\n' || c == '\r') out += ' ';
     else out += c;
   }
   return out;
+}
+
+std::string markdown_fence(std::string_view body, std::string_view lang) {
+  const std::string fence(std::max<size_t>(3, longest_backtick_run(body) + 1), '`');
+  std::string out = fence + std::string(lang) + "\n" + std::string(body);
+  if (out.back() != '\n') out += "\n";
+  return out + fence + "\n";
+}
+
+std::string html_text(std::string_view text) {
+  std::string out;
+  for (char c : escape_to_one_line(text)) {
+    switch (c) {
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '&': out += "&amp;"; break;
+    case '"': out += "&quot;"; break;
+    default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_link(std::string_view text, std::string_view url) {
+  const bool web = url.rfind("https://", 0) == 0 || url.rfind("http://", 0) == 0;
+  const bool plain = std::all_of(url.begin(), url.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u > 0x20 && u < 0x7F && std::string_view("<>()\"'`\\").find(c) == std::string_view::npos;
+  });
+  if (web && plain) return fmt::format("[{}]({})", markdown_text(text), url);
+  if (url.empty()) return markdown_text(text);
+  return markdown_text(text) + " " + markdown_code(url);
 }
 
 std::string ascii_dots(std::string_view text) {
@@ -325,9 +418,10 @@ std::string verification_line(const Verification& v) {
   if (!v.ran) return fmt::format("not verified: {}", v.note);
   const std::string how = fmt::format("{}, {:.1f} s", v.how, v.seconds);
   if (v.verified())
-    return fmt::format("verified: {}/{} cases under these flags ({})", v.passed, v.total, how);
-  return fmt::format("NOT verified: {}/{} cases passed under these flags ({}): {}", v.passed,
-                     v.total, how, v.note);
+    return fmt::format("verified: {}/{} under these flags ({})", v.passed,
+                       count_of(size_t(v.total), "case"), how);
+  return fmt::format("NOT verified: {}/{} passed under these flags ({}): {}", v.passed,
+                     count_of(size_t(std::max(v.total, 0)), "case"), how, v.note);
 }
 
 } // namespace sdpa_doctor::report::detail

@@ -1,9 +1,11 @@
 // report/common: what several renderers share (status labels, the per-device matrix counts, the
-// environment header lines, known-issue lookups). Private to src/report/.
+// environment header lines, known-issue lookups, the failures grouped by cause, Markdown
+// escaping). Private to src/report/.
 #pragma once
 
 #include "core/model.hpp"
 #include "core/io.hpp"
+#include "core/text.hpp"
 
 #include <map>
 #include <string>
@@ -58,9 +60,16 @@ std::vector<std::string> last_lines(std::string_view text, size_t n);
 
 std::string format_ms(double ms);
 
+// "1 case", "2 cases".
+std::string count_of(size_t n, std::string_view noun);
+
 // "verified: 36/36 cases under these flags (a fresh python worker, 1.8 s)", "NOT verified: ...",
 // "not verified: <why it could not re-run>".
 std::string verification_line(const Verification& v);
+
+// "exit code 1", and why when no failing cell explains it: "exit code 1 (a re-run under the
+// recommended flags failed)".
+std::string exit_code_text(const Report& report);
 
 // "1 crash · 23 skipped · 72 pass" (statuses with non-zero counts, failure first).
 std::string summary_counts(const std::map<Status, int>& totals);
@@ -68,12 +77,66 @@ std::string summary_counts(const std::map<Status, int>& totals);
 // What the results count: "36 cases × 12 variants = 432 cells" (a cell is one case under one
 // variant on one device; "× 2 devices" when there are several), "1 cell" for one.
 std::string cells_summary(const Report& report);
-// A Markdown table cell: '|' escaped, line breaks as spaces.
-std::string markdown_cell(std::string_view text);
 // The ASCII form of a line: each " · " separator's dot becomes '-'.
 std::string ascii_dots(std::string_view text);
 
-// Codepoints, which is the display width for the symbols and box characters we emit.
-size_t display_width(std::string_view utf8);
+// ---- Markdown: report text is data, so none of it may become markup --------------------------
+
+// Inline text: one line (escape_to_one_line), '<' and '&' as entities (no raw HTML), and the
+// characters that start emphasis, code, links or images backslash-escaped.
+std::string markdown_text(std::string_view text);
+// Inline code: one line, between backtick runs longer than any run inside it.
+std::string markdown_code(std::string_view text);
+// A table cell of already rendered Markdown: '|' escaped (also inside code spans, as GFM wants),
+// line breaks as spaces.
+std::string markdown_cell(std::string_view markdown);
+// A fenced code block of `body` verbatim: a fence longer than any backtick run inside it, so no
+// line of the body can close it.
+std::string markdown_fence(std::string_view body, std::string_view lang);
+// Text inside raw HTML (a <summary>): one line, '<' '>' '&' '"' as entities.
+std::string html_text(std::string_view text);
+// "[text](url)" for an http(s) URL with nothing in it that could end the link early; otherwise
+// the text followed by the URL as inline code.
+std::string markdown_link(std::string_view text, std::string_view url);
+
+// ---- each cause once -------------------------------------------------------------------------
+
+// The cells one cause explains: the failing cells of one (device, probe, variant) that ended the
+// same way (status, process end, signatures, reason up to its numbers), with the cells that were
+// not run because of them; or, for cells skipped with no failure to blame, the cells of one
+// device skipped for one reason.
+struct Cause {
+  std::vector<const CaseResult*> results; // report order; results.front() is the example
+  std::vector<std::string> variants;      // the variants of `results`, first seen first
+  // Skipped because the worker's restart budget ran out after this cause's failures, and the
+  // failures in a row that spent it (0 when the skipped cells follow no such run).
+  std::vector<const CaseResult*> budget_skipped;
+  int in_a_row = 0;
+  // Skipped because a case of this cause left the device unhealthy (any variant of the device).
+  std::vector<const CaseResult*> unhealthy_skipped;
+  // The advice finding that says the same about these cells (its remedy is the cause's), or null.
+  const Finding* finding = nullptr;
+
+  const CaseResult& example() const { return *results.front(); }
+  Status status() const { return example().status; }
+};
+
+// The failing cells' causes, in report order of their first cell; then the causes of skipped
+// cells that no failure explains.
+std::vector<Cause> failure_causes(const Report& report);
+std::vector<Cause> skip_causes(const Report& report);
+
+// Findings that restate the cells of a cause (a variant's failures or skips, a failing case that
+// poisoned the device): the cause blocks say them, so the Findings sections leave them out.
+// `causes`: failure_causes of the same report.
+bool told_by_causes(const Finding& f, const std::vector<Cause>& causes);
+
+// "stopped after 5 failures in a row; 19 cases not run", "the device was unhealthy after it: 12
+// cells not run (flash, math)"; empty when the cause stopped nothing.
+std::vector<std::string> not_run_lines(const Cause& cause);
+
+// The shrink's rule, with the probe named when another probe's shrink has the same variant and
+// device ("flash (python) on cpu: ..."), so two such lines can be told apart.
+std::string shrink_title(const Report& report, const Shrink& s);
 
 } // namespace sdpa_doctor::report::detail

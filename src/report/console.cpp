@@ -11,7 +11,7 @@ using namespace detail;
 
 namespace {
 
-constexpr size_t k_failures_per_group = 5;
+// Lines of a single failing case's stderr tail; a cause of several cases shows its example's last.
 constexpr size_t k_stderr_lines = 6;
 
 struct Segment {
@@ -80,13 +80,15 @@ std::vector<std::string> wrap(std::string text, size_t width) {
 }
 
 // Word-wraps `text` to `width` columns: the first line after `first`, the others after `rest`.
+// The text is data (hostnames, reasons, messages), so it is escaped to one line first: no control
+// byte of it reaches the terminal.
 std::string wrap_paragraph(const std::string& text, size_t width, const std::string& first,
                            const std::string& rest) {
   auto avail = [&](const std::string& prefix) {
     const size_t p = display_width(prefix);
     return width > p + 10 ? width - p : size_t(10);
   };
-  std::vector<std::string> lines = wrap(text, avail(first));
+  std::vector<std::string> lines = wrap(escape_to_one_line(text), avail(first));
   std::string out = first + lines.front() + "\n";
   if (lines.size() > 1) {
     // What did not fit the first line is re-wrapped at the continuation width.
@@ -165,7 +167,7 @@ std::vector<TableRow> table_rows(const DeviceMatrix& m, bool unicode) {
       current = r.probe;
       first = false;
     }
-    TableRow row{false, "  " + r.variant, {}};
+    TableRow row{false, "  " + escape_to_one_line(r.variant), {}};
     for (DType d : m.dtypes) {
       auto it = r.counts.find(d);
       row.cells.push_back(it == r.counts.end() ? std::vector<Segment>{}
@@ -310,19 +312,54 @@ std::string legend(const ConsoleOptions& o) {
   return wrap_paragraph(fmt::format("{}", fmt::join(parts, "   ")), size_t(o.width), "", "");
 }
 
-std::string failure_block(const Report& report, const CaseResult& r, const ConsoleOptions& o) {
+// One line that must not wrap (an example's stderr line): cut to the width, marked when cut.
+std::string one_line(const std::string& text, size_t width, bool unicode) {
+  const std::string line = escape_to_one_line(text);
+  if (display_width(line) <= width) return line;
+  const std::string_view more = unicode ? "…" : "...";
+  return std::string(fit_to_width(line, width - display_width(more))) + std::string(more);
+}
+
+// As many case ids as fit one line, then "and N more".
+std::string case_list(const Cause& c, size_t width) {
+  std::string line;
+  for (size_t i = 0; i < c.results.size(); ++i) {
+    const std::string id = escape_to_one_line(c.results[i]->case_id);
+    const std::string rest =
+        i + 1 < c.results.size() ? fmt::format(" and {} more", c.results.size() - i - 1) : "";
+    const std::string next = line.empty() ? id : line + ", " + id;
+    if (i > 0 && display_width(next) + display_width(rest) > width)
+      return fmt::format("{} and {} more", line, c.results.size() - i);
+    line = next;
+  }
+  return line;
+}
+
+// "✗ CRASH", coloured when asked.
+std::string status_head(Status s, const ConsoleOptions& o) {
+  const std::string head = fmt::format("{} {}", status_symbol(s, o.unicode), status_label(s));
+  return o.color ? fmt::format("{}{}\x1b[0m", status_ansi(s), head) : head;
+}
+
+// One block per cause: what failed and how often, the cases, one example's evidence, what it
+// stopped, the remedy. A single case keeps its whole evidence (stderr included).
+std::string cause_block(const Report& report, const Cause& c, const ConsoleOptions& o) {
   const std::string_view dot = o.unicode ? " · " : " | ";
   const size_t width = size_t(std::max(o.width, 40));
-  std::string head = fmt::format("{} {}", status_symbol(r.status, o.unicode),
-                                 status_label(r.status));
-  if (o.color) head = fmt::format("{}{}\x1b[0m", status_ansi(r.status), head);
-  std::string out = wrap_paragraph(
-      fmt::format("{}{}{}{}{}{}{}", r.device, dot, to_string(r.probe), dot, r.variant, dot,
-                  r.case_id),
-      width, "  " + head + "  ", "      ");
+  const CaseResult& r = c.example();
+  const bool single = c.results.size() == 1;
+  const std::string head = status_head(r.status, o);
+  std::vector<std::string> what{r.device, std::string(to_string(r.probe)),
+                                fmt::format("{}", fmt::join(c.variants, ", "))};
+  what.push_back(single ? r.case_id : count_of(c.results.size(), "case"));
+  const std::string end = process_end_text(r);
+  if (!single && !end.empty()) what.push_back(end);
+  std::string out = wrap_paragraph(fmt::format("{}", fmt::join(what, dot)), width,
+                                   "  " + head + "  ", "      ");
+  if (!single) out += "      cases: " + case_list(c, width > 13 ? width - 13 : 10) + "\n";
   std::vector<std::string> facts;
-  if (std::string end = process_end_text(r); !end.empty()) facts.push_back(end);
-  if (r.attempt > 0) facts.push_back(fmt::format("worker attempt {}", r.attempt + 1));
+  if (single && !end.empty()) facts.push_back(end);
+  if (single && r.attempt > 0) facts.push_back(fmt::format("worker attempt {}", r.attempt + 1));
   if (r.status == Status::mismatch || r.status == Status::nonfinite) {
     if (r.metrics.max_abs_err) facts.push_back(fmt::format("max_abs_err {:.3g}", *r.metrics.max_abs_err));
     if (r.metrics.frac_outside_tol)
@@ -333,7 +370,9 @@ std::string failure_block(const Report& report, const CaseResult& r, const Conso
       facts.push_back(fmt::format("{} NaN, {} Inf", r.metrics.nan_count, r.metrics.inf_count));
   }
   if (!facts.empty())
-    out += wrap_paragraph(fmt::format("{}", fmt::join(facts, dot)), width, "      ", "      ");
+    out +=
+        wrap_paragraph(fmt::format("{}{}", single ? "" : r.case_id + ": ", fmt::join(facts, dot)),
+                       width, "      ", "      ");
   if (!r.reason.empty()) out += wrap_paragraph(r.reason, width, "      reason: ", "        ");
   if (!r.signatures.empty())
     out += wrap_paragraph(fmt::format("{}", fmt::join(r.signatures, ", ")), width,
@@ -341,17 +380,36 @@ std::string failure_block(const Report& report, const CaseResult& r, const Conso
   for (const KnownIssueMatch* m : issues_for(report, r)) {
     out += wrap_paragraph(fmt::format("{} {} {}", m->issue_id, o.unicode ? "—" : "-", m->title),
                           width, "      known issue: ", "        ");
-    if (!m->link.empty()) out += "        " + m->link + "\n";
+    if (!m->link.empty()) out += "        " + escape_to_one_line(m->link) + "\n";
   }
-  const auto tail = last_lines(r.stderr_tail, k_stderr_lines);
-  if (!tail.empty()) {
-    out += fmt::format("      stderr (last {} lines):\n", tail.size());
+  const auto tail = last_lines(r.stderr_tail, single ? k_stderr_lines : 1);
+  if (!single && !tail.empty()) {
+    out += "      stderr: " + one_line(tail.back(), width - 14, o.unicode) + "\n";
+  } else if (!tail.empty()) {
+    out += fmt::format("      stderr (last {}):\n", count_of(tail.size(), "line"));
     for (const std::string& line : tail) {
-      for (const std::string& part : wrap(line, width > 12 ? width - 10 : 10))
+      for (const std::string& part : wrap(escape_to_one_line(line), width > 12 ? width - 10 : 10))
         out += "        | " + part + "\n";
     }
   }
+  for (const std::string& line : not_run_lines(c))
+    out += wrap_paragraph(line, width, "      ", "        ");
+  if (c.finding && !c.finding->remedy.empty())
+    out += wrap_paragraph(c.finding->id + ": " + c.finding->remedy, width,
+                          o.unicode ? "      → " : "      -> ", "        ");
   return out;
+}
+
+// Cells skipped with no failure to blame, one line per reason.
+std::string skip_block(const Cause& c, const ConsoleOptions& o) {
+  const std::string_view dot = o.unicode ? " · " : " | ";
+  const CaseResult& r = c.example();
+  const std::string head = status_head(r.status, o);
+  const std::string what = fmt::format(
+      "{}{}{}{}{}{}{}: {}", r.device, dot, to_string(r.probe), dot, fmt::join(c.variants, ", "),
+      dot, c.results.size() == 1 ? r.case_id : count_of(c.results.size(), "case"),
+      r.reason.empty() ? "no reason recorded" : r.reason);
+  return wrap_paragraph(what, size_t(std::max(o.width, 40)), "  " + head + "  ", "      ");
 }
 
 std::string block(const std::string& title, const std::string& body) {
@@ -436,31 +494,30 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
   out += matrices;
   if (!report.results.empty()) out += legend(o) + "\n";
 
-  // Each failure once; long runs of the same failure are summarised.
+  // Each cause once, however many cells it explains.
+  const std::vector<Cause> causes = failure_causes(report);
   {
     std::string body;
-    std::map<std::tuple<std::string, int, std::string, Status>, size_t> shown;
-    std::map<std::tuple<std::string, int, std::string, Status>, size_t> hidden;
-    const auto fails = failures(report);
-    for (const CaseResult* r : fails) {
-      auto key = std::make_tuple(r->device, static_cast<int>(r->probe), r->variant, r->status);
-      if (shown[key]++ < k_failures_per_group) body += failure_block(report, *r, o);
-      else ++hidden[key];
+    for (const Cause& c : causes) body += cause_block(report, c, o);
+    out += block(fmt::format("Failures ({})", failures(report).size()), body);
+  }
+  {
+    std::string body;
+    size_t cells = 0;
+    for (const Cause& c : skip_causes(report)) {
+      body += skip_block(c, o);
+      cells += c.results.size();
     }
-    for (const auto& [key, count] : hidden) {
-      body += fmt::format("  {} more {} in {} {} on {} (all in the JSON report)\n", count,
-                          to_string(std::get<3>(key)), to_string(static_cast<Probe>(std::get<1>(key))),
-                          std::get<2>(key), std::get<0>(key));
-    }
-    out += block(fmt::format("Failures ({})", fails.size()), body);
+    out += block(fmt::format("Not run ({})", cells), body);
   }
 
   {
     // Each failure's boundary and its smallest failing case (check --shrink); empty block otherwise.
     std::string body;
     for (const Shrink& s : report.shrinks) {
-      body += wrap_paragraph(fmt::format("{} ({} cases, {:.1f} s{})", s.rule, s.tried.size(),
-                                         s.seconds, s.budget_exhausted ? ", budget spent" : ""),
+      body += wrap_paragraph(fmt::format("{} ({}, {:.1f} s{})", shrink_title(report, s),
+                                         count_of(s.tried.size(), "case"), s.seconds,
+                                         s.budget_exhausted ? ", budget spent" : ""),
                              width, "  ", "    ");
       if (s.minimal) body += wrap_paragraph(s.minimal->id(), width, "    smallest failing case: ", "      ");
     }
@@ -470,7 +527,7 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
   {
     std::string body;
     for (const Finding& f : report.findings) {
-      if (f.severity == Severity::ok) continue;
+      if (f.severity == Severity::ok || told_by_causes(f, causes)) continue;
       body += wrap_paragraph(fmt::format("{}{}: {}", f.id, f.device.empty() ? "" : " (" + f.device + ")",
                                          f.message),
                              width, fmt::format("  [{}] ", to_string(f.severity)), "      ");
@@ -483,12 +540,11 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
   {
     std::string body;
     for (const KnownIssueMatch& m : report.known_issues) {
-      body += wrap_paragraph(fmt::format("{} on {}{} ({} case{}): {}", m.issue_id, m.device,
+      body += wrap_paragraph(fmt::format("{} on {}{} ({}): {}", m.issue_id, m.device,
                                          m.variant.empty() ? "" : " " + m.variant,
-                                         m.case_ids.size(), m.case_ids.size() == 1 ? "" : "s",
-                                         m.title),
+                                         count_of(m.case_ids.size(), "case"), m.title),
                              width, "  ", "    ");
-      if (!m.link.empty()) body += "    " + m.link + "\n";
+      if (!m.link.empty()) body += "    " + escape_to_one_line(m.link) + "\n";
       if (!m.advice.empty()) body += wrap_paragraph(m.advice, width, "    advice: ", "      ");
       if (!m.fixed_in.empty()) body += wrap_paragraph(m.fixed_in, width, "    fixed in: ", "      ");
     }
@@ -498,7 +554,8 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
   {
     std::string body;
     for (const Recommendation& r : report.recommendations) {
-      body += fmt::format("  {} {}: {}\n", o.unicode ? "▶" : ">", r.device, r.id);
+      body += fmt::format("  {} {}: {}\n", o.unicode ? "▶" : ">", escape_to_one_line(r.device),
+                          escape_to_one_line(r.id));
       body += wrap_paragraph(r.summary, width, "    ", "    ");
       for (const RejectedRecommendation& x : r.rejected)
         body += wrap_paragraph(fmt::format("instead of {}, whose re-run failed: {}", x.id, x.reason),
@@ -507,7 +564,7 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
       auto section = [&](const char* name, const std::string& text) {
         if (text.empty()) return;
         body += fmt::format("    {}:\n", name);
-        body += indent_lines(text, "      ");
+        body += indent_lines(escape_lines(text), "      ");
       };
       section("Python", r.python);
       section("Environment", r.environment);
@@ -522,8 +579,8 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
 
   std::map<Status, int> totals;
   for (const CaseResult& r : report.results) ++totals[r.status];
-  std::string summary = fmt::format("Summary: {}{}{}{}exit code {}", cells_summary(report), dot,
-                                    summary_counts(totals), dot, report.exit_code);
+  std::string summary = fmt::format("Summary: {}{}{}{}{}", cells_summary(report), dot,
+                                    summary_counts(totals), dot, exit_code_text(report));
   if (report.interrupted) summary += fmt::format("{}interrupted", dot);
   out += wrap_paragraph(summary, width, "", "  ");
   if (!o.unicode) out = ascii_only(std::move(out));

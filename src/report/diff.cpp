@@ -53,9 +53,14 @@ std::string_view section_title(ChangeKind k) {
   return "";
 }
 
+std::string where_of(const DigestCell& c) {
+  return c.arch == c.device ? c.device : c.arch + " " + c.device;
+}
+
+// Every field comes from a report file: data, escaped for the terminal.
 std::string cell_name(const DigestCell& c) {
-  const std::string where = c.arch == c.device ? c.device : c.arch + " " + c.device;
-  return fmt::format("{} · {} · {} · {}", where, c.probe, c.variant, c.case_id);
+  return escape_to_one_line(
+      fmt::format("{} · {} · {} · {}", where_of(c), c.probe, c.variant, c.case_id));
 }
 
 std::string status_text(Status s, bool unicode) {
@@ -78,7 +83,7 @@ std::string what_text(const CellChange& ch, bool unicode) {
 }
 
 std::string summary_line(const DiffResult& d) {
-  std::vector<std::string> parts{fmt::format("{} cells compared", d.compared)};
+  std::vector<std::string> parts{count_of(size_t(d.compared), "cell") + " compared"};
   auto add = [&](ChangeKind k, std::string_view one, std::string_view many) {
     const int n = d.count(k);
     if (n || k == ChangeKind::regression) parts.push_back(fmt::format("{} {}", n, n == 1 ? one : many));
@@ -181,8 +186,9 @@ DiffResult diff(const ReportDigest& baseline, const ReportDigest& now, const Dif
 }
 
 std::string render_diff_console(const DiffResult& d, bool unicode) {
-  std::string out = fmt::format("sdpa-doctor diff\n  baseline  {}\n  new       {}\n", d.baseline_label,
-                                d.new_label);
+  std::string out =
+      fmt::format("sdpa-doctor diff\n  baseline  {}\n  new       {}\n",
+                  escape_to_one_line(d.baseline_label), escape_to_one_line(d.new_label));
   for (ChangeKind k : k_kind_order) {
     std::vector<const CellChange*> rows;
     for (const CellChange& c : d.changes)
@@ -201,7 +207,7 @@ std::string render_diff_console(const DiffResult& d, bool unicode) {
       std::string line = "  " + names[i] +
                          std::string(width - display_width(names[i]) + 2, ' ') + what_text(c, unicode);
       if ((c.kind == ChangeKind::regression || c.kind == ChangeKind::changed) && !c.reason.empty())
-        line += " · " + c.reason;
+        line += " · " + escape_to_one_line(c.reason);
       out += line + "\n";
     }
     if (rows.size() > k_max_listed)
@@ -213,13 +219,15 @@ std::string render_diff_console(const DiffResult& d, bool unicode) {
 }
 
 std::string render_diff_markdown(const DiffResult& d) {
-  auto cell = [](const std::string& s) { return markdown_cell(s); };
+  auto cell = [](const std::string& s) { return markdown_cell(markdown_text(s)); };
+  auto code = [](const std::string& s) { return markdown_cell(markdown_code(s)); };
   const int regressions = d.count(ChangeKind::regression);
   std::string out = fmt::format("## sdpa-doctor diff: {}\n\n",
                                 regressions ? fmt::format("{} regression{}", regressions,
                                                           regressions == 1 ? "" : "s")
                                             : std::string("no regression"));
-  out += fmt::format("- baseline: {}\n- new: {}\n", cell(d.baseline_label), cell(d.new_label));
+  out += fmt::format("- baseline: {}\n- new: {}\n", markdown_text(d.baseline_label),
+                     markdown_text(d.new_label));
   for (ChangeKind k : k_kind_order) {
     std::vector<const CellChange*> rows;
     for (const CellChange& c : d.changes)
@@ -231,10 +239,9 @@ std::string render_diff_markdown(const DiffResult& d) {
     out += "| device | probe | variant | case | change | reason |\n|---|---|---|---|---|---|\n";
     for (size_t i = 0; i < rows.size() && i < k_max_listed; ++i) {
       const CellChange& c = *rows[i];
-      const std::string where = c.cell.arch == c.cell.device ? c.cell.device
-                                                             : c.cell.arch + " " + c.cell.device;
-      out += fmt::format("| {} | {} | `{}` | `{}` | {} | {} |\n", cell(where), cell(c.cell.probe),
-                         cell(c.cell.variant), cell(c.cell.case_id), cell(what_text(c, true)),
+      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(where_of(c.cell)),
+                         cell(c.cell.probe), code(c.cell.variant), code(c.cell.case_id),
+                         cell(what_text(c, true)),
                          cell(c.kind == ChangeKind::regression || c.kind == ChangeKind::changed
                                   ? c.reason
                                   : std::string()));

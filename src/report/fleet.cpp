@@ -241,15 +241,16 @@ std::string render_fleet_console(const FleetMatrix& fleet, bool unicode) {
   for (const auto& [arch, rows] : rows_by_arch(fleet)) {
     int arch_nodes = 0;
     for (const FleetRow* r : rows) arch_nodes = std::max(arch_nodes, nodes_of(r->row));
-    out += fmt::format("\n{} · {} node{}\n", arch, arch_nodes, arch_nodes == 1 ? "" : "s");
+    out +=
+        fmt::format("\n{} · {}\n", escape_to_one_line(arch), count_of(size_t(arch_nodes), "node"));
     const std::vector<std::string> dtypes = dtype_columns(rows);
     std::vector<std::vector<std::string>> table;
     std::vector<std::string> header{"probe", "variant"};
-    header.insert(header.end(), dtypes.begin(), dtypes.end());
+    for (const std::string& d : dtypes) header.push_back(escape_to_one_line(d));
     header.push_back("row");
     table.push_back(header);
     for (const FleetRow* r : rows) {
-      std::vector<std::string> line{r->probe, r->variant};
+      std::vector<std::string> line{escape_to_one_line(r->probe), escape_to_one_line(r->variant)};
       for (const std::string& d : dtypes) {
         auto it = r->by_dtype.find(d);
         line.push_back(it == r->by_dtype.end() ? "" : cell_text(it->second, unicode));
@@ -272,29 +273,30 @@ std::string render_fleet_console(const FleetMatrix& fleet, bool unicode) {
   const auto odd = fleet.odd_nodes();
   if (!odd.empty()) {
     out += "\nOdd nodes\n";
-    for (const OddNodes& o : odd) out += "  " + o.line + "\n";
+    for (const OddNodes& o : odd) out += "  " + escape_to_one_line(o.line) + "\n";
   }
   if (!fleet.skipped().empty()) {
     out += "\nSkipped inputs\n";
-    for (const SkippedInput& s : fleet.skipped()) out += fmt::format("  {}: {}\n", s.path, s.why);
+    for (const SkippedInput& s : fleet.skipped())
+      out += fmt::format("  {}: {}\n", escape_to_one_line(s.path), escape_to_one_line(s.why));
   }
   out += "\n" + summary_line(fleet) + "\n";
   return unicode ? out : ascii_dots(out);
 }
 
 std::string render_fleet_markdown(const FleetMatrix& fleet) {
-  auto cell = [](const std::string& s) { return markdown_cell(s); };
-  std::string out = fmt::format("## sdpa-doctor fleet: {} node{}\n", fleet.nodes(),
-                                fleet.nodes() == 1 ? "" : "s");
+  auto cell = [](const std::string& s) { return markdown_cell(markdown_text(s)); };
+  std::string out =
+      fmt::format("## sdpa-doctor fleet: {}\n", count_of(size_t(fleet.nodes()), "node"));
   for (const auto& [arch, rows] : rows_by_arch(fleet)) {
     const std::vector<std::string> dtypes = dtype_columns(rows);
-    out += fmt::format("\n### {}\n\n| probe | variant |", cell(arch));
+    out += fmt::format("\n### {}\n\n| probe | variant |", markdown_text(arch));
     for (const std::string& d : dtypes) out += " " + cell(d) + " |";
     out += " row |\n|---|---|";
     for (size_t i = 0; i <= dtypes.size(); ++i) out += "---|";
     out += "\n";
     for (const FleetRow* r : rows) {
-      out += fmt::format("| {} | `{}` |", cell(r->probe), cell(r->variant));
+      out += fmt::format("| {} | {} |", cell(r->probe), markdown_cell(markdown_code(r->variant)));
       for (const std::string& d : dtypes) {
         auto it = r->by_dtype.find(d);
         out += " " + (it == r->by_dtype.end() ? std::string() : cell_text(it->second, true)) + " |";
@@ -305,12 +307,12 @@ std::string render_fleet_markdown(const FleetMatrix& fleet) {
   const auto odd = fleet.odd_nodes();
   if (!odd.empty()) {
     out += "\n### Odd nodes\n\n";
-    for (const OddNodes& o : odd) out += "- " + cell(o.line) + "\n";
+    for (const OddNodes& o : odd) out += "- " + markdown_text(o.line) + "\n";
   }
   if (!fleet.skipped().empty()) {
     out += "\n### Skipped inputs\n\n";
     for (const SkippedInput& s : fleet.skipped())
-      out += fmt::format("- `{}`: {}\n", cell(s.path), cell(s.why));
+      out += fmt::format("- {}: {}\n", markdown_code(s.path), markdown_text(s.why));
   }
   out += "\n" + summary_line(fleet) + "\n";
   return out;

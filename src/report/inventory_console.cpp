@@ -1,5 +1,7 @@
 #include "report/inventory.hpp"
 
+#include "core/text.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,13 +29,19 @@ std::string tag(Severity severity, bool color) {
   return fmt::format("\x1b[{}m[{}]\x1b[0m", code, name);
 }
 
+// Labels and values may come from a vendor library or a report read back: data, escaped.
 void line(std::string& out, std::string_view label, const std::string& value) {
-  if (!value.empty()) out += fmt::format("  {:<14} {}\n", label, value);
+  if (!value.empty())
+    out += fmt::format("  {:<14} {}\n", escape_to_one_line(label), escape_to_one_line(value));
+}
+
+std::string name_of(const Device& d) {
+  return d.name.empty() ? "(name unknown)" : escape_to_one_line(d.name);
 }
 
 // A GPU only torch saw that is not AMD's: what torch said, none of the ROCm facts.
 void render_other_device(std::string& out, const Device& d, std::size_t position) {
-  out += fmt::format("GPU {}  {}\n", position, d.name.empty() ? "(name unknown)" : d.name);
+  out += fmt::format("GPU {}  {}\n", position, name_of(d));
   line(out, "torch index", fmt::format("cuda:{}", d.index));
   line(out, "memory", d.vram_total_bytes ? gib(*d.vram_total_bytes) : "unknown");
   line(out, "PCI", d.pci_bdf.empty() ? "unknown" : d.pci_bdf);
@@ -43,7 +51,7 @@ void render_other_device(std::string& out, const Device& d, std::size_t position
 void render_device(std::string& out, const Device& d, std::size_t position, bool hip_asked,
                    const InventoryConsoleOptions& options) {
   if (!is_amd_gpu(d)) return render_other_device(out, d, position);
-  out += fmt::format("GPU {}  {}\n", position, d.name.empty() ? "(name unknown)" : d.name);
+  out += fmt::format("GPU {}  {}\n", position, name_of(d));
   line(out, "HIP index",
        d.index >= 0 ? fmt::format("cuda:{}", d.index)
                     : std::string(hip_asked ? "- (not seen by HIP)" : "- (HIP not asked)"));
@@ -104,9 +112,10 @@ std::string render_inventory_console(const DeviceInventory& inventory,
   const auto amd = std::count_if(inventory.devices.begin(), inventory.devices.end(), is_amd_gpu);
   const auto others = std::ptrdiff_t(inventory.devices.size()) - amd;
   if (amd == 0) {
-    out += fmt::format("No AMD GPU found: {}.\n",
-                       inventory.no_gpu_reason.empty() ? "no source listed one"
-                                                       : inventory.no_gpu_reason);
+    out +=
+        fmt::format("No AMD GPU found: {}.\n", inventory.no_gpu_reason.empty()
+                                                   ? "no source listed one"
+                                                   : escape_to_one_line(inventory.no_gpu_reason));
   } else {
     out += fmt::format("{} AMD GPU{} found\n", amd, amd == 1 ? "" : "s");
   }
@@ -143,11 +152,11 @@ std::string render_inventory_console(const DeviceInventory& inventory,
       out += fmt::format("  {} {}{}\n", tag(f->severity, options.color),
                          f->device.empty() || f->message.rfind(f->device, 0) == 0
                              ? std::string()
-                             : f->device + ": ",
-                         f->message);
+                             : escape_to_one_line(f->device) + ": ",
+                         escape_to_one_line(f->message));
       if (!f->remedy.empty())
         out += fmt::format("      {} {}\n", f->severity == Severity::ok ? "note:" : "fix: ",
-                           f->remedy);
+                           escape_to_one_line(f->remedy));
     }
   }
   return out;

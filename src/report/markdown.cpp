@@ -11,46 +11,9 @@ using namespace detail;
 
 namespace {
 
-std::string cell_escape(std::string_view s) { return markdown_cell(s); }
-
-// Inline code that survives backticks inside the text.
-std::string code(std::string_view s) {
-  return s.find('`') == std::string_view::npos ? fmt::format("`{}`", s)
-                                               : fmt::format("`` {} ``", s);
-}
-
-std::string fenced(std::string_view body, std::string_view lang) {
-  size_t longest = 0, run = 0;
-  for (char c : body) {
-    run = c == '`' ? run + 1 : 0;
-    longest = std::max(longest, run);
-  }
-  const std::string fence(std::max<size_t>(3, longest + 1), '`');
-  std::string out = fence + std::string(lang) + "\n" + std::string(body);
-  if (out.back() != '\n') out += "\n";
-  return out + fence + "\n";
-}
-
-// The repro script under its heading, fenced; for a result whose fields the doctor does not know
-// (a report from elsewhere), the reason there is no script, as text.
-std::string repro_block(const CaseResult& r, std::string_view heading) {
-  auto script = render_repro(r);
-  if (!script) return fmt::format("\nNo repro script: {}.\n", code(script.error().message));
-  return std::string(heading) + fenced(*script, "python");
-}
-
-std::string html_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '&': out += "&amp;"; break;
-    default: out += c;
-    }
-  }
-  return out;
-}
+// Report text in a table cell, and inline code in one.
+std::string cell_text(std::string_view s) { return markdown_cell(markdown_text(s)); }
+std::string cell_code(std::string_view s) { return markdown_cell(markdown_code(s)); }
 
 std::string matrix_cell(const std::map<Status, int>& counts) {
   std::vector<std::pair<Status, int>> items(counts.begin(), counts.end());
@@ -68,15 +31,13 @@ std::string matrix_cell(const std::map<Status, int>& counts) {
   return fmt::format("{}", fmt::join(parts, " · "));
 }
 
-using FirstInCell = std::map<std::tuple<std::string, int, std::string, int, int>, std::string>;
-
 std::string header_line(const Report& report) {
-  std::vector<std::string> parts{fmt::format("sdpa-doctor {}", report.tool_version)};
-  if (!report.git_revision.empty()) parts.back() += fmt::format(" ({})", report.git_revision);
-  if (!report.started_at.empty()) parts.push_back("started " + report.started_at);
-  if (!report.suite.empty()) parts.push_back("suite " + code(report.suite));
-  if (!report.model.empty()) parts.push_back("model " + code(report.model));
-  parts.push_back(fmt::format("exit code {}", report.exit_code));
+  std::vector<std::string> parts{"sdpa-doctor " + markdown_text(report.tool_version)};
+  if (!report.git_revision.empty()) parts.back() += " (" + markdown_text(report.git_revision) + ")";
+  if (!report.started_at.empty()) parts.push_back("started " + markdown_text(report.started_at));
+  if (!report.suite.empty()) parts.push_back("suite " + markdown_code(report.suite));
+  if (!report.model.empty()) parts.push_back("model " + markdown_code(report.model));
+  parts.push_back(exit_code_text(report));
   if (report.interrupted) parts.push_back("**interrupted**");
   return fmt::format("{}\n\n", fmt::join(parts, " · "));
 }
@@ -85,13 +46,14 @@ std::string environment_section(const Report& report) {
   std::string out;
   out += "## Environment\n\n| | |\n|---|---|\n";
   for (const auto& [label, value] : environment_lines(report))
-    out += fmt::format("| {} | {} |\n", label, cell_escape(value));
+    out += fmt::format("| {} | {} |\n", label, cell_text(value));
   out += "\n";
   if (!report.environment.empty()) {
     out += "<details><summary>Environment variables (allow-listed)</summary>\n\n";
     out += "| variable | value |\n|---|---|\n";
     for (const auto& [k, v] : report.environment)
-      out += fmt::format("| {} | {} |\n", code(k), cell_escape(v.empty() ? "(empty)" : code(v)));
+      out += fmt::format("| {} | {} |\n", cell_code(k),
+                         v.empty() ? std::string("(empty)") : cell_code(v));
     out += "\n</details>\n\n";
   }
   return out;
@@ -102,15 +64,18 @@ std::string devices_section(const Report& report) {
   out += "## Devices\n\n";
   for (const Device& d : report.inventory.devices) {
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : "(no HIP index)";
-    out += fmt::format("- {} {}\n", code(target), cell_escape(device_title(report, target)));
+    out += fmt::format("- {} {}\n", markdown_code(target),
+                       markdown_text(device_title(report, target)));
   }
   if (std::none_of(report.inventory.devices.begin(), report.inventory.devices.end(), is_amd_gpu))
     out += fmt::format("No AMD GPU found: {}\n",
-                       report.inventory.no_gpu_reason.empty() ? "no reason recorded"
-                                                              : report.inventory.no_gpu_reason);
+                       report.inventory.no_gpu_reason.empty()
+                           ? "no reason recorded"
+                           : markdown_text(report.inventory.no_gpu_reason));
   for (const Finding& f : report.inventory.findings) {
     if (f.severity != Severity::ok)
-      out += fmt::format("- **{}** {}: {}\n", to_string(f.severity), code(f.id), f.message);
+      out += fmt::format("- **{}** {}: {}\n", to_string(f.severity), markdown_code(f.id),
+                         markdown_text(f.message));
   }
   return out;
 }
@@ -119,9 +84,9 @@ std::string results_section(const Report& report) {
   std::string out;
   out += "\n## Results\n\n";
   for (const DeviceMatrix& m : build_matrices(report)) {
-    out += fmt::format("### {}\n\n", device_title(report, m.device));
+    out += fmt::format("### {}\n\n", markdown_text(device_title(report, m.device)));
     if (const std::string gfx = gfx_line(report, m.device); !gfx.empty())
-      out += fmt::format("{}\n\n", cell_escape(gfx));
+      out += fmt::format("{}\n\n", markdown_text(gfx));
     if (m.rows.empty()) {
       out += "No cases ran on this device.\n\n";
       continue;
@@ -132,7 +97,7 @@ std::string results_section(const Report& report) {
     for (size_t i = 0; i < m.dtypes.size(); ++i) out += "---|";
     out += "\n";
     for (const MatrixRow& r : m.rows) {
-      out += fmt::format("| {} | {} |", to_string(r.probe), code(r.variant));
+      out += fmt::format("| {} | {} |", to_string(r.probe), cell_code(r.variant));
       for (DType d : m.dtypes) {
         auto it = r.counts.find(d);
         out += fmt::format(" {} |", it == r.counts.end() ? "·" : matrix_cell(it->second));
@@ -142,67 +107,82 @@ std::string results_section(const Report& report) {
     out += "\n";
     for (const WorkerInfo& w : report.workers) {
       if (w.device == m.device && !w.available.empty())
-        out += fmt::format("> {} {} not run: {}\n\n", to_string(w.probe), code(w.variant),
-                           w.available);
+        out += fmt::format("> {} {} not run: {}\n\n", to_string(w.probe), markdown_code(w.variant),
+                           markdown_text(w.available));
     }
   }
   return out;
 }
 
-// One failing case: what happened, the evidence, and a repro for the first case of its cell.
-std::string failure_detail(const Report& report, const CaseResult* r,
-                           FirstInCell& first_in_cell) {
-  std::string out;
-  const auto key = std::make_tuple(r->device, static_cast<int>(r->probe), r->variant,
-                             static_cast<int>(r->kase.dtype), static_cast<int>(r->status));
-  out += fmt::format("<details><summary>{} {} · {} · {} · {} · {}</summary>\n\n",
-                     status_symbol(r->status, true), status_label(r->status),
-                     html_escape(r->device), to_string(r->probe), html_escape(r->variant),
-                     html_escape(r->case_id));
-  if (std::string end = process_end_text(*r); !end.empty())
-    out += fmt::format("- process: {}\n", end);
-  if (!r->reason.empty()) out += fmt::format("- reason: {}\n", html_escape(r->reason));
-  if (r->metrics.max_abs_err)
+std::string id_list(const std::vector<const CaseResult*>& results) {
+  std::vector<std::string> ids;
+  for (const CaseResult* r : results) ids.push_back(markdown_code(r->case_id));
+  return fmt::format("{}", fmt::join(ids, ", "));
+}
+
+// The repro script under its title, fenced; for a result whose fields the doctor does not know
+// (a report from elsewhere), the reason there is no script, as text.
+std::string repro_block(const std::string& title, const CaseResult& r) {
+  auto script = render_repro(r);
+  if (!script) return fmt::format("\nNo repro script: {}.\n", markdown_code(script.error().message));
+  return fmt::format("\n{}\n\n{}", title, markdown_fence(*script, "python"));
+}
+
+// One cause: its cells, one example's evidence and repro, what it stopped, the remedy, and the
+// shrunk rule with the smallest failing case's repro (the one to hand out).
+std::string cause_detail(const Report& report, const Cause& c) {
+  const CaseResult& r = c.example();
+  const bool single = c.results.size() == 1;
+  std::string out = fmt::format(
+      "<details><summary>{} {} · {} · {} · {} · {}</summary>\n\n", status_symbol(r.status, true),
+      status_label(r.status), html_text(r.device), to_string(r.probe),
+      html_text(fmt::format("{}", fmt::join(c.variants, ", "))),
+      single ? html_text(r.case_id) : count_of(c.results.size(), "case"));
+  if (!single) {
+    out += fmt::format("- cases: {}\n", id_list(c.results));
+    out += fmt::format("- example: {}\n", markdown_code(r.case_id));
+  }
+  if (std::string end = process_end_text(r); !end.empty())
+    out += fmt::format("- process: {}\n", markdown_text(end));
+  if (!r.reason.empty()) out += fmt::format("- reason: {}\n", markdown_text(r.reason));
+  if (r.metrics.max_abs_err)
     out += fmt::format("- max_abs_err {:.3g}, rel_l2_err {}, tolerance atol {:g} rtol {:g}\n",
-                       *r->metrics.max_abs_err,
-                       r->metrics.rel_l2_err ? fmt::format("{:.3g}", *r->metrics.rel_l2_err)
-                                             : "n/a",
-                       r->tolerance.atol, r->tolerance.rtol);
-  if (r->metrics.nan_count || r->metrics.inf_count)
-    out += fmt::format("- {} NaN, {} Inf in the output\n", r->metrics.nan_count,
-                       r->metrics.inf_count);
-  if (!r->signatures.empty()) {
+                       *r.metrics.max_abs_err,
+                       r.metrics.rel_l2_err ? fmt::format("{:.3g}", *r.metrics.rel_l2_err) : "n/a",
+                       r.tolerance.atol, r.tolerance.rtol);
+  if (r.metrics.nan_count || r.metrics.inf_count)
+    out += fmt::format("- {} NaN, {} Inf in the output\n", r.metrics.nan_count,
+                       r.metrics.inf_count);
+  if (!r.signatures.empty()) {
     std::vector<std::string> sigs;
-    for (const std::string& s : r->signatures) sigs.push_back(code(s));
+    for (const std::string& s : r.signatures) sigs.push_back(markdown_code(s));
     out += fmt::format("- signature: {}\n", fmt::join(sigs, ", "));
   }
-  for (const KnownIssueMatch* m : issues_for(report, *r)) {
-    out += m->link.empty()
-               ? fmt::format("- known issue: {} — {}\n", code(m->issue_id), m->title)
-               : fmt::format("- known issue: [{}]({}) — {}\n", m->issue_id, m->link, m->title);
-  }
-  if (!r->stderr_tail.empty())
-    out += "\nstderr (last lines):\n\n" + fenced(r->stderr_tail, "text");
-  auto [it, fresh] = first_in_cell.emplace(key, r->case_id);
-  if (fresh) {
-    out += repro_block(*r, "\nRepro (save as `repro.py`, run with `python3 repro.py`; needs only "
-                           "torch):\n\n");
-  } else {
-    out += fmt::format("\nSame cell as {}: use its repro with this case's shape.\n",
-                       code(it->second));
-  }
-  // The shrunk rule and the smallest failing case: its repro is the one to hand out.
+  for (const KnownIssueMatch* m : issues_for(report, r))
+    out += fmt::format("- known issue: {} — {}\n", markdown_link(m->issue_id, m->link),
+                       markdown_text(m->title));
+  for (const std::string& line : not_run_lines(c)) out += "- " + markdown_text(line) + "\n";
+  if (c.finding && !c.finding->remedy.empty())
+    out += fmt::format("- remedy ({}): {}\n", markdown_code(c.finding->id),
+                       markdown_text(c.finding->remedy));
+  if (!r.stderr_tail.empty())
+    out += "\nstderr (last lines):\n\n" + markdown_fence(escape_lines(r.stderr_tail), "text");
+  out +=
+      repro_block("Repro (save as `repro.py`, run with `python3 repro.py`; needs only torch):", r);
   for (const Shrink& sh : report.shrinks) {
-    if (sh.device != r->device || sh.probe != r->probe || sh.variant != r->variant ||
-        sh.original_case != r->case_id)
-      continue;
-    out += fmt::format("\nShrunk: {} ({} cases, {:.1f} s).\n", sh.rule, sh.tried.size(), sh.seconds);
+    const bool of_this = std::any_of(c.results.begin(), c.results.end(), [&](const CaseResult* x) {
+      return sh.device == x->device && sh.probe == x->probe && sh.variant == x->variant &&
+             sh.original_case == x->case_id;
+    });
+    if (!of_this) continue;
+    out += fmt::format("\nShrunk: {} ({}, {:.1f} s).\n", markdown_text(shrink_title(report, sh)),
+                       count_of(sh.tried.size(), "case"), sh.seconds);
     if (sh.minimal) {
-      CaseResult smallest = *r;
+      CaseResult smallest = r;
       smallest.kase = *sh.minimal;
       smallest.case_id = sh.minimal->id();
-      out += repro_block(smallest,
-                         fmt::format("\nSmallest failing case {}:\n\n", code(smallest.case_id)));
+      out += repro_block(fmt::format("Smallest failing case {}:", markdown_code(smallest.case_id)),
+                         smallest);
     }
   }
   out += "\n</details>\n\n";
@@ -212,29 +192,44 @@ std::string failure_detail(const Report& report, const CaseResult* r,
 std::string failures_section(const Report& report) {
   std::string out;
   const auto fails = failures(report);
-  if (fails.empty()) return out;
-  out += fmt::format("## Failures ({})\n\n", fails.size());
-  // One repro per failing cell (device, probe, variant, dtype, status); the other cases of the
-  // cell differ only in CASE.
-  FirstInCell first_in_cell;
-  for (const CaseResult* r : fails) out += failure_detail(report, r, first_in_cell);
+  if (!fails.empty()) {
+    out += fmt::format("## Failures ({})\n\n", fails.size());
+    for (const Cause& c : failure_causes(report)) out += cause_detail(report, c);
+  }
+  // Cells skipped with no failure to blame: one line per reason.
+  const std::vector<Cause> skipped = skip_causes(report);
+  if (!skipped.empty()) {
+    size_t cells = 0;
+    for (const Cause& c : skipped) cells += c.results.size();
+    out += fmt::format("## Not run ({})\n\n", cells);
+    for (const Cause& c : skipped) {
+      const CaseResult& r = c.example();
+      std::vector<std::string> variants;
+      for (const std::string& v : c.variants) variants.push_back(markdown_code(v));
+      out += fmt::format("- {} {} · {} · {} · {}: {}\n", status_symbol(r.status, true),
+                         status_label(r.status), markdown_code(r.device), to_string(r.probe),
+                         fmt::join(variants, ", "),
+                         c.results.size() == 1 ? markdown_code(r.case_id)
+                                               : count_of(c.results.size(), "case"),
+                         markdown_text(r.reason.empty() ? "no reason recorded" : r.reason));
+    }
+    out += "\n";
+  }
   return out;
 }
 
 std::string findings_section(const Report& report) {
   std::string out;
-  if (!report.findings.empty()) {
-    out += "## Findings\n\n";
-    for (const Finding& f : report.findings) {
-      if (f.severity == Severity::ok) continue;
-      out += fmt::format("- **{}** {}{}: {}", to_string(f.severity), code(f.id),
-                         f.device.empty() ? "" : " (" + f.device + ")", f.message);
-      if (!f.remedy.empty()) out += " — " + f.remedy;
-      out += "\n";
-    }
+  const std::vector<Cause> causes = failure_causes(report);
+  for (const Finding& f : report.findings) {
+    if (f.severity == Severity::ok || told_by_causes(f, causes)) continue;
+    out += fmt::format("- **{}** {}{}: {}", to_string(f.severity), markdown_code(f.id),
+                       f.device.empty() ? "" : " (" + markdown_text(f.device) + ")",
+                       markdown_text(f.message));
+    if (!f.remedy.empty()) out += " — " + markdown_text(f.remedy);
     out += "\n";
   }
-  return out;
+  return out.empty() ? out : "## Findings\n\n" + out + "\n";
 }
 
 std::string known_issues_section(const Report& report) {
@@ -242,12 +237,13 @@ std::string known_issues_section(const Report& report) {
   if (!report.known_issues.empty()) {
     out += "## Known issues\n\n";
     for (const KnownIssueMatch& m : report.known_issues) {
-      out += fmt::format("- {} on {}{} ({} case{}): {}\n",
-                         m.link.empty() ? code(m.issue_id) : fmt::format("[{}]({})", m.issue_id, m.link),
-                         code(m.device), m.variant.empty() ? "" : " " + code(m.variant),
-                         m.case_ids.size(), m.case_ids.size() == 1 ? "" : "s", m.title);
-      if (!m.advice.empty()) out += fmt::format("  - advice: {}\n", m.advice);
-      if (!m.fixed_in.empty()) out += fmt::format("  - fixed in: {}\n", m.fixed_in);
+      out += fmt::format(
+          "- {} on {}{} ({}): {}\n",
+          m.link.empty() ? markdown_code(m.issue_id) : markdown_link(m.issue_id, m.link),
+          markdown_code(m.device), m.variant.empty() ? "" : " " + markdown_code(m.variant),
+          count_of(m.case_ids.size(), "case"), markdown_text(m.title));
+      if (!m.advice.empty()) out += fmt::format("  - advice: {}\n", markdown_text(m.advice));
+      if (!m.fixed_in.empty()) out += fmt::format("  - fixed in: {}\n", markdown_text(m.fixed_in));
     }
     out += "\n";
   }
@@ -259,17 +255,22 @@ std::string recommendations_section(const Report& report) {
   if (!report.recommendations.empty()) {
     out += "## Recommendations\n\n";
     for (const Recommendation& r : report.recommendations) {
-      out += fmt::format("### {}: {}\n\n{}\n\n", code(r.device), code(r.id), r.summary);
+      out += fmt::format("### {}: {}\n\n{}\n\n", markdown_code(r.device), markdown_code(r.id),
+                         markdown_text(r.summary));
       for (const RejectedRecommendation& x : r.rejected)
-        out += fmt::format("- instead of {}, whose re-run failed: {}\n", code(x.id), x.reason);
-      if (r.verification) out += fmt::format("- {}\n", verification_line(*r.verification));
+        out += fmt::format("- instead of {}, whose re-run failed: {}\n", markdown_code(x.id),
+                           markdown_text(x.reason));
+      if (r.verification)
+        out += fmt::format("- {}\n", markdown_text(verification_line(*r.verification)));
       if (r.verification || !r.rejected.empty()) out += "\n";
-      if (!r.python.empty()) out += "Python:\n\n" + fenced(r.python, "python") + "\n";
-      if (!r.environment.empty()) out += "Environment:\n\n" + fenced(r.environment, "sh") + "\n";
-      if (!r.cpp.empty()) out += "C++:\n\n" + fenced(r.cpp, "cpp") + "\n";
-      if (!r.transformers.empty()) out += "- Transformers: " + code(r.transformers) + "\n";
-      if (!r.vllm.empty()) out += "- vLLM: " + r.vllm + "\n";
-      if (!r.cost.empty()) out += "- Cost: " + r.cost + "\n";
+      // The code is the tool's own, to paste as it is: fenced, never escaped.
+      if (!r.python.empty()) out += "Python:\n\n" + markdown_fence(r.python, "python") + "\n";
+      if (!r.environment.empty())
+        out += "Environment:\n\n" + markdown_fence(r.environment, "sh") + "\n";
+      if (!r.cpp.empty()) out += "C++:\n\n" + markdown_fence(r.cpp, "cpp") + "\n";
+      if (!r.transformers.empty()) out += "- Transformers: " + markdown_code(r.transformers) + "\n";
+      if (!r.vllm.empty()) out += "- vLLM: " + markdown_text(r.vllm) + "\n";
+      if (!r.cost.empty()) out += "- Cost: " + markdown_text(r.cost) + "\n";
       out += "\n";
     }
   }
@@ -280,8 +281,8 @@ std::string summary_line(const Report& report) {
   std::string out;
   std::map<Status, int> totals;
   for (const CaseResult& r : report.results) ++totals[r.status];
-  out += fmt::format("**Summary:** {} · {} · exit code {}\n", cells_summary(report),
-                     summary_counts(totals), report.exit_code);
+  out += fmt::format("**Summary:** {} · {} · {}\n", cells_summary(report), summary_counts(totals),
+                     exit_code_text(report));
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/io.hpp"
 #include "core/model_json.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -46,8 +47,10 @@ void Journal::append(nlohmann::json event) {
 }
 
 Progress::Progress(ProgressMode mode, std::size_t total, std::chrono::milliseconds interval)
-    : m_mode(mode), m_total(total), m_interval(interval) {
+    : m_mode(mode), m_total(total), m_interval(interval), m_dot(utf8_locale() ? " · " : " | ") {
   if (m_mode == ProgressMode::none) return;
+  // A dumb terminal takes no escape sequence: it gets the log's plain lines instead.
+  if (m_mode == ProgressMode::terminal && dumb_terminal()) m_mode = ProgressMode::log;
   if (m_mode == ProgressMode::terminal) m_interval = std::chrono::seconds(1);
   if (m_interval.count() <= 0) m_interval = std::chrono::seconds(10);
   m_ticker = std::thread([this] { tick(); });
@@ -62,16 +65,20 @@ std::string Progress::line_locked() const {
   if (m_done > 0 && m_done < m_total)
     line += fmt::format(", eta {:.0f}s", s / double(m_done) * double(m_total - m_done));
   if (m_oracle_total && m_oracle_done < m_oracle_total)
-    line += fmt::format(" · oracle {}/{}", m_oracle_done, m_oracle_total);
-  if (!m_where.empty()) line += " · " + m_where;
+    line += fmt::format("{}oracle {}/{}", m_dot, m_oracle_done, m_oracle_total);
+  if (!m_where.empty()) line += m_dot + m_where;
   return line;
 }
 
 void Progress::draw_locked() {
   std::string line = line_locked();
   if (m_mode == ProgressMode::terminal) {
-    if (line.size() > 99) line.resize(99);
-    fmt::print(stderr, "\r\033[K{}", line);
+    // One column short of the width: a line that reaches the last column wraps on some
+    // terminals, and "\r\033[K" then clears only its second row. Asked at each draw, so a
+    // resized window is followed.
+    const int columns = terminal_columns(STDERR_FILENO);
+    const size_t fit = columns > 1 ? size_t(columns - 1) : 79;
+    fmt::print(stderr, "\r\033[K{}", fit_to_width(line, fit));
   } else {
     fmt::print(stderr, "{}\n", line);
   }
@@ -87,7 +94,7 @@ void Progress::update(const std::string& where, const std::string& case_id, bool
   if (m_mode == ProgressMode::none) return;
   std::lock_guard lock(m_mutex);
   if (finished) ++m_done;
-  m_where = where + " " + case_id;
+  m_where = escape_to_one_line(where + " " + case_id);
   if (m_mode == ProgressMode::terminal) draw_locked(); // a log gets the ticker's lines only
 }
 

@@ -41,9 +41,10 @@ private:
   std::chrono::steady_clock::time_point m_start;
 };
 
-// Progress on stderr. On a terminal: one live line (cells done/total, where, eta), redrawn on
-// every event and each second. Elsewhere (a CI log): a plain line every `interval`, so a long
-// run shows life without flooding the log. Both say how far the oracle is while it runs ahead.
+// Progress on stderr. On a terminal: one live line (cells done/total, where, eta) cut to the
+// terminal's width, redrawn on every event and each second. Elsewhere (a CI log, or a terminal
+// with TERM=dumb, which takes no escape sequence): a plain line every `interval`, so a long run
+// shows life without flooding the log. Both say how far the oracle is while it runs ahead.
 class Progress {
 public:
   Progress(ProgressMode mode, std::size_t total, std::chrono::milliseconds interval);
@@ -62,6 +63,7 @@ private:
   ProgressMode m_mode;
   std::size_t m_total;
   std::chrono::milliseconds m_interval;
+  std::string m_dot; // " · ", or " | " where the locale is not UTF-8
   std::size_t m_done = 0;
   std::size_t m_oracle_done = 0, m_oracle_total = 0;
   std::string m_where;

@@ -95,8 +95,8 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
       v.note = fmt::format("{}: {}: {}", r.case_id, to_string(r.status), r.reason);
   }
   if (failed > 0)
-    v.note = fmt::format("{} of {} cases failed under these flags; first {}", failed, v.total,
-                         v.note);
+    v.note = fmt::format("{} of {} case{} failed under these flags; first {}", failed, v.total,
+                         v.total == 1 ? "" : "s", v.note);
   return v;
 }
 

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
+#include <unistd.h>
 
 using sdpa_doctor::escape_to_one_line;
 using sdpa_doctor::utf8_sequence_length;
@@ -35,4 +37,52 @@ TEST(Utf8SequenceLength, CountsOnlyCompleteSequences) {
   EXPECT_EQ(utf8_sequence_length("\xf0\x9f\x98\x80", 0), 4u);
   EXPECT_EQ(utf8_sequence_length("\xc3", 0), 0u);
   EXPECT_EQ(utf8_sequence_length("\x80", 0), 0u);
+}
+
+TEST(EscapeToOneLine, C1ControlsAndBidiOverridesAreShownAsCodepoints) {
+  EXPECT_EQ(escape_to_one_line("a\xc2\x9b" "2Jb"), "a\\u009b2Jb"); // CSI as one codepoint
+  EXPECT_EQ(escape_to_one_line("x\xe2\x80\xaey"), "x\\u202ey");     // right-to-left override
+  EXPECT_EQ(escape_to_one_line("\xe2\x81\xa6z"), "\\u2066z");       // left-to-right isolate
+  EXPECT_EQ(escape_to_one_line("caf\xc3\xa9 \xc2\xb7 \xe2\x80\x94"),
+            "caf\xc3\xa9 \xc2\xb7 \xe2\x80\x94");
+}
+
+TEST(EscapeLines, KeepsLineBreaksAndEscapesTheRest) {
+  using sdpa_doctor::escape_lines;
+  EXPECT_EQ(escape_lines("one\r\ntwo\x1b[2J\n"), "one\ntwo\\x1b[2J\n");
+  EXPECT_EQ(escape_lines("a\rb\tc"), "a\\rb\\tc");
+  EXPECT_EQ(escape_lines(""), "");
+}
+
+TEST(FitToWidth, CutsBetweenCodepointsAtTheColumn) {
+  using sdpa_doctor::display_width;
+  using sdpa_doctor::fit_to_width;
+  EXPECT_EQ(fit_to_width("abcdef", 4), "abcd");
+  EXPECT_EQ(fit_to_width("abc", 10), "abc");
+  EXPECT_EQ(fit_to_width("a · b · c", 3), "a ·"); // the dot is two bytes, one column
+  EXPECT_EQ(display_width(fit_to_width("[3s] 12/48 cells · cpu libtorch/flash", 20)), 20u);
+  EXPECT_EQ(fit_to_width("abc", 0), "");
+}
+
+TEST(DumbTerminal, TermDumbOrUnsetTakesNoEscapes) {
+  const char* saved = std::getenv("TERM");
+  const std::string old = saved ? saved : "";
+  setenv("TERM", "dumb", 1);
+  EXPECT_TRUE(sdpa_doctor::dumb_terminal());
+  setenv("TERM", "xterm-256color", 1);
+  EXPECT_FALSE(sdpa_doctor::dumb_terminal());
+  unsetenv("TERM");
+  EXPECT_TRUE(sdpa_doctor::dumb_terminal());
+  if (saved) setenv("TERM", old.c_str(), 1);
+}
+
+TEST(TerminalColumns, ZeroWhenNotATerminal) {
+  // A pipe is no terminal, whatever $COLUMNS says.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  setenv("COLUMNS", "40", 1);
+  EXPECT_EQ(sdpa_doctor::terminal_columns(fds[1]), 0);
+  unsetenv("COLUMNS");
+  ::close(fds[0]);
+  ::close(fds[1]);
 }

@@ -142,7 +142,7 @@ Report crash_with_known_issue() {
       c.stderr_tail = ck_stderr;
       c.signatures = {"hsa-hardware-exception"};
     } else {
-      c = with_status(c, Status::skipped, "device unhealthy after a crash; restart budget spent");
+      c = with_status(c, Status::skipped, "device unhealthy after " + cases[0].id());
     }
     r.results.push_back(c);
   }
@@ -237,12 +237,19 @@ Report all_unsupported() {
   return r;
 }
 
-Report no_gpu() {
-  Report r = base("2026-09-14T12:00:00Z");
+// A machine without a GPU and a CPU build of torch: the CPU probe target only.
+Report cpu_host(const std::string& started) {
+  Report r = base(started);
   r.host.erase("user");
   r.environment = {{"OMP_NUM_THREADS", "4"}};
   r.versions = {{"torch", "2.13.0+cpu"}, {"python", "3.11.2"}};
   r.inventory.no_gpu_reason = "/dev/kfd does not exist: the amdgpu kernel driver is not loaded";
+  r.targets = {"cpu"};
+  return r;
+}
+
+Report no_gpu() {
+  Report r = cpu_host("2026-09-14T12:00:00Z");
   r.inventory.sources_status = {{"hip", "hipGetDeviceCount: no ROCm-capable device is detected"},
                                 {"sysfs", "no KFD topology nodes with a GPU"}};
   Finding f;
@@ -251,7 +258,6 @@ Report no_gpu() {
   f.message = "/dev/kfd does not exist";
   f.remedy = "load the amdgpu driver (modprobe amdgpu) or pass the device into the container";
   r.inventory.findings.push_back(f);
-  r.targets = {"cpu"};
   const std::map<std::string, std::string> v = {{"torch", "2.13.0+cpu"}};
   for (const char* name : {"flash", "math"}) r.workers.push_back(worker("cpu", Probe::torch, name, v));
   r.workers.push_back(worker("cpu", Probe::reference, "ref-math", {}));
@@ -267,21 +273,96 @@ Report no_gpu() {
   return r;
 }
 
-std::vector<Named> all_fixtures() {
-  auto shipped = advice::load_known_issues(sdpa_test::source_path("data/known_issues.json"));
+Report budget_spent() {
+  Report r = cpu_host("2026-09-14T13:00:00Z");
+  const std::map<std::string, std::string> v = {{"torch", "2.13.0+cpu"}};
+  r.workers.push_back(worker("cpu", Probe::torch, "flash", v));
+  r.workers.back().restarts = 4;
+  r.workers.push_back(worker("cpu", Probe::torch, "math", v));
+  r.workers.push_back(
+      worker("cpu", Probe::python, "flash", {{"torch", "2.13.0+cpu"}, {"python", "3.11.2"}}));
+  std::vector<Case> cases;
+  for (DType d : {DType::f16, DType::bf16, DType::f32})
+    for (int64_t l : {16, 64}) cases.push_back(make_case(d, l, 32, false, 2, 2));
+  cases.push_back(make_case(DType::f16, 64, 32, true, 2, 2));
+  cases.push_back(make_case(DType::f32, 64, 32, true, 2, 2));
+  // libtorch flash aborts on every case it starts: five workers die, the budget (4 restarts) is
+  // spent, the last three cases are not run.
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CaseResult c = pass("cpu", Probe::torch, "flash", cases[i], 0.1);
+    if (i < 5) {
+      c = with_status(c, Status::crash, "worker died by SIGABRT while running the case");
+      c.process_end = ProcessEnd{std::nullopt, 6, "SIGABRT", true, false};
+      c.attempt = int(i);
+      c.stderr_tail = fmt::format("[W914 13:00:0{}] flash: starting {}\nterminate called: abort "
+                                  "in the flash kernel\n",
+                                  i, c.case_id);
+    } else {
+      c = with_status(c, Status::skipped, "restart budget spent after " + cases[4].id());
+    }
+    r.results.push_back(c);
+  }
+  for (const Case& c : cases) r.results.push_back(pass("cpu", Probe::torch, "math", c, 0.2));
+  // python flash is wrong on the causal cases only.
+  for (const Case& c : cases) {
+    CaseResult x = pass("cpu", Probe::python, "flash", c, 0.15);
+    if (c.causal) {
+      x = with_status(
+          x, Status::mismatch,
+          fmt::format("{}% of outputs outside tolerance", c.dtype == DType::f16 ? 12 : 31));
+      x.metrics.max_abs_err = 0.25;
+      x.metrics.rel_l2_err = 0.04;
+      x.metrics.frac_outside_tol = c.dtype == DType::f16 ? 0.12 : 0.31;
+      x.tolerance = tol_for(c.dtype);
+    }
+    r.results.push_back(x);
+  }
+  Shrink everywhere;
+  everywhere.device = "cpu";
+  everywhere.probe = Probe::torch;
+  everywhere.variant = "flash";
+  everywhere.status = Status::crash;
+  everywhere.original_case = cases[0].id();
+  everywhere.verdict = "everywhere";
+  everywhere.rule = "flash on cpu: crash for every case tried";
+  everywhere.minimal = make_case(DType::f16, 1, 8, false, 1, 1);
+  everywhere.tried = {{everywhere.minimal->id(), Status::crash}};
+  everywhere.seconds = 1.5;
+  Shrink causal = everywhere;
+  causal.probe = Probe::python;
+  causal.status = Status::mismatch;
+  causal.original_case = cases[6].id();
+  causal.verdict = "boundary";
+  causal.rule = "flash on cpu: mismatch only when causal";
+  causal.conditions = {ShrinkCondition{"causal", "=", 1, "causal", true}};
+  causal.minimal = make_case(DType::f16, 2, 8, true, 1, 1);
+  causal.tried = {{causal.minimal->id(), Status::mismatch}, {cases[0].id(), Status::pass}};
+  causal.seconds = 2.25;
+  r.shrinks = {everywhere, causal};
+  return r;
+}
+
+void advise(Report& report) {
+  static const auto shipped =
+      advice::load_known_issues(sdpa_test::source_path("data/known_issues.json"));
   if (!shipped) throw std::runtime_error(shipped.error().message);
+  advice::AdviceOptions options;
+  options.target = parse_case_spec("dtype=bf16,b=1,h=32,l=8192,d=128").value();
+  advice::AdviceResult a = advice::advise(report, *shipped, options);
+  report.findings = a.findings;
+  report.recommendations = a.recommendations;
+  report.known_issues = a.known_issues;
+  report.exit_code = advice::exit_code_for(report);
+}
+
+std::vector<Named> all_fixtures() {
   std::vector<Named> out = {{"crash_known_issue", crash_with_known_issue()},
                             {"timeout_mismatch", timeout_and_mismatch()},
                             {"all_unsupported", all_unsupported()},
-                            {"no_gpu", no_gpu()}};
+                            {"no_gpu", no_gpu()},
+                            {"budget_spent", budget_spent()}};
   for (Named& n : out) {
-    advice::AdviceOptions options;
-    options.target = parse_case_spec("dtype=bf16,b=1,h=32,l=8192,d=128").value();
-    advice::AdviceResult a = advice::advise(n.report, *shipped, options);
-    n.report.findings = a.findings;
-    n.report.recommendations = a.recommendations;
-    n.report.known_issues = a.known_issues;
-    n.report.exit_code = advice::exit_code_for(n.report);
+    advise(n.report);
     // The advice's re-runs as `check --verify` records them: a fallback, and one not re-run.
     if (n.report.recommendations.empty()) continue;
     Recommendation& rec = n.report.recommendations.front();

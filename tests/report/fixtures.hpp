@@ -19,6 +19,13 @@ sdpa_doctor::Report timeout_and_mismatch();
 sdpa_doctor::Report all_unsupported();
 // No GPU: the CPU probe target only.
 sdpa_doctor::Report no_gpu();
+// CPU only: libtorch flash aborts on every case until its restart budget is spent (five crashes,
+// three cases not run), python flash is wrong on the causal cases; both flash variants shrunk.
+sdpa_doctor::Report budget_spent();
+
+// Findings, recommendations, known-issue matches (shipped data/known_issues.json) and the exit
+// code, as a check's advice fills them in.
+void advise(sdpa_doctor::Report& report);
 
 struct Named {
   std::string name;

@@ -64,4 +64,4 @@ TEST_P(Golden, MatchesFile) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden,
                          ::testing::Values("crash_known_issue", "timeout_mismatch",
-                                           "all_unsupported", "no_gpu"));
+                                           "all_unsupported", "no_gpu", "budget_spent"));

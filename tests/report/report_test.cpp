@@ -1,22 +1,23 @@
 #include "fixtures.hpp"
+#include "output_checks.hpp"
 
+#include "report/common.hpp"
 #include "report/report.hpp"
 #include "support/run_binary.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 using namespace sdpa_doctor;
 
 namespace {
-
-size_t display_width(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
 // Links stay whole so a terminal can open them; they are the only lines allowed to overflow.
 size_t widest_line(const std::string& text) {
@@ -183,4 +184,202 @@ TEST(WriteAtomically, ReportsAnUnwritableDirectory) {
   ASSERT_FALSE(w);
   EXPECT_NE(w.error().message.find("/nonexistent-dir-for-sdpa/r.json"), std::string::npos);
   EXPECT_EQ(w.error().message.find('\n'), std::string::npos);
+}
+
+// ---- report text is data: escaped on the console, no markup in Markdown -----------------------
+
+namespace {
+
+using sdpa_test::control_bytes;
+using sdpa_test::fences_balanced;
+using sdpa_test::html_tags;
+using sdpa_test::k_evil;
+
+Report hostile(Report r) {
+  r.host["hostname"] = "ws-" + k_evil;
+  r.host["kernel"] = k_evil;
+  r.suite = k_evil;
+  r.environment["HIP_VISIBLE_DEVICES"] = k_evil;
+  r.inventory.devices.at(0).name = k_evil;
+  for (CaseResult& x : r.results) {
+    if (x.status == Status::pass) continue;
+    x.reason = "boom " + k_evil;
+    x.stderr_tail = "first\n" + k_evil + "\n````\nlast " + k_evil + "\n";
+    x.signatures.push_back(k_evil);
+  }
+  r.findings.push_back({"evil-finding", Severity::warning, k_evil, k_evil, {}, "cuda:0"});
+  r.known_issues.at(0).title = k_evil;
+  r.known_issues.at(0).link = "https://example.org/a) <b>x</b>";
+  r.recommendations.at(0).summary = k_evil;
+  return r;
+}
+
+} // namespace
+
+TEST(Console, ReportTextReachesTheTerminalEscaped) {
+  const Report r = hostile(fixture("crash_known_issue"));
+  for (bool unicode : {true, false}) {
+    for (int width : {100, 40}) {
+      const std::string out = report::render_console(r, {false, unicode, width});
+      EXPECT_EQ(control_bytes(out), "") << out;
+      EXPECT_NE(out.find("\\x1b[2J"), std::string::npos) << out; // shown, not obeyed
+    }
+  }
+  // With colour, the only escapes are the renderer's own SGR sequences.
+  const std::string colour = report::render_console(r, {true, true, 100});
+  EXPECT_EQ(colour.find("\x1b[2J"), std::string::npos);
+  EXPECT_EQ(colour.find("\x1b]"), std::string::npos);
+  EXPECT_EQ(colour.find('\x07'), std::string::npos);
+}
+
+TEST(Markdown, ReportTextBecomesNoMarkup) {
+  const std::string md = report::render_markdown(hostile(fixture("crash_known_issue")));
+  std::string prose;
+  ASSERT_TRUE(fences_balanced(md, &prose)) << md;
+  // The repro script is another part's (its comments are its own to make safe): the rest of the
+  // document carries no control byte.
+  EXPECT_EQ(control_bytes(sdpa_test::without_fences(md, "python")), "");
+  // Outside code: no tag but the renderer's own, no heading, no link of the data's.
+  EXPECT_EQ(html_tags(prose), (std::set<std::string>{"details", "summary"})) << prose;
+  EXPECT_NE(prose.find("&lt;img src=x onerror=alert(1)>"), std::string::npos) << prose;
+  EXPECT_EQ(prose.find("\n# heading"), std::string::npos) << prose;
+  EXPECT_EQ(prose.find("(javascript:"), prose.find("\\](javascript:") + 2) << prose; // escaped
+  // A link whose URL could end it early is shown as code, not linked.
+  EXPECT_EQ(prose.find("](https://example.org/a)"), std::string::npos) << prose;
+}
+
+TEST(Markdown, InlineCodeAndFencesOutrunTheBackticksInside) {
+  EXPECT_EQ(report::detail::markdown_code("a``b"), "```a``b```");
+  EXPECT_EQ(report::detail::markdown_code("`x"), "`` `x ``");
+  EXPECT_EQ(report::detail::markdown_code("a\nb"), "`a\\nb`");
+  EXPECT_EQ(report::detail::markdown_fence("x\n````\ny", "text"), "`````text\nx\n````\ny\n`````\n");
+  EXPECT_EQ(report::detail::markdown_text("mem_efficient _x_ *y* a|b <t> &"),
+            "mem_efficient \\_x\\_ \\*y\\* a|b &lt;t> &amp;");
+  EXPECT_EQ(report::detail::markdown_cell("a|b"), "a\\|b");
+  EXPECT_EQ(report::detail::markdown_link("id", "https://github.com/x/y/issues/1"),
+            "[id](https://github.com/x/y/issues/1)");
+  EXPECT_EQ(report::detail::markdown_link("id", "javascript:alert(1)"), "id `javascript:alert(1)`");
+}
+
+// ---- each cause once --------------------------------------------------------------------------
+
+namespace {
+
+// The lines of the section that starts with `title` (up to the blank line that ends it).
+std::vector<std::string> section(const std::string& text, const std::string& title) {
+  std::vector<std::string> lines;
+  const size_t at = text.find("\n" + title);
+  if (at == std::string::npos) return lines;
+  std::istringstream in(text.substr(at + 1));
+  for (std::string line; std::getline(in, line) && !line.empty();) lines.push_back(line);
+  return lines;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = 0; (p = text.find(what, p)) != std::string::npos; p += what.size()) ++n;
+  return n;
+}
+
+} // namespace
+
+TEST(Console, SaysEachCauseOnce) {
+  const std::string out = report::render_console(fixture("budget_spent"), {false, true, 100});
+  const auto failures = section(out, "Failures (7)");
+  ASSERT_FALSE(failures.empty()) << out;
+  // Two causes: libtorch flash's crashes, python flash's mismatches.
+  EXPECT_EQ(occurrences(out, "✗ CRASH  cpu"), 1u) << out;
+  EXPECT_EQ(occurrences(out, "≠ MISMATCH  cpu"), 1u) << out;
+  EXPECT_NE(out.find("✗ CRASH  cpu · libtorch · flash · 5 cases · signal SIGABRT (core dumped)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(occurrences(out, "stopped after 5 failures in a row; 3 cases not run"), 1u) << out;
+  EXPECT_EQ(occurrences(out, "avoid flash on cpu (see the recommendation)"), 2u) << out;
+  // The findings that restate those blocks are not said again: their remedy is the block's.
+  EXPECT_EQ(occurrences(out, "variant-crash"), 1u) << out;
+  EXPECT_NE(out.find("→ variant-crash: avoid flash on cpu"), std::string::npos) << out;
+  EXPECT_EQ(out.find("cases-skipped"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Not run ("), std::string::npos) << out;
+}
+
+TEST(Console, OneVariantFailingEveryCaseIsOneBlockOfAtMostEightLines) {
+  Report r = sdpa_fixtures::budget_spent();
+  std::erase_if(r.results, [](const CaseResult& x) { return x.probe == Probe::python; });
+  r.shrinks.clear();
+  sdpa_fixtures::advise(r);
+  const std::string out = report::render_console(r, {false, true, 100});
+  const auto failures = section(out, "Failures (5)");
+  ASSERT_FALSE(failures.empty()) << out;
+  EXPECT_LE(failures.size(), 8u) << out;
+  size_t blocks = 0;
+  for (const std::string& line : failures) {
+    EXPECT_LE(display_width(line), 100u) << line;
+    blocks += line.rfind("  ✗ ", 0) == 0;
+  }
+  EXPECT_EQ(blocks, 1u) << out;
+}
+
+TEST(Console, APoisonedDeviceIsOneBlock) {
+  Report r = sdpa_fixtures::no_gpu();
+  for (size_t i = 0; i < 3; ++i) {
+    CaseResult& x = r.results[i];
+    x.status = Status::error;
+    x.canary = fmt::format("failed: RuntimeError: deferred error {}", i + 10);
+    x.reason = "poisoned the device: canary failed after it: " + x.canary;
+  }
+  sdpa_fixtures::advise(r);
+  ASSERT_EQ(std::count_if(r.findings.begin(), r.findings.end(),
+                          [](const Finding& f) { return f.id == "device-poisoned"; }),
+            3);
+  const std::string out = report::render_console(r, {false, true, 100});
+  EXPECT_EQ(occurrences(out, "! ERROR  cpu · libtorch · flash · 3 cases\n"), 1u) << out;
+  EXPECT_EQ(occurrences(out, "AMD_SERIALIZE_KERNEL=3"), 1u) << out;
+  EXPECT_EQ(occurrences(out, "device-poisoned"), 1u) << out;
+  const std::string md = report::render_markdown(r);
+  EXPECT_EQ(occurrences(md, "· flash · 3 cases</summary>"), 1u) << md;
+  EXPECT_EQ(occurrences(md, "AMD_SERIALIZE_KERNEL=3"), 1u) << md;
+}
+
+TEST(Markdown, SaysEachCauseOnceWithAllItsCases) {
+  const Report& r = fixture("budget_spent");
+  const std::string md = report::render_markdown(r);
+  const std::string failures = md.substr(md.find("## Failures (7)"));
+  EXPECT_EQ(occurrences(failures, "<details><summary>"), 2u) << md;
+  for (const CaseResult& x : r.results) {
+    if (x.status != Status::crash) continue;
+    EXPECT_NE(md.find("`" + x.case_id + "`"), std::string::npos) << x.case_id;
+  }
+  EXPECT_EQ(occurrences(md, "stopped after 5 failures in a row; 3 cases not run"), 1u) << md;
+  EXPECT_EQ(occurrences(md, "`variant-crash`"), 1u) << md; // the remedy's, not a finding
+  // One repro per cause, and one for each shrunk smallest case.
+  EXPECT_EQ(occurrences(md, "```python\n#!/usr/bin/env python3"), 4u);
+}
+
+TEST(Shrunk, NamesTheProbeWhenTwoProbesShrinkOneVariant) {
+  const std::string out = report::render_console(fixture("budget_spent"), {false, true, 100});
+  EXPECT_NE(out.find("flash (libtorch) on cpu: crash for every case tried (1 case, 1.5 s)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("flash (python) on cpu: mismatch only when causal (2 cases, 2.2 s)"),
+            std::string::npos)
+      << out;
+  // One shrink of a variant keeps the plain rule.
+  Report one = fixture("budget_spent");
+  one.shrinks.pop_back();
+  EXPECT_NE(report::render_console(one, {false, true, 100}).find("  flash on cpu: crash for every"),
+            std::string::npos);
+}
+
+TEST(Summary, SaysWhenTheExitCodeComesFromAFailedReRun) {
+  Report r = fixture("no_gpu");
+  ASSERT_FALSE(r.recommendations.empty());
+  r.recommendations.front().verification = Verification{true, 1, 3, 0.5, "a fresh python worker",
+                                                         "fp32-b1-h4:2-q96-k96-d64: crash"};
+  r.exit_code = 1;
+  const std::string why = "exit code 1 (a re-run under the recommended flags failed)";
+  EXPECT_NE(sdpa_test::unwrapped(report::render_console(r, {false, true, 100})).find(why),
+            std::string::npos);
+  EXPECT_NE(report::render_markdown(r).find(why), std::string::npos);
+  r.exit_code = 0; // the re-run failed but was not gated on: nothing to explain
+  EXPECT_EQ(report::render_console(r, {false, true, 100}).find("re-run under"), std::string::npos);
 }

@@ -1,0 +1,196 @@
+// The failing and skipped cells grouped by what caused them, so the console and the Markdown say
+// each cause once however many cells it explains.
+#include "report/common.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace sdpa_doctor::report::detail {
+
+namespace {
+
+// The reason with every run of digits as '#': the same failure on cases of other shapes (sizes,
+// byte counts in an out-of-memory message) is one cause.
+std::string reason_shape(std::string_view reason) {
+  std::string out;
+  for (size_t i = 0; i < reason.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(reason[i]))) {
+      out += reason[i];
+      continue;
+    }
+    out += '#';
+    while (i + 1 < reason.size() && std::isdigit(static_cast<unsigned char>(reason[i + 1]))) ++i;
+  }
+  return out;
+}
+
+std::string failure_key(const CaseResult& r) {
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", r.device, to_string(r.probe), r.variant,
+                     to_string(r.status), process_end_text(r), fmt::join(r.signatures, ","),
+                     reason_shape(r.reason));
+}
+
+// The words the runner writes for cells it skipped (isolate/runner.cpp, run/execute.cpp).
+constexpr std::string_view k_budget = "restart budget spent after ";
+constexpr std::string_view k_unhealthy = "device unhealthy after ";
+
+struct Culprit {
+  std::string variant; // empty: the skipped cell's own
+  std::string case_id;
+};
+
+// The case a skip reason blames: "restart budget spent after CASE", "device unhealthy after
+// CASE" or "device unhealthy after VARIANT CASE".
+std::optional<Culprit> culprit_of(const CaseResult& skipped, std::string_view prefix) {
+  if (skipped.reason.rfind(prefix, 0) != 0) return std::nullopt;
+  const std::string rest = skipped.reason.substr(prefix.size());
+  const size_t space = rest.rfind(' ');
+  if (space == std::string::npos) return Culprit{skipped.variant, rest};
+  return Culprit{rest.substr(0, space), rest.substr(space + 1)};
+}
+
+bool same_worker(const CaseResult& a, const CaseResult& b) {
+  return a.device == b.device && a.probe == b.probe && a.variant == b.variant;
+}
+
+// Failures in a row (each of which ended its worker) right before the first cell the restart
+// budget left out; results of that worker only, in report order.
+int failures_in_a_row(const Report& report, const CaseResult& first_skipped) {
+  int streak = 0;
+  for (const CaseResult& r : report.results) {
+    if (!same_worker(r, first_skipped)) continue;
+    if (&r == &first_skipped) return streak;
+    streak = r.process_end ? streak + 1 : 0;
+  }
+  return streak;
+}
+
+void add_variant(Cause& c, const std::string& variant) {
+  if (std::find(c.variants.begin(), c.variants.end(), variant) == c.variants.end())
+    c.variants.push_back(variant);
+}
+
+bool has_case(const Cause& c, const Culprit& culprit) {
+  return std::any_of(c.results.begin(), c.results.end(), [&](const CaseResult* r) {
+    return r->variant == culprit.variant && r->case_id == culprit.case_id;
+  });
+}
+
+bool contains(const std::vector<std::string>& ids, const std::string& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// The finding advice wrote about these cells: `variant-<status>` for a variant's failures (its
+// message opens with "VARIANT (PROBE)"), `device-poisoned` for a case whose canary failed.
+const Finding* finding_for(const Report& report, const Cause& c) {
+  const CaseResult& e = c.example();
+  const std::string group = fmt::format("{} ({})", e.variant, to_string(e.probe));
+  const std::string poisoned = fmt::format("{} {}: {}", to_string(e.probe), e.variant, e.case_id);
+  const bool canary_failed = e.canary.rfind("failed", 0) == 0;
+  for (const Finding& f : report.findings) {
+    if (f.device != e.device || !contains(f.case_ids, e.case_id)) continue;
+    if (canary_failed ? f.id == "device-poisoned" && f.message.find(poisoned) != std::string::npos
+                      : f.id == fmt::format("variant-{}", to_string(e.status)) &&
+                            f.message.rfind(group, 0) == 0)
+      return &f;
+  }
+  return nullptr;
+}
+
+} // namespace
+
+std::vector<Cause> failure_causes(const Report& report) {
+  std::vector<Cause> causes;
+  std::map<std::string, size_t> index;
+  for (const CaseResult* r : failures(report)) {
+    auto [it, fresh] = index.emplace(failure_key(*r), causes.size());
+    if (fresh) causes.emplace_back();
+    Cause& c = causes[it->second];
+    c.results.push_back(r);
+    add_variant(c, r->variant);
+  }
+  for (const CaseResult& r : report.results) {
+    if (r.status != Status::skipped) continue;
+    for (std::string_view prefix : {k_budget, k_unhealthy}) {
+      const auto culprit = culprit_of(r, prefix);
+      if (!culprit) continue;
+      auto cause = std::find_if(causes.begin(), causes.end(), [&](const Cause& c) {
+        return c.example().device == r.device && has_case(c, *culprit) &&
+               (prefix == k_unhealthy || c.example().probe == r.probe);
+      });
+      if (cause == causes.end()) continue;
+      auto& skipped = prefix == k_budget ? cause->budget_skipped : cause->unhealthy_skipped;
+      if (prefix == k_budget && skipped.empty()) cause->in_a_row = failures_in_a_row(report, r);
+      skipped.push_back(&r);
+    }
+  }
+  for (Cause& c : causes) c.finding = finding_for(report, c);
+  return causes;
+}
+
+std::vector<Cause> skip_causes(const Report& report) {
+  std::set<const CaseResult*> explained;
+  for (const Cause& c : failure_causes(report)) {
+    explained.insert(c.budget_skipped.begin(), c.budget_skipped.end());
+    explained.insert(c.unhealthy_skipped.begin(), c.unhealthy_skipped.end());
+  }
+  std::vector<Cause> causes;
+  std::map<std::string, size_t> index;
+  for (const CaseResult& r : report.results) {
+    if (r.status != Status::skipped || explained.count(&r)) continue;
+    auto [it, fresh] = index.emplace(r.device + "\n" + reason_shape(r.reason), causes.size());
+    if (fresh) causes.emplace_back();
+    causes[it->second].results.push_back(&r);
+    add_variant(causes[it->second], r.variant);
+  }
+  return causes;
+}
+
+bool told_by_causes(const Finding& f, const std::vector<Cause>& causes) {
+  // A variant's failures and skips are all in some block; a poisoned case when it failed.
+  if (f.id.rfind("variant-", 0) == 0 || f.id == "cases-skipped") return true;
+  if (f.id != "device-poisoned") return false;
+  return std::any_of(causes.begin(), causes.end(), [&](const Cause& c) {
+    return std::any_of(c.results.begin(), c.results.end(), [&](const CaseResult* r) {
+      return r->device == f.device && contains(f.case_ids, r->case_id) &&
+             r->canary.rfind("failed", 0) == 0;
+    });
+  });
+}
+
+std::vector<std::string> not_run_lines(const Cause& c) {
+  std::vector<std::string> out;
+  if (!c.budget_skipped.empty()) {
+    const std::string cells = count_of(c.budget_skipped.size(), "case");
+    out.push_back(c.in_a_row > 0
+                      ? fmt::format("stopped after {} in a row; {} not run",
+                                    count_of(size_t(c.in_a_row), "failure"), cells)
+                      : fmt::format("stopped when its restart budget ran out; {} not run", cells));
+  }
+  if (!c.unhealthy_skipped.empty()) {
+    std::vector<std::string> variants;
+    for (const CaseResult* r : c.unhealthy_skipped)
+      if (!contains(variants, r->variant)) variants.push_back(r->variant);
+    out.push_back(fmt::format("the device was unhealthy after it: {} not run ({})",
+                              count_of(c.unhealthy_skipped.size(), "cell"),
+                              fmt::join(variants, ", ")));
+  }
+  return out;
+}
+
+std::string shrink_title(const Report& report, const Shrink& s) {
+  const bool shared =
+      std::any_of(report.shrinks.begin(), report.shrinks.end(), [&](const Shrink& o) {
+        return o.device == s.device && o.variant == s.variant && o.probe != s.probe;
+      });
+  const std::string who = fmt::format("{} on {}", s.variant, s.device);
+  if (!shared || s.rule.rfind(who, 0) != 0) return s.rule;
+  return fmt::format("{} ({}) on {}{}", s.variant, to_string(s.probe), s.device,
+                     s.rule.substr(who.size()));
+}
+
+} // namespace sdpa_doctor::report::detail
