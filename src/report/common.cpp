@@ -332,10 +332,13 @@ std::string markdown_text(std::string_view text) {
     case '\\':
     case '`':
     case '*':
-    case '[':
-    case ']':
     case '~':
       out += '\\';
+      out += c;
+      break;
+    case ']':
+      // Only "](" makes a link (the document defines no reference), so "flash[ck]" stays as it is.
+      if (i + 1 < line.size() && line[i + 1] == '(') out += '\\';
       out += c;
       break;
     case '_':

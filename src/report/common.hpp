@@ -83,7 +83,7 @@ std::string ascii_dots(std::string_view text);
 // ---- Markdown: report text is data, so none of it may become markup --------------------------
 
 // Inline text: one line (escape_to_one_line), '<' and '&' as entities (no raw HTML), and the
-// characters that start emphasis, code, links or images backslash-escaped.
+// characters that make emphasis, code or a link ("](") backslash-escaped.
 std::string markdown_text(std::string_view text);
 // Inline code: one line, between backtick runs longer than any run inside it.
 std::string markdown_code(std::string_view text);
