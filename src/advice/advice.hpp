@@ -9,6 +9,7 @@
 #include "core/model.hpp"
 #include "core/status.hpp"
 
+#include <cstddef>
 #include <optional>
 #include <regex>
 #include <set>
@@ -46,7 +47,8 @@ struct IssueRule {
   std::vector<std::string> backends; // Variant::backend with any flags ("flash")
   VersionRange torch;                // torch version of the worker that ran the case
   VersionRange aotriton;             // AOTriton version, where a worker or the host reported it
-  std::string stderr_regex;          // ECMAScript, searched in reason, warnings and stderr tail
+  std::string stderr_regex;          // ECMAScript, searched line by line in reason, warnings
+                                     // and stderr tail (see k_max_regex_* below)
   std::optional<std::regex> stderr_re;
   std::vector<std::string> signatures; // any of these isolate signature ids matched
   std::set<Status> statuses;           // empty = any status but pass
@@ -72,9 +74,20 @@ struct KnownIssues {
   std::vector<KnownIssue> issues;
 };
 
+// Bounds on a `stderr` regex and on what it searches. std::regex compiles and searches by
+// recursion, so a deeply nested or long pattern, or a long text, would overflow the stack: a
+// pattern longer or more deeply nested than these is refused when the file is read, and the
+// text is searched one line at a time, each line cut to its first k_max_regex_line bytes and at
+// most k_max_regex_text bytes in all.
+inline constexpr std::size_t k_max_regex_bytes = 1024;
+inline constexpr int k_max_regex_nesting = 16; // groups inside groups
+inline constexpr std::size_t k_max_regex_line = 2048;
+inline constexpr std::size_t k_max_regex_text = 64 * 1024;
+
 // Reads one file: a JSON array of entries {id, title, link, match, advice, fixed_in}, where
 // `match` is one rule object or an array of alternatives. Bad JSON, wrong types, unknown keys
-// and bad regexes are an Error whose one-line message names the file and the entry.
+// and bad regexes (too long or too deeply nested included) are an Error whose one-line message
+// names the file and the entry.
 Expected<KnownIssues> load_known_issues(const std::string& path);
 // Parses the same format from text; `source` names it in error messages.
 Expected<KnownIssues> parse_known_issues(std::string_view text, const std::string& source);

@@ -1,5 +1,7 @@
 #include "advice/advice.hpp"
 
+#include "core/text.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -107,6 +109,37 @@ VersionRange parse_range(const json& j, const std::string& key) {
   return r;
 }
 
+// Why std::regex must not compile `pattern` (it recurses once per nested group and per term), or
+// empty. The pattern is not quoted back: it may be the 40 KB that made it too long.
+std::string regex_too_complex(std::string_view pattern) {
+  if (pattern.size() > k_max_regex_bytes)
+    return fmt::format("{} bytes long; the limit is {} bytes", pattern.size(), k_max_regex_bytes);
+  int depth = 0;
+  int deepest = 0;
+  bool in_class = false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\') ++i;
+    else if (in_class) in_class = c != ']';
+    else if (c == '[') in_class = true;
+    else if (c == '(') deepest = std::max(deepest, ++depth);
+    else if (c == ')' && depth > 0) --depth;
+  }
+  if (deepest > k_max_regex_nesting)
+    return fmt::format("groups nested {} deep; the limit is {}", deepest, k_max_regex_nesting);
+  return {};
+}
+
+// libstdc++'s default executor recurses once per character of the text it searches; its
+// polynomial (Thompson) executor keeps the recursion to the pattern's size, whatever the text.
+// The price: no back-references, which a stderr pattern has no use for.
+#if defined(__GLIBCXX__)
+constexpr auto k_regex_flags =
+    std::regex::ECMAScript | std::regex::optimize | std::regex_constants::__polynomial;
+#else
+constexpr auto k_regex_flags = std::regex::ECMAScript | std::regex::optimize;
+#endif
+
 int64_t int_field(const json& v, const std::string& key) {
   if (!v.is_number_integer()) throw EntryError{fmt::format("'{}' must be an integer", key)};
   return v.get<int64_t>();
@@ -130,10 +163,13 @@ IssueRule parse_rule(const json& j) {
     } else if (k == "stderr") {
       if (!v.is_string()) throw EntryError{"'stderr' must be a string (a regex)"};
       rule.stderr_regex = v.get<std::string>();
+      if (const std::string why = regex_too_complex(rule.stderr_regex); !why.empty())
+        throw EntryError{fmt::format("'stderr' regex too complex: {}", why)};
       try {
-        rule.stderr_re.emplace(rule.stderr_regex, std::regex::ECMAScript | std::regex::optimize);
+        rule.stderr_re.emplace(rule.stderr_regex, k_regex_flags);
       } catch (const std::regex_error& e) {
-        throw EntryError{fmt::format("bad 'stderr' regex '{}': {}", rule.stderr_regex, e.what())};
+        throw EntryError{
+            fmt::format("bad 'stderr' regex '{}': {}", shortened(rule.stderr_regex), e.what())};
       }
     } else if (k == "signatures") {
       rule.signatures = string_list(v, k);
@@ -206,7 +242,7 @@ Expected<KnownIssues> parse_known_issues(std::string_view text, const std::strin
   try {
     doc = json::parse(text);
   } catch (const json::exception& e) { // parse_error, and out_of_range for "1e999"
-    std::string what = e.what();
+    std::string what = json_error_text(e.what());
     std::replace(what.begin(), what.end(), '\n', ' ');
     return make_error(fmt::format("known issues '{}': invalid JSON: {}", source, what));
   }
@@ -288,6 +324,28 @@ std::string backend_of(const std::string& variant_name) {
   return variant_name.substr(0, variant_name.find('['));
 }
 
+// Whether `re` matches within one line of the case's reason, warnings or stderr tail, searched
+// within the k_max_regex_line and k_max_regex_text bounds.
+bool search_lines(const std::regex& re, const CaseResult& r) {
+  std::size_t budget = k_max_regex_text;
+  const auto search = [&](std::string_view text) {
+    while (budget > 0) {
+      const std::size_t end = text.find('\n');
+      const std::string_view line =
+          text.substr(0, std::min({end, k_max_regex_line, budget}));
+      budget -= std::min(budget, line.size() + 1); // an empty line costs its newline
+      if (std::regex_search(line.begin(), line.end(), re)) return true;
+      if (end == std::string_view::npos) return false;
+      text.remove_prefix(end + 1);
+    }
+    return false;
+  };
+  if (search(r.reason)) return true;
+  for (const std::string& w : r.warnings)
+    if (search(w)) return true;
+  return search(r.stderr_tail);
+}
+
 } // namespace
 
 bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& facts) {
@@ -316,12 +374,7 @@ bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& f
         return std::find(r.signatures.begin(), r.signatures.end(), s) != r.signatures.end();
       }))
     return false;
-  if (rule.stderr_re) {
-    std::string haystack = r.reason;
-    for (const std::string& w : r.warnings) haystack += "\n" + w;
-    haystack += "\n" + r.stderr_tail;
-    if (!std::regex_search(haystack, *rule.stderr_re)) return false;
-  }
+  if (rule.stderr_re && !search_lines(*rule.stderr_re, r)) return false;
   return true;
 }
 

@@ -98,7 +98,8 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
   sub->add_option("--case", options->case_specs,
                   "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
       ->type_name("SPEC");
-  sub->add_option("--case-file", options->case_file, "Cases as JSON lines, one object a line")
+  sub->add_option("--case-file", options->case_file,
+                  "JSON-lines file of cases, one object a line (\"-\": stdin)")
       ->type_name("FILE");
   sub->add_option("--model", options->model_config,
                   "The attention shapes of a Hugging Face config.json: causal prefill and decode "

@@ -85,6 +85,9 @@ int run_known_issues(const KnownIssuesOptions& o) {
       throw Fatal{fmt::format("--arch '{}' is not a gfx target (e.g. gfx1201)", a),
                   exit_code::usage};
   }
+  if (!o.torch.empty() && advice::version_numbers(o.torch).empty())
+    throw Fatal{fmt::format("--torch '{}' is not a version (e.g. 2.7.1)", o.torch),
+                exit_code::usage};
   const advice::KnownIssues issues = load_all(o);
   fmt::print("Known issues ({}):\n", issues.issues.size());
   for (const advice::KnownIssue& i : issues.issues) {

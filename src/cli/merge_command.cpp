@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <set>
+#include <system_error>
 
 namespace sdpa_doctor::cli {
 
@@ -30,8 +32,17 @@ int run_merge(const MergeOptions& o, const GlobalOptions& global) {
   reject_junit(global, "merge");
   for (const std::string& path : o.reports) refuse_output_over(global, path, "a report to merge");
   report::FleetMatrix fleet(*fail_on);
+  std::set<std::string> seen;
   // One report at a time: read, fold into the matrix, drop.
   for (const std::string& path : o.reports) {
+    // The same file twice (a shell glob and a name, a symlink) is one node, not two.
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(path, ec);
+    if (!seen.insert(ec ? path : canonical.string()).second) {
+      fmt::print(stderr, "sdpa-doctor: warning: {}: given more than once; merged once\n",
+                 escape_to_one_line(path));
+      continue;
+    }
     auto digest = report::read_report_file(path);
     if (!digest) {
       fmt::print(stderr, "sdpa-doctor: warning: {}: skipped: {}\n", escape_to_one_line(path),

@@ -105,6 +105,11 @@ Expected<int64_t> parse_int(std::string_view key, std::string_view text) {
   int64_t value = 0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range && ptr == end)
+    return make_error(text.size() <= 24
+                          ? fmt::format("'{}' is out of range, got {}", key, text)
+                          : fmt::format("'{}' is out of range, got a {}-digit number", key,
+                                        text.size()));
   if (text.empty() || ec != std::errc{} || ptr != end)
     return make_error(fmt::format("'{}' needs an integer, got '{}'", key, text));
   return value;
@@ -280,13 +285,15 @@ Expected<Case> case_from_json(const nlohmann::json& j) {
     std::string text;
     if (value.is_string()) text = value.get<std::string>();
     else if (value.is_boolean()) text = value.get<bool>() ? "1" : "0";
-    else if (value.is_number_integer()) text = std::to_string(value.get<int64_t>());
+    // Unsigned first: nlohmann counts it as an integer too, and 2^64-1 read as int64 is -1.
     else if (value.is_number_unsigned()) text = std::to_string(value.get<uint64_t>());
+    else if (value.is_number_integer()) text = std::to_string(value.get<int64_t>());
     else return make_error(fmt::format("case key '{}' has a value of the wrong type", key));
     if (auto problem = apply_key(c, key, text, true); !problem.empty())
       return make_error(problem);
   }
-  return finish(c, j.dump());
+  // Named by its id: the object itself can be as long as the line it came from.
+  return finish(c, c.id());
 }
 
 } // namespace sdpa_doctor

@@ -92,6 +92,32 @@ std::string_view fit_to_width(std::string_view line, std::size_t columns) {
   return line;
 }
 
+std::string shortened(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, max)) + "...";
+}
+
+std::string json_error_text(std::string_view what) {
+  constexpr std::string_view k_prefix = "[json.exception.";
+  if (what.substr(0, k_prefix.size()) == k_prefix) {
+    const auto end = what.find("] ");
+    if (end != std::string_view::npos) what.remove_prefix(end + 2);
+  }
+  // The quoted token (what was last read, the number that overflowed) can be a whole line.
+  constexpr std::size_t k_max_quoted = 32;
+  std::string out;
+  while (!what.empty()) {
+    const auto open = what.find('\'');
+    const auto close = open == std::string_view::npos ? open : what.find('\'', open + 1);
+    if (close == std::string_view::npos) break;
+    out.append(what.substr(0, open + 1));
+    out += shortened(what.substr(open + 1, close - open - 1), k_max_quoted) + '\'';
+    what.remove_prefix(close + 1);
+  }
+  out.append(what);
+  return out;
+}
+
 bool utf8_locale() {
   for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"}) {
     const char* v = std::getenv(name);

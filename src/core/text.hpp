@@ -27,6 +27,15 @@ std::size_t display_width(std::string_view utf8);
 // The longest prefix of `line` that takes at most `columns` columns, cut between codepoints.
 std::string_view fit_to_width(std::string_view line, std::size_t columns);
 
+// `text` when it is at most `max` bytes, else its first `max` bytes and "...": a value quoted back
+// in an error line, which may be as long as the file it came from.
+std::string shortened(std::string_view text, std::size_t max = 60);
+
+// A JSON parser's error as a user reads it: nlohmann's "[json.exception.parse_error.101] "
+// prefix dropped and a long token it quotes clipped, so "parse error at line 1, column 3: ..."
+// or "number overflow parsing '1e999'" stays one short line.
+std::string json_error_text(std::string_view what);
+
 // Whether the locale (LC_ALL, else LC_CTYPE, else LANG) is UTF-8: box drawing needs it.
 bool utf8_locale();
 

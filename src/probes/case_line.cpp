@@ -1,5 +1,6 @@
 #include "probes/probes.hpp"
 #include "core/io.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -56,7 +57,7 @@ Expected<CaseLine> parse_case_line(std::string_view text) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    return make_error(fmt::format("not JSON: {}", e.what()));
+    return make_error(fmt::format("not JSON: {}", json_error_text(e.what())));
   }
   if (!j.is_object()) return make_error("a case line must be a JSON object");
   if (!j.contains("v") || j["v"] != 1) return make_error("a case line needs \"v\":1");

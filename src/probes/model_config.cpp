@@ -150,7 +150,8 @@ Expected<ModelShapes> load_model_config(const std::string& path) {
   try {
     config = json::parse(*text);
   } catch (const json::exception& e) {
-    return make_error(fmt::format("model config '{}': not JSON: {}", path, e.what()));
+    return make_error(
+        fmt::format("model config '{}': not JSON: {}", path, json_error_text(e.what())));
   }
   if (!config.is_object())
     return make_error(fmt::format("model config '{}': expected a JSON object (a config.json), "

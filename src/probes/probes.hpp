@@ -39,12 +39,13 @@ Expected<std::vector<Case>> suite_cases(std::string_view suite);
 inline constexpr int64_t k_max_case_file_bytes = int64_t{64} << 20;
 
 // Reads a JSON-lines case file (one core::case_from_json object per line; blank lines and lines
-// starting with '#' are skipped). Errors name the file and line; binary, empty and oversized
-// files are refused.
+// starting with '#' are skipped); "-" reads stdin, and a FIFO or pipe is read as a stream. Errors
+// name the file and line; binary, empty and oversized files are refused.
 Expected<std::vector<Case>> load_case_file(const std::string& path);
 
-// Reads a small text input (a case file, a model config): directories, unreadable, oversized
-// (k_max_case_file_bytes) and binary files are refused; `what` names it in the error.
+// Reads a small text input (a case file, a model config; "-" is stdin): directories, unreadable,
+// oversized (k_max_case_file_bytes, a stream too) and binary files are refused; `what` names it
+// in the error.
 Expected<std::string> read_input_file(const std::string& path, std::string_view what);
 
 // --- model configs (`check --model`) ----------------------------------------------------------------

@@ -1,16 +1,16 @@
 #include "probes/probes.hpp"
 
+#include "core/io.hpp"
+#include "core/text.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <set>
 #include <sstream>
-#include <system_error>
 
 namespace sdpa_doctor::probes {
 
@@ -198,18 +198,9 @@ Expected<PlannedCases> plan_cases(const CaseSources& sources) {
 }
 
 Expected<std::string> read_input_file(const std::string& path, std::string_view what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return make_error(fmt::format("{} '{}' is a directory", what, path));
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return make_error(fmt::format("cannot read {} '{}': {}", what, path, ec.message()));
-  if (static_cast<int64_t>(size) > k_max_case_file_bytes)
-    return make_error(fmt::format("{} '{}' is {} bytes; the limit is {} MiB", what, path, size,
-                                  k_max_case_file_bytes >> 20));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(fmt::format("cannot open {} '{}'", what, path));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (text.find('\0') != std::string::npos)
+  auto text = read_text_file(path, fmt::format("{} '{}'", what, path), k_max_case_file_bytes);
+  if (!text) return text.error();
+  if (text->find('\0') != std::string::npos)
     return make_error(fmt::format("{} '{}' is binary, not JSON", what, path));
   return text;
 }
@@ -232,7 +223,8 @@ Expected<std::vector<Case>> load_case_file(const std::string& path) {
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      return make_error(fmt::format("{}:{}: not JSON: {}", path, number, e.what()));
+      return make_error(
+          fmt::format("{}:{}: not JSON: {}", path, number, json_error_text(e.what())));
     }
     auto c = case_from_json(j);
     if (!c) return make_error(fmt::format("{}:{}: {}", path, number, c.error().message));

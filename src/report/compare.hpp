@@ -9,6 +9,7 @@
 #include "core/expected.hpp"
 #include "core/status.hpp"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -52,14 +53,22 @@ struct ReportDigest {
   std::vector<DigestCell> cells; // report order
 };
 
+// Refused above this size (a stream too): a report of a full suite on eight GPUs is a few
+// hundred MiB at most, and it is read whole.
+inline constexpr int64_t k_max_report_bytes = int64_t{1} << 30;
+
 // Accepts "sdpa-doctor/report/v1" and "sdpa-doctor/report/v1.N"; anything else is an error.
 Expected<bool> check_report_schema(std::string_view schema);
 
 // Parses one report JSON. Errors are one line: "truncated or invalid JSON at byte N",
 // "not an sdpa-doctor report (no schema field)", "newer report schema 'sdpa-doctor/report/v2'
-// (this doctor reads v1)". Fields not needed for comparison are dropped while parsing.
+// (this doctor reads v1)", "result 3 (fp16-...) 'device' must be a non-empty string, got
+// number": a result field of the wrong type or an impossible value (a case that does not
+// validate, a negative time) is refused with the field named. Fields not needed for comparison
+// are dropped while parsing.
 Expected<ReportDigest> read_report(std::string_view json_text);
-// Reads and parses one file; a directory or unreadable file is an error naming why.
+// Reads and parses one file ("-" is stdin; a pipe is read as a stream); a directory, an
+// unreadable file or one over k_max_report_bytes is an error naming why.
 Expected<ReportDigest> read_report_file(const std::string& path);
 
 // ---- diff ------------------------------------------------------------------------------------

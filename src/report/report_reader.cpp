@@ -1,17 +1,15 @@
 #include "report/compare.hpp"
 #include "report/report.hpp"
 
+#include "core/case.hpp"
+#include "core/io.hpp"
 #include "core/model_json.hpp"
+#include "core/text.hpp"
+#include "core/variant.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace sdpa_doctor::report {
 
@@ -58,6 +56,73 @@ void join_fact(std::map<std::string, std::string>& facts, const std::string& key
   if (all.find(sep + value + sep) == std::string::npos) it->second += sep + value;
 }
 
+// A result field of the wrong type or an impossible value: its message names the field.
+struct FieldError {
+  std::string message;
+};
+
+std::string required_string(const json& r, const char* key) {
+  auto it = r.find(key);
+  if (it == r.end()) throw FieldError{fmt::format("no '{}'", key)};
+  if (!it->is_string() || it->get_ref<const std::string&>().empty())
+    throw FieldError{fmt::format("'{}' must be a non-empty string, got {}", key,
+                                 it->is_string() ? "\"\"" : it->type_name())};
+  return it->get<std::string>();
+}
+
+bool is_probe_target(std::string_view device) {
+  if (device == "cpu") return true;
+  constexpr std::string_view k_cuda = "cuda:";
+  if (device.substr(0, k_cuda.size()) != k_cuda) return false;
+  const std::string_view index = device.substr(k_cuda.size());
+  return !index.empty() && index.size() <= 6 &&
+         index.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// One result as a comparison sees it; what is there must be what the schema says, so a hostile
+// or hand-edited report is refused with the field named instead of read as something else.
+DigestCell digest_cell(const json& r) {
+  if (!r.is_object()) throw FieldError{"not an object"};
+  DigestCell c;
+  c.case_id = required_string(r, "case_id");
+  c.device = required_string(r, "device");
+  if (!is_probe_target(c.device))
+    throw FieldError{
+        fmt::format("'device' must be cpu or cuda:N, got '{}'", shortened(c.device))};
+  c.probe = required_string(r, "probe");
+  if (!probe_from_string(c.probe))
+    throw FieldError{fmt::format("'probe' is unknown: '{}'", shortened(c.probe))};
+  c.variant = required_string(r, "variant");
+  const std::string status = required_string(r, "status");
+  auto s = status_from_string(status);
+  if (!s) throw FieldError{fmt::format("'status' is unknown: '{}'", shortened(status))};
+  c.status = *s;
+  if (auto reason = r.find("reason"); reason != r.end()) {
+    if (!reason->is_string())
+      throw FieldError{fmt::format("'reason' must be a string, got {}", reason->type_name())};
+    c.reason = reason->get<std::string>();
+  }
+  auto kase = r.find("case");
+  if (kase == r.end()) throw FieldError{"no 'case'"};
+  auto parsed = case_from_json(*kase);
+  if (!parsed) throw FieldError{fmt::format("'case': {}", parsed.error().message)};
+  c.dtype = std::string(to_string(parsed->dtype));
+  if (auto m = r.find("metrics"); m != r.end()) {
+    if (!m->is_object())
+      throw FieldError{fmt::format("'metrics' must be an object, got {}", m->type_name())};
+    // null is a time that was not finite (see nonfinite_fields): no time to compare.
+    if (auto t = m->find("time_ms"); t != m->end() && !t->is_null()) {
+      if (!t->is_number())
+        throw FieldError{
+            fmt::format("'metrics.time_ms' must be a number, got {}", t->type_name())};
+      const double ms = t->get<double>();
+      if (!(ms >= 0)) throw FieldError{fmt::format("'metrics.time_ms' is negative: {}", ms)};
+      c.time_ms = ms;
+    }
+  }
+  return c;
+}
+
 } // namespace
 
 Expected<bool> check_report_schema(std::string_view schema) {
@@ -92,6 +157,8 @@ Expected<ReportDigest> read_report(std::string_view json_text) {
   } catch (const json::parse_error& e) {
     const bool at_end = e.byte >= json_text.size();
     return make_error(fmt::format("{} JSON at byte {}", at_end ? "truncated" : "invalid", e.byte));
+  } catch (const json::exception& e) { // out_of_range: a number too large for a double
+    return make_error(fmt::format("invalid JSON: {}", json_error_text(e.what())));
   }
   if (!doc.is_object()) return make_error("not an sdpa-doctor report (not a JSON object)");
   auto schema = doc.find("schema");
@@ -125,8 +192,8 @@ Expected<ReportDigest> read_report(std::string_view json_text) {
         std::string arch = string_or_empty(d, "gfx_target");
         if (arch.empty()) arch = "unknown";
         auto index = d.find("index");
-        if (index != d.end() && index->is_number_integer() && index->get<int>() >= 0)
-          arch_of_target[fmt::format("cuda:{}", index->get<int>())] = arch;
+        if (index != d.end() && index->is_number_integer() && index->get<int64_t>() >= 0)
+          arch_of_target[fmt::format("cuda:{}", index->get<int64_t>())] = arch;
         auto& facts = out.arch_facts[arch];
         join_fact(facts, "driver", string_or_empty(d, "driver_version"));
         join_fact(facts, "vbios", string_or_empty(d, "vbios"));
@@ -155,20 +222,15 @@ Expected<ReportDigest> read_report(std::string_view json_text) {
   size_t n = 0;
   for (const json& r : *results) {
     ++n;
-    if (!r.is_object()) return make_error(fmt::format("result {} is not an object", n));
     DigestCell c;
-    c.device = string_or_empty(r, "device");
-    c.probe = string_or_empty(r, "probe");
-    c.variant = string_or_empty(r, "variant");
-    c.case_id = string_or_empty(r, "case_id");
-    c.reason = string_or_empty(r, "reason");
-    if (auto k = r.find("case"); k != r.end() && k->is_object()) c.dtype = string_or_empty(*k, "dtype");
-    const std::string status = string_or_empty(r, "status");
-    auto s = status_from_string(status);
-    if (!s) return make_error(fmt::format("result {} has an unknown status '{}'", n, status));
-    c.status = *s;
-    if (auto m = r.find("metrics"); m != r.end() && m->is_object()) {
-      if (auto t = m->find("time_ms"); t != m->end() && t->is_number()) c.time_ms = t->get<double>();
+    try {
+      c = digest_cell(r);
+    } catch (const FieldError& e) {
+      std::string which = fmt::format("result {}", n);
+      if (r.is_object())
+        if (auto id = r.find("case_id"); id != r.end() && id->is_string())
+          which += fmt::format(" ({})", shortened(id->get_ref<const std::string&>()));
+      return make_error(fmt::format("{}: {}", which, e.message));
     }
     auto arch = arch_of_target.find(c.device);
     c.arch = arch != arch_of_target.end() ? arch->second : "unknown";
@@ -221,14 +283,9 @@ Expected<Report> read_measured_report(const json& doc) {
 }
 
 Expected<ReportDigest> read_report_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return make_error("a directory, not a report file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(fmt::format("cannot read: {}", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return make_error("read error");
-  return read_report(text.str());
+  auto text = read_text_file(path, "the file", k_max_report_bytes);
+  if (!text) return text.error();
+  return read_report(*text);
 }
 
 } // namespace sdpa_doctor::report

@@ -267,6 +267,20 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
   return true; // begin, outcome, run, ...: read for the timeline, not needed here
 }
 
+// The next line of `in` (without its newline) into `line`; false at the end. A line longer than
+// `max` comes back cut, with `too_long` set: the rest is skipped, never held.
+bool next_line(std::istream& in, std::string& line, std::size_t max, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf& buf = *in.rdbuf();
+  for (int c = buf.sbumpc(); c != std::char_traits<char>::eof(); c = buf.sbumpc()) {
+    if (c == '\n') return true;
+    if (line.size() < max) line.push_back(static_cast<char>(c));
+    else too_long = true;
+  }
+  return !line.empty() || too_long;
+}
+
 } // namespace
 
 Expected<JournalContents> read_journal(const std::string& path) {
@@ -274,6 +288,9 @@ Expected<JournalContents> read_journal(const std::string& path) {
   const std::string file = std::filesystem::is_directory(path, ec)
                                ? (std::filesystem::path(path) / "journal.jsonl").string()
                                : path;
+  if (const auto size = std::filesystem::file_size(file, ec); !ec && size > k_max_journal_bytes)
+    return make_error(fmt::format("{}: {} bytes; the limit is {} MiB", file, size,
+                                  k_max_journal_bytes >> 20));
   std::ifstream in(file, std::ios::binary);
   if (!in) return make_error(fmt::format("{}: cannot read: {}", file, std::strerror(errno)));
   JournalContents out;
@@ -281,8 +298,13 @@ Expected<JournalContents> read_journal(const std::string& path) {
   std::map<std::string, CaseResult> results;
   std::map<std::string, WorkerInfo> workers;
   std::string line;
-  while (std::getline(in, line)) {
+  bool too_long = false;
+  while (next_line(in, line, k_max_journal_line, too_long)) {
     if (line.empty()) continue;
+    if (too_long) {
+      ++out.lines_ignored;
+      continue;
+    }
     const auto e = nlohmann::json::parse(line, nullptr, false);
     if (e.is_discarded() || !apply_event(e, out, started, results, workers)) ++out.lines_ignored;
   }

@@ -209,7 +209,11 @@ struct JournalContents {
 };
 
 // `path`: a journal.jsonl, or the run directory that holds one. A file that is not a journal, or
-// one without a start event, is an error naming it.
+// one without a start event, is an error naming it, and so is one over k_max_journal_bytes (a
+// run's journal holds what its report holds, and a few events more). A line over
+// k_max_journal_line is no event the doctor writes: skipped (lines_ignored), never held whole.
+inline constexpr std::uintmax_t k_max_journal_bytes = std::uintmax_t{4} << 30;
+inline constexpr std::size_t k_max_journal_line = std::size_t{64} << 20;
 Expected<JournalContents> read_journal(const std::string& path);
 
 // What a check decided after its run, appended to that run's journal so that `report JOURNAL`

@@ -1,12 +1,15 @@
 #include "core/text.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <string>
 #include <unistd.h>
 
 using sdpa_doctor::escape_to_one_line;
+using sdpa_doctor::json_error_text;
+using sdpa_doctor::shortened;
 using sdpa_doctor::utf8_sequence_length;
 
 TEST(EscapeToOneLine, PrintableTextIsUnchanged) {
@@ -85,4 +88,26 @@ TEST(TerminalColumns, ZeroWhenNotATerminal) {
   unsetenv("COLUMNS");
   ::close(fds[0]);
   ::close(fds[1]);
+TEST(JsonErrorText, DropsTheLibraryPrefixAndClipsTheQuotedToken) {
+  nlohmann::json doc;
+  std::string what;
+  try {
+    doc = nlohmann::json::parse("{\"time_ms\": " + std::string(401, '9') + "}");
+  } catch (const nlohmann::json::exception& e) {
+    what = e.what();
+  }
+  ASSERT_NE(what.find("[json.exception."), std::string::npos) << what;
+  EXPECT_EQ(json_error_text(what),
+            "number overflow parsing '" + std::string(32, '9') + "...'");
+  EXPECT_EQ(json_error_text("[json.exception.parse_error.101] parse error at line 1, column 2: "
+                            "syntax error while parsing value - invalid literal; last read: 'x'"),
+            "parse error at line 1, column 2: syntax error while parsing value - invalid "
+            "literal; last read: 'x'");
+  EXPECT_EQ(json_error_text("no prefix, 'short' quote"), "no prefix, 'short' quote");
+}
+
+TEST(Shortened, KeepsShortTextAndCutsLongText) {
+  EXPECT_EQ(shortened("gfx1201"), "gfx1201");
+  EXPECT_EQ(shortened(std::string(61, 'x')), std::string(60, 'x') + "...");
+  EXPECT_EQ(shortened("abcdef", 3), "abc...");
 }

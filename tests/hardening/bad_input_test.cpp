@@ -203,7 +203,6 @@ std::vector<Row> rows() {
       {"case_file_binary", {"check", "--case-file", "@/binary.jsonl"}},
       {"case_file_high_bytes", {"check", "--case-file", "@/highbytes.jsonl"}},
       {"case_file_1gb_sparse", {"check", "--case-file", "@/huge.jsonl"}},
-      {"case_file_fifo", {"check", "--case-file", "@/fifo"}},
       {"case_file_dev_zero", {"check", "--case-file", "/dev/zero"}},
       {"case_file_in_cases_command", {"cases", "--case-file", "@/notjson.jsonl"}, false},
       // known-issue files

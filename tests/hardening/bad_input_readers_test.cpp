@@ -1,0 +1,378 @@
+// Bad input to the readers of files the doctor did not write: reports (diff, merge,
+// repro --report), known-issue files and case files, through the real binary. Each row of the
+// table must be a clean usage error (exit 2, one line on stderr, no crash text) that names what is
+// wrong and never shows the JSON library's "[json.exception..." prefix. Below the table, what must
+// still work: a merge that skips one bad report and merges the rest, the same report given twice,
+// a case file read from stdin or from a FIFO, and a regex searched in a long text.
+#include "hardening/hardening_support.hpp"
+
+#include "advice/advice.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using nlohmann::json;
+using sdpa_hardening::crash_problem;
+using sdpa_hardening::usage_error_problem;
+using sdpa_test::run_binary;
+
+namespace {
+
+const std::vector<std::string> k_small_plan = {"--probe", "reference", "--variant", "ref-math",
+                                               "--case", "dtype=fp32,b=1,h=1,l=8,d=8"};
+// A case of the golden report every report fixture is made from.
+const std::string k_case_id = "fp32-b1-h8-q64-k64-d32";
+
+json golden_report() {
+  const std::string golden = sdpa_test::source_path("tests/report/golden/no_gpu.json");
+  return json::parse(sdpa_test::read_file(golden));
+}
+
+// The golden report with one edit to its first result.
+template <typename Edit> std::string edited_report(Edit edit) {
+  json doc = golden_report();
+  edit(doc["results"][0]);
+  return doc.dump();
+}
+
+std::string issues_with_stderr(const std::string& pattern) {
+  return json::array({{{"id", "x"}, {"title", "t"}, {"advice", "a"},
+                       {"match", {{"stderr", pattern}}}}})
+      .dump();
+}
+
+// `n` alternatives of literal words: long, flat, and a real regex.
+std::string alternation(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += (i ? "|word" : "word") + std::to_string(i);
+  return out;
+}
+
+// The files the rows point at.
+void write_fixtures(const sdpa_test::TempDir& dir) {
+  const auto put = [&](const std::string& name, const std::string& text) {
+    sdpa_test::write_file(dir.file(name), text);
+  };
+  put("good.json", golden_report().dump());
+  // 401 digits where a time belongs: more than a double holds.
+  std::string big = edited_report([](json& r) { r["metrics"]["time_ms"] = "@"; });
+  big.replace(big.find("\"@\""), 3, std::string(401, '9'));
+  put("bignum.json", big);
+  put("case-id-null.json", edited_report([](json& r) { r["case_id"] = nullptr; }));
+  put("device-number.json", edited_report([](json& r) { r["device"] = 5; }));
+  put("device-unknown.json", edited_report([](json& r) { r["device"] = "gpu7"; }));
+  put("case-d-negative.json", edited_report([](json& r) { r["case"]["d"] = -5; }));
+  put("time-text.json", edited_report([](json& r) { r["metrics"]["time_ms"] = "fast"; }));
+  put("time-negative.json", edited_report([](json& r) { r["metrics"]["time_ms"] = -1.5; }));
+  put("probe-unknown.json", edited_report([](json& r) { r["probe"] = "gpu"; }));
+  put("no-case.json", edited_report([](json& r) { r.erase("case"); }));
+  sdpa_hardening::make_sparse_file(dir.file("huge-report.json"), 2LL << 30);
+  sdpa_hardening::make_sparse_file(dir.file("huge-journal.jsonl"), 5LL << 30);
+
+  put("issues-nested.json",
+      issues_with_stderr(std::string(20000, '(') + "a" + std::string(20000, ')')));
+  put("issues-nested-17.json",
+      issues_with_stderr(std::string(17, '(') + "a" + std::string(17, ')')));
+  put("issues-long.json", issues_with_stderr(alternation(400)));
+
+  put("case-u64.jsonl", R"({"dtype":"fp32","b":18446744073709551615,"h":1,"l":8,"d":8})" "\n");
+  put("case-bignum.jsonl",
+      R"({"dtype":"fp32","b":1,"h":1,"l":8,"d":)" + std::string(401, '9') + "}\n");
+}
+
+// Written once, removed when the test binary ends.
+const std::string& fixture_dir() {
+  static const sdpa_test::TempDir dir;
+  static const bool written = (write_fixtures(dir), true);
+  (void)written;
+  return dir.path();
+}
+
+struct Row {
+  const char* name;
+  std::vector<std::string> argv; // after the binary; "@" at the start is the fixture directory
+  std::string names;             // the error line must contain this
+};
+
+void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
+
+std::vector<Row> rows() {
+  const std::vector<std::string> ki = {"known-issues", "--no-devices", "--known-issues"};
+  const auto known_issues = [&](const std::string& file) {
+    std::vector<std::string> argv = ki;
+    argv.push_back(file);
+    return argv;
+  };
+  return {
+      // a number no double holds
+      {"diff_number_401_digits", {"diff", "@/good.json", "@/bignum.json"}, "number overflow"},
+      {"diff_baseline_number_401_digits", {"diff", "@/bignum.json", "@/good.json"},
+       "number overflow"},
+      {"repro_report_number_401_digits", {"repro", k_case_id, "--report", "@/bignum.json"},
+       "number overflow"},
+      // a field of the wrong type or an impossible value, named
+      {"diff_case_id_null", {"diff", "@/good.json", "@/case-id-null.json"}, "'case_id'"},
+      {"diff_device_number", {"diff", "@/good.json", "@/device-number.json"}, "'device'"},
+      {"diff_device_unknown", {"diff", "@/good.json", "@/device-unknown.json"}, "'device'"},
+      {"diff_case_d_negative", {"diff", "@/good.json", "@/case-d-negative.json"},
+       "d must be positive"},
+      {"diff_time_ms_text", {"diff", "@/good.json", "@/time-text.json"}, "'metrics.time_ms'"},
+      {"diff_time_ms_negative", {"diff", "@/good.json", "@/time-negative.json"},
+       "'metrics.time_ms'"},
+      {"diff_probe_unknown", {"diff", "@/good.json", "@/probe-unknown.json"}, "'probe'"},
+      {"diff_no_case", {"diff", "@/good.json", "@/no-case.json"}, "'case'"},
+      {"repro_report_device_number", {"repro", k_case_id, "--report", "@/device-number.json"},
+       "'device'"},
+      // size
+      {"diff_report_2gb_sparse", {"diff", "@/good.json", "@/huge-report.json"},
+       "the limit is 1024 MiB"},
+      {"repro_report_2gb_sparse", {"repro", k_case_id, "--report", "@/huge-report.json"},
+       "the limit is 1024 MiB"},
+      {"report_journal_5gb_sparse", {"report", "@/huge-journal.jsonl"}, "the limit is 4096 MiB"},
+      // stderr regexes std::regex would recurse on too deeply
+      {"known_issues_regex_nested_20000", known_issues("@/issues-nested.json"), "nested"},
+      {"check_known_issues_regex_nested_20000",
+       {"check", "--known-issues", "@/issues-nested.json"},
+       "nested"},
+      {"known_issues_regex_nested_17", known_issues("@/issues-nested-17.json"), "nested 17 deep"},
+      {"known_issues_regex_too_long", known_issues("@/issues-long.json"), "bytes long"},
+      // versions and case files
+      {"known_issues_torch_not_a_version", {"known-issues", "--no-devices", "--torch", "banana"},
+       "--torch 'banana'"},
+      {"check_case_file_b_u64", {"check", "--case-file", "@/case-u64.jsonl"},
+       "'b' is out of range"},
+      {"cases_case_file_b_u64", {"cases", "--case-file", "@/case-u64.jsonl"},
+       "'b' is out of range"},
+      {"cases_case_file_number_401_digits", {"cases", "--case-file", "@/case-bignum.jsonl"},
+       "number overflow"},
+  };
+}
+
+std::vector<std::string> expand(const Row& row) {
+  std::vector<std::string> argv = {sdpa_test::doctor()};
+  for (const auto& a : row.argv)
+    argv.push_back(!a.empty() && a[0] == '@' ? fixture_dir() + a.substr(1) : a);
+  if (row.argv.front() == "check")
+    argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
+  return argv;
+}
+
+class BadReaderInput : public ::testing::TestWithParam<Row> {};
+
+TEST_P(BadReaderInput, IsOneLineUsageErrorNamingTheProblem) {
+  const Row& row = GetParam();
+  const auto argv = expand(row);
+  sdpa_test::RunOptions options;
+  options.timeout_s = 30;
+  const auto start = std::chrono::steady_clock::now();
+  const auto run = run_binary(argv, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(usage_error_problem(run), "") << "exit " << run.exit_code << "\n" << run.err;
+  EXPECT_NE(run.err.find(row.names), std::string::npos) << "does not say '" << row.names
+                                                        << "':\n" << run.err;
+  EXPECT_EQ(run.err.find("json.exception"), std::string::npos) << run.err;
+  // Refused before anything is read whole or run.
+  EXPECT_LT(seconds, 10.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadReaderInput, ::testing::ValuesIn(rows()),
+                         [](const auto& row_info) { return std::string(row_info.param.name); });
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::string line;
+  for (char c : text) {
+    if (c != '\n') {
+      line += c;
+      continue;
+    }
+    out.push_back(line);
+    line.clear();
+  }
+  if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// ---- merge: one bad report is skipped, the rest merged --------------------------------------
+
+TEST(MergeReaders, SkipsEachBadReportWithOneLineAndMergesTheRest) {
+  const std::string d = fixture_dir();
+  const std::vector<std::string> bad = {"bignum.json", "case-id-null.json", "device-number.json",
+                                        "case-d-negative.json", "time-text.json"};
+  sdpa_test::TempDir out;
+  std::vector<std::string> argv = {sdpa_test::doctor(), "merge", "--json", out.file("fleet.json"),
+                                   d + "/good.json"};
+  for (const std::string& f : bad) argv.push_back(d + "/" + f);
+  const auto run = run_binary(argv);
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 2) << run.err; // as for any skipped input
+  const auto err = lines_of(run.err);
+  ASSERT_EQ(err.size(), bad.size()) << run.err;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    EXPECT_NE(err[i].find(bad[i] + ": skipped: "), std::string::npos) << err[i];
+    EXPECT_EQ(err[i].find("json.exception"), std::string::npos) << err[i];
+  }
+  const json fleet = json::parse(sdpa_test::read_file(out.file("fleet.json")));
+  EXPECT_EQ(fleet["nodes"].size(), 1u) << fleet.dump();
+  EXPECT_EQ(fleet["skipped"].size(), bad.size()) << fleet.dump();
+}
+
+TEST(MergeReaders, SameReportGivenTwiceIsOneNodeWithAWarning) {
+  const std::string good = fixture_dir() + "/good.json";
+  sdpa_test::TempDir out;
+  ::symlink(good.c_str(), out.file("link.json").c_str());
+  const auto run = run_binary({sdpa_test::doctor(), "merge", "--json", out.file("fleet.json"), good,
+                               fixture_dir() + "/./good.json", out.file("link.json")});
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.err; // a warning, not a skipped input
+  const auto err = lines_of(run.err);
+  ASSERT_EQ(err.size(), 2u) << run.err;
+  for (const std::string& line : err)
+    EXPECT_NE(line.find("warning: "), std::string::npos) << line;
+  EXPECT_NE(err[1].find("link.json: given more than once"), std::string::npos) << run.err;
+  const json fleet = json::parse(sdpa_test::read_file(out.file("fleet.json")));
+  EXPECT_EQ(fleet["nodes"].size(), 1u) << fleet.dump();
+  EXPECT_TRUE(fleet["skipped"].empty()) << fleet.dump();
+}
+
+// ---- case files from a stream ---------------------------------------------------------------
+
+// Runs `argv` with stdin from `input` (a file), through sh only for the redirection.
+sdpa_test::RunResult run_with_stdin(const std::string& input, std::vector<std::string> argv) {
+  argv.insert(argv.begin(), {"/bin/sh", "-c", "f=$1; shift; exec \"$@\" < \"$f\"", "sh", input});
+  return run_binary(argv);
+}
+
+const std::string k_case_line = R"({"dtype":"fp32","b":1,"h":1,"l":8,"d":8})";
+const std::string k_case_line_id = "fp32-b1-h1-q8-k8-d8";
+
+TEST(CaseFileStream, ReadsCasesFromStdin) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("cases.jsonl"), "# from stdin\n" + k_case_line + "\n");
+  const auto run =
+      run_with_stdin(dir.file("cases.jsonl"), {sdpa_test::doctor(), "cases", "--case-file", "-"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find(k_case_line_id), std::string::npos) << run.out;
+}
+
+TEST(CaseFileStream, CheckRunsTheCasesItReadFromStdin) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("cases.jsonl"), k_case_line + "\n");
+  const auto run = run_with_stdin(
+      dir.file("cases.jsonl"),
+      {sdpa_test::doctor(), "check", "--case-file", "-", "--probe", "reference", "--variant",
+       "ref-math", "--json", dir.file("r.json"), "--run-dir", dir.file("run")});
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const json report = json::parse(sdpa_test::read_file(dir.file("r.json")));
+  ASSERT_EQ(report["results"].size(), 1u) << report["results"].dump();
+  EXPECT_EQ(report["results"][0]["case_id"], k_case_line_id);
+  EXPECT_EQ(report["results"][0]["status"], "pass");
+}
+
+TEST(CaseFileStream, BadLineOnStdinIsOneLineErrorNamingTheLine) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("cases.jsonl"), k_case_line + "\n{\"dtype\":\n");
+  const auto run =
+      run_with_stdin(dir.file("cases.jsonl"), {sdpa_test::doctor(), "cases", "--case-file", "-"});
+  EXPECT_EQ(usage_error_problem(run), "") << run.err;
+  EXPECT_NE(run.err.find("-:2: not JSON: "), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("json.exception"), std::string::npos) << run.err;
+}
+
+TEST(CaseFileStream, StreamOverTheCapIsRefused) {
+  // 70 MiB of comment lines through a pipe: no size to check first, so the read stops at the cap.
+  const auto run = run_binary(
+      {"/bin/sh", "-c", "yes '#' | head -c 73400320 | exec \"$0\" cases --case-file -",
+       sdpa_test::doctor()});
+  EXPECT_EQ(usage_error_problem(run), "") << run.err;
+  EXPECT_NE(run.err.find("larger than 64 MiB"), std::string::npos) << run.err;
+}
+
+TEST(CaseFileStream, ReadsCasesFromAFifo) {
+  sdpa_test::TempDir dir;
+  const std::string fifo = dir.file("cases.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The writer blocks in open() until the doctor opens the FIFO to read it.
+  std::thread writer([&] {
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    const std::string text = k_case_line + "\n";
+    (void)!::write(fd, text.data(), text.size());
+    ::close(fd);
+  });
+  sdpa_test::RunOptions options;
+  options.timeout_s = 30;
+  const auto run = run_binary({sdpa_test::doctor(), "cases", "--case-file", fifo}, options);
+  // Had the doctor never opened it, this lets the writer's open() return.
+  const int unblock = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  writer.join();
+  if (unblock >= 0) ::close(unblock);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find(k_case_line_id), std::string::npos) << run.out;
+}
+
+// ---- a stderr regex over a long text --------------------------------------------------------
+
+sdpa_doctor::CaseResult failed_case_with(const std::string& stderr_tail) {
+  sdpa_doctor::CaseResult r;
+  r.status = sdpa_doctor::Status::error;
+  r.stderr_tail = stderr_tail;
+  return r;
+}
+
+const sdpa_doctor::advice::IssueRule& only_rule(const sdpa_doctor::advice::KnownIssues& issues) {
+  return issues.issues.at(0).rules.at(0);
+}
+
+TEST(KnownIssueRegex, LongTextIsSearchedLineByLineWithoutOverflowingTheStack) {
+  // libstdc++'s default executor recursed once per character and alternative: this overflowed
+  // the stack on 2000 characters of one line.
+  std::string pattern = "^(?:";
+  for (int i = 0; i < 200; ++i) pattern += i ? "|a" : "a";
+  pattern += ")*$";
+  auto issues = sdpa_doctor::advice::parse_known_issues(issues_with_stderr(pattern), "t.json");
+  ASSERT_TRUE(issues) << issues.error().message;
+  // Searched in the line's first k_max_regex_line bytes, all of them 'a'.
+  const std::string long_line(100000, 'a');
+  EXPECT_TRUE(sdpa_doctor::advice::rule_matches(only_rule(*issues), failed_case_with(long_line),
+                                                {}));
+  // A match on a later line of a long tail is still found.
+  auto plain = sdpa_doctor::advice::parse_known_issues(
+      issues_with_stderr("Memory access fault by GPU node"), "t.json");
+  ASSERT_TRUE(plain) << plain.error().message;
+  const std::string tail =
+      std::string(5000, 'x') + "\n:0:rocdevice.cpp: Memory access fault by GPU node-2\n";
+  EXPECT_TRUE(sdpa_doctor::advice::rule_matches(only_rule(*plain), failed_case_with(tail), {}));
+  // A pattern matches within one line, never across two.
+  auto across = sdpa_doctor::advice::parse_known_issues(issues_with_stderr("first\\ssecond"),
+                                                        "t.json");
+  ASSERT_TRUE(across) << across.error().message;
+  EXPECT_FALSE(sdpa_doctor::advice::rule_matches(only_rule(*across),
+                                                 failed_case_with("first\nsecond"), {}));
+}
+
+TEST(KnownIssueRegex, PatternAtTheLimitsStillLoads) {
+  const std::string nested_16 = std::string(16, '(') + "a" + std::string(16, ')');
+  EXPECT_TRUE(sdpa_doctor::advice::parse_known_issues(issues_with_stderr(nested_16), "t.json"));
+  const std::string long_1024 = std::string(1024, 'x');
+  EXPECT_TRUE(sdpa_doctor::advice::parse_known_issues(issues_with_stderr(long_1024), "t.json"));
+  // Escaped and bracketed parentheses are text, not groups.
+  std::string literal;
+  for (int i = 0; i < 40; ++i) literal += "\\([(]";
+  EXPECT_TRUE(sdpa_doctor::advice::parse_known_issues(issues_with_stderr(literal), "t.json"));
+}
+
+} // namespace
