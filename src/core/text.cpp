@@ -47,4 +47,13 @@ bool utf8_locale() {
   return false;
 }
 
+void replace_words(std::string& text,
+                   const std::vector<std::pair<std::string, std::string>>& words) {
+  for (const auto& [from, to] : words) {
+    if (from.empty()) continue;
+    for (size_t p = 0; (p = text.find(from, p)) != std::string::npos; p += to.size())
+      text.replace(p, from.size(), to);
+  }
+}
+
 } // namespace sdpa_doctor

@@ -36,3 +36,13 @@ TEST(Utf8SequenceLength, CountsOnlyCompleteSequences) {
   EXPECT_EQ(utf8_sequence_length("\xc3", 0), 0u);
   EXPECT_EQ(utf8_sequence_length("\x80", 0), 0u);
 }
+
+TEST(ReplaceWords, ReplacesEveryOccurrenceInTheOrderGiven) {
+  std::string text = "ws1.lab: /home/alice/ws1 alice@ws1.lab";
+  sdpa_doctor::replace_words(text, {{"ws1.lab", "<host>"}, {"ws1", "<host>"}, {"alice", "<user>"},
+                                    {"", "never"}});
+  EXPECT_EQ(text, "<host>: /home/<user>/<host> <user>@<host>");
+  std::string loop = "aaa";
+  sdpa_doctor::replace_words(loop, {{"a", "aa"}}); // a replacement is not searched again
+  EXPECT_EQ(loop, "aaaaaa");
+}
