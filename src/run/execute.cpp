@@ -236,7 +236,7 @@ Finding python_unusable_finding(const std::string& reason) {
 // skipped cells have in common.
 Finding unwritable_run_dir_finding(const std::string& why) {
   Finding f;
-  f.id = "run-dir-unwritable";
+  f.id = k_run_dir_unwritable;
   f.severity = Severity::problem;
   f.message = "the run directory could not be written: " + why;
   f.remedy = "free space on that file system or pick another --run-dir, then run the check again";

@@ -215,9 +215,13 @@ struct ExecuteResult {
   std::shared_ptr<Journal> journal;
   // The first write into the run directory that failed (a full disk): one line naming the file
   // and its file system. The cells it kept from running are `skipped`, never blamed on a backend;
-  // a check that sees it exits 4. Empty when every write landed.
+  // a finding k_run_dir_unwritable says it, and a check that sees it exits 4. Empty when every
+  // write landed.
   std::string write_error;
 };
+
+// The id of the finding a run adds when its directory could not be written.
+inline constexpr const char* k_run_dir_unwritable = "run-dir-unwritable";
 
 // Starts one for options.python unless options.probe_server is off or there is no python; a
 // check keeps it for its run, its shrinking and its advice's re-runs (ExecuteOptions::

@@ -28,8 +28,13 @@ std::string holder_of(int fd) {
   text.resize(n > 0 ? size_t(n) : 0);
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("pid")) return "it has not said which yet";
-  return fmt::format("pid {} on {}, started {}", j.value("pid", 0), j.value("host", "?"),
-                     j.value("started", "?"));
+  // Data from a file anyone may have written: any type is shown, none is trusted.
+  const auto field = [&j](const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end()) return std::string("?");
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
+  return fmt::format("pid {} on {}, started {}", field("pid"), field("host"), field("started"));
 }
 
 std::string host_name() {
@@ -38,8 +43,8 @@ std::string host_name() {
   return name;
 }
 
-// The user cannot do better than wait or pick another directory (2), or the machine failed a
-// write (4: a full disk, a quota, an I/O error).
+// A write the machine failed (a full disk, a quota, an I/O error), or one the directory refuses
+// (permissions, a read-only file system).
 RunDirClaim::Refusal refusal_for(int error_number) {
   switch (error_number) {
   case ENOSPC:
@@ -107,10 +112,10 @@ RunDirClaim claim_run_dir(const std::string& dir) {
   }
   // Also the first write of the run: a directory on a full disk stops the check here, before
   // anything ran.
-  const std::string holder =
-      nlohmann::json{{"pid", ::getpid()}, {"host", host_name()}, {"started", utc_now()}}.dump() +
-      "\n";
-  if (::ftruncate(fd, 0) != 0 || !write_own_file(fd, holder, path)) {
+  const nlohmann::json holder{{"pid", ::getpid()}, {"host", host_name()}, {"started", utc_now()}};
+  const std::string line =
+      holder.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (::ftruncate(fd, 0) != 0 || !write_own_file(fd, line, path)) {
     const int e = errno;
     claim.refusal = refusal_for(e);
     claim.problem = "cannot write in the run directory: " + describe_write_failure(path, e);

@@ -308,9 +308,15 @@ TEST(FullDisk, ACasesFileThatCannotBeWrittenSkipsItsCellsAndIsExit4) {
     named = named || f.at("id") == "run-dir-unwritable";
   }
   EXPECT_TRUE(named) << "the report says why its cells did not run";
-  // The journal, on the same directory, still says what happened.
+  // The journal, on the same directory, still says what happened, and rebuilds to the same exit.
   const auto events = journal_events(dir.file("run/journal.jsonl"));
   EXPECT_EQ(count_events(events, "end"), 1);
+  const auto rebuilt = run_binary({sdpa_test::doctor(), "report", dir.file("run"), "-q", "--json",
+                                   dir.file("rebuilt.json")});
+  EXPECT_EQ(rebuilt.exit_code, 4) << rebuilt.err;
+  const json again = json::parse(sdpa_test::read_file(dir.file("rebuilt.json")));
+  EXPECT_EQ(again.at("exit_code"), 4);
+  for (const json& r : again.at("results")) EXPECT_EQ(r.at("status"), "skipped") << r.dump();
 }
 
 TEST(FullDisk, AJournalThatCannotBeWrittenLosesNoResultAndIsExit4) {
