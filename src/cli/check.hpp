@@ -89,4 +89,9 @@ void take_verified_advice(Report& report, run::VerifiedAdvice verified,
 // path, then writes every report asked for. The report's exit code, or 4 when one failed.
 int present_and_write(Report report, const GlobalOptions& global, const std::string& journal);
 
+// `dir` held by this process for its run (check, check --resume, self-test). Fatal when another
+// run holds it (exit 2, naming that run) or it cannot be written: exit 2 for a directory the user
+// `named` that refuses writes, 4 for a full disk or a temporary directory of the doctor's own.
+run::RunDirLock locked_run_dir(const std::string& dir, bool named);
+
 } // namespace sdpa_doctor::cli

@@ -257,6 +257,21 @@ std::string checked_run_dir(const CheckOptions& o) {
   return *run_dir;
 }
 
+} // namespace
+
+run::RunDirLock locked_run_dir(const std::string& dir, bool named) {
+  run::RunDirClaim claim = run::claim_run_dir(dir);
+  if (claim.lock) return std::move(*claim.lock);
+  using Refusal = run::RunDirClaim::Refusal;
+  // Another run, or a directory the user named that cannot be written: their input (2). A full
+  // disk, or a temporary directory of our choosing: the doctor's failure (4).
+  const bool usage = claim.refusal == Refusal::in_use ||
+                     (claim.refusal == Refusal::not_writable && named);
+  throw Fatal{claim.problem, usage ? exit_code::usage : exit_code::internal};
+}
+
+namespace {
+
 // Everything but the run directory. The python probe's interpreter is chosen here (its
 // pre-flight imports torch once); the GPUs that torch sees join `inventory`, so a device only
 // torch can reach (another vendor's, or one whose ROCm only the wheel carries) is a target too.
@@ -352,9 +367,12 @@ void take_results(Report& report, run::ExecuteResult& executed) {
 
 // What the journal keeps of this check besides its plan: its options (--resume and `report`
 // decide as this run does), the advice's target and the report's header.
-nlohmann::json journal_header(const CheckOptions& o, const CheckInputs& in, const Report& started) {
-  nlohmann::json header{{"check_options", o},
-                        {"report", nlohmann::json::parse(report::render_json(started))}};
+// Under --redact the header is the redacted report, and says so: a resumed run redacts too.
+nlohmann::json journal_header(const CheckOptions& o, const CheckInputs& in, const Report& started,
+                              bool redact) {
+  const std::string report_json = report::render_json(redact ? report::redact(started) : started);
+  nlohmann::json header{{"check_options", o}, {"report", nlohmann::json::parse(report_json)}};
+  if (redact) header["redact"] = true;
   if (in.advice.advice.target) header["advice_target"] = to_json(*in.advice.advice.target);
   return header;
 }
@@ -373,7 +391,7 @@ std::vector<Shrink> shrink_step(const CheckOptions& o, const Report& report,
 // the journal too, unless an interrupt cut them short.
 void verify_step(const CheckOptions& o, Report& report, const AdviceInputs& in,
                  const std::vector<Recommendation>& alternatives, const run::ExecuteOptions& exec,
-                 const run::ExecuteResult& executed) {
+                 run::ExecuteResult& executed) {
   if (!o.verify || report.interrupted || report.recommendations.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   run::VerifiedAdvice verified = run::verify_recommendations(
@@ -417,13 +435,16 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
   run::ExecuteOptions exec = execute_options(o, global, in, report.inventory);
   const run::Plan plan = checked_plan(in, report.inventory);
   exec.run_dir = checked_run_dir(o);
+  const run::RunDirLock lock = locked_run_dir(exec.run_dir, !o.run_dir.empty());
   // One start-up server for the check's Python workers, its shrinking and the advice's re-runs.
   const bool python_runs = std::any_of(plan.runs.begin(), plan.runs.end(),
                                        [](const run::PlannedRun& r) { return r.probe == Probe::python; });
   if (python_runs) exec.shared_probe_server = run::start_probe_server(exec);
   report.targets = plan.targets;
-  exec.journal_header = journal_header(o, in, report);
+  exec.journal_header = journal_header(o, in, report, global.redact);
+  if (global.redact) exec.journal_redactions = report::redactions(report);
   if (before) { // --resume: the cells that ended are kept, the rest run
+    exec.append_journal = true;
     for (const CaseResult& r : before->results)
       if (run::is_measured(r)) exec.finished.push_back(r);
     spdlog::info("resuming {}: {} cells measured before", exec.run_dir, exec.finished.size());
@@ -448,9 +469,17 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
     fmt::print(stderr, "sdpa-doctor: error: --python: {}\n", escape_to_one_line(exec.python_reason));
     report.exit_code = exit_code::usage;
   }
+  // A run directory that could not be written (a full disk) is the doctor's failure, not a
+  // backend's: its cells are `skipped`, and this is said once, last.
+  const bool disk_failed = !executed.write_error.empty() && !report.interrupted;
+  if (disk_failed) report.exit_code = exit_code::internal;
   report.timings.total_ms = ms_since(start);
   report.timings.report_ms = ms_since(report_start) - report.timings.verify_ms;
-  return present_and_write(std::move(report), global, executed.journal_path);
+  const int code = present_and_write(std::move(report), global, executed.journal_path);
+  if (!disk_failed) return code;
+  fmt::print(stderr, "sdpa-doctor: error: {}; free space there or pick another --run-dir\n",
+             escape_to_one_line(executed.write_error));
+  return exit_code::internal;
 }
 
 // `check --resume RUN-DIR`: the options of the journal's check, its cells that ended kept, the
@@ -475,7 +504,12 @@ int resume_check(const std::vector<const CLI::Option*>& plan_options, const std:
     throw Fatal{fmt::format("--resume {}: the journal's check options are unreadable", run_dir)};
   }
   o.run_dir = fs::is_directory(run_dir) ? run_dir : fs::path(run_dir).parent_path().string();
-  return run_check(o, global, &*journal);
+  // A run that was redacted stays redacted, in its journal and its reports.
+  GlobalOptions resumed = global;
+  const auto redact = journal->header.find("redact");
+  if (redact != journal->header.end() && redact->is_boolean() && redact->get<bool>())
+    resumed.redact = true;
+  return run_check(o, resumed, &*journal);
 }
 
 // What trades measurement for time, and the caches and servers that save it.

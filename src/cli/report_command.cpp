@@ -117,6 +117,11 @@ int run_report(const std::string& path, const GlobalOptions& global) {
   // What the check's re-runs settled on, not the advice before them.
   if (journal->verified && !report.interrupted)
     take_verified_advice(report, *journal->verified, advice.fail_on);
+  // A run whose directory could not be written exited 4; so does its report.
+  if (!report.interrupted &&
+      std::any_of(report.findings.begin(), report.findings.end(),
+                  [](const Finding& f) { return f.id == run::k_run_dir_unwritable; }))
+    report.exit_code = exit_code::internal;
   if (journal->lines_ignored > 0)
     fmt::print(stderr, "sdpa-doctor: warning: {} line(s) of the journal were not events (a torn "
                        "last line is what a kill mid-write leaves)\n",

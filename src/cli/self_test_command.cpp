@@ -1,7 +1,9 @@
+#include "cli/check.hpp"
 #include "cli/commands.hpp"
 
 #include "core/status.hpp"
 #include "isolate/isolate.hpp"
+#include "run/run.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 
 namespace sdpa_doctor::cli {
@@ -19,7 +22,7 @@ namespace {
 struct SelfTestOptions {
   int deadline_ms = 1500;
   int grace_ms = 500;
-  std::string run_dir; // empty: a temporary directory, removed afterwards
+  std::string run_dir; // empty: a temporary directory ($TMPDIR, else /tmp), removed afterwards
 };
 
 std::string end_text(const isolate::CaseOutcome& out) {
@@ -71,6 +74,14 @@ int run_self_test(const SelfTestOptions& options, bool quiet) {
   plan.push_back({"ok-after", R"({"v":1,"id":"ok-after","fault":"ok"})",
                   milliseconds(options.deadline_ms)});
 
+  // A run directory kept for the logs is held like a check's: two runs would share its files.
+  std::optional<run::RunDirLock> lock;
+  if (!options.run_dir.empty()) {
+    auto dir = run::make_run_dir(options.run_dir);
+    if (!dir) throw Fatal{dir.error().message};
+    lock = locked_run_dir(*dir, true);
+  }
+
   isolate::WorkerCommand cmd;
   cmd.argv = {"/proc/self/exe", "__fault-worker"};
   isolate::RunnerOptions ro;
@@ -81,6 +92,10 @@ int run_self_test(const SelfTestOptions& options, bool quiet) {
   ro.run_dir = options.run_dir;
   ro.name = "self-test";
   auto report = isolate::run_worker(cmd, plan, ro);
+  // Its cases could not be handed to the worker: the doctor's disk, not a wrong classification.
+  if (!report.write_error.empty())
+    throw Fatal{report.write_error + "; free space there or pick another --run-dir",
+                exit_code::internal};
 
   int wrong = 0;
   fmt::print("{:<17} {:<11} {:<11} {:<9} {:<20} {:>8}  {}\n", "fault", "expected", "got",

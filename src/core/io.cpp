@@ -2,12 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace sdpa_doctor {
@@ -24,6 +31,83 @@ bool write_all(int fd, std::string_view data) {
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return true;
+}
+
+bool write_own_file(int fd, std::string_view data, const std::string& path) {
+  if (const char* glob = std::getenv("SDPA_DOCTOR_TEST_WRITE_FAULT"); glob && *glob) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    if (::fnmatch(glob, name.c_str(), 0) == 0) {
+      errno = ENOSPC;
+      return false;
+    }
+  }
+  return write_all(fd, data);
+}
+
+namespace {
+
+// "/mnt/my\040disk" in /proc/self/mountinfo is "/mnt/my disk" (octal escapes).
+std::string unescape_mount_path(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool octal = text[i] == '\\' && i + 3 < text.size() &&
+                       std::all_of(text.begin() + long(i) + 1, text.begin() + long(i) + 4,
+                                   [](char c) { return c >= '0' && c <= '7'; });
+    if (octal) {
+      out += char(std::stoi(text.substr(i + 1, 3), nullptr, 8));
+      i += 3;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// The file system that holds `dir`: "tmpfs at /mnt/x", from the longest mount point above it.
+std::string mount_of(const std::filesystem::path& dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string best_point, best_type;
+  for (std::string line; std::getline(in, line);) {
+    // id parent major:minor root MOUNT-POINT options... - TYPE source super-options
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point, field;
+    fields >> id >> parent >> device >> root >> point;
+    while (fields >> field && field != "-") {
+    }
+    std::string type;
+    fields >> type;
+    point = unescape_mount_path(point);
+    const std::string d = dir.string();
+    const bool above = d == point || point == "/" ||
+                       (d.rfind(point, 0) == 0 && d.size() > point.size() &&
+                        d[point.size()] == '/');
+    if (above && point.size() >= best_point.size()) {
+      best_point = point;
+      best_type = type;
+    }
+  }
+  if (best_point.empty()) return {};
+  return fmt::format("{} at {}", best_type, best_point);
+}
+
+} // namespace
+
+std::string describe_write_failure(const std::string& path, int error_number) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (fs::path canonical = fs::weakly_canonical(dir, ec); !ec) dir = canonical;
+  std::string where = mount_of(dir);
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) == 0) {
+    const auto unit = int64_t(st.f_frsize ? st.f_frsize : st.f_bsize);
+    where += fmt::format("{}{} free of {}", where.empty() ? "" : ", ",
+                         format_bytes(int64_t(st.f_bavail) * unit),
+                         format_bytes(int64_t(st.f_blocks) * unit));
+  }
+  return fmt::format("{}: {}{}", path, std::strerror(error_number),
+                     where.empty() ? std::string{} : " (" + where + ")");
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {

@@ -15,6 +15,16 @@ namespace sdpa_doctor {
 // (errno tells which), so a full disk or a closed pipe is never a silent success.
 bool write_all(int fd, std::string_view data);
 
+// write_all for a file the doctor keeps (the journal, a worker's cases file, the run lock). The
+// test-only switch SDPA_DOCTOR_TEST_WRITE_FAULT=GLOB fails it with ENOSPC, as a full disk does,
+// when the file's name matches GLOB (fnmatch), so tests reach every path a full disk takes.
+bool write_own_file(int fd, std::string_view data, const std::string& path);
+
+// One line for a write to `path` that failed with `error_number`, naming the file system that
+// holds it so a reader knows which disk to clear: "/mnt/x/run/journal.jsonl: No space left on
+// device (tmpfs at /mnt/x, 0 B free of 256 KiB)".
+std::string describe_write_failure(const std::string& path, int error_number);
+
 // Milliseconds from `start` to now on the monotonic clock.
 double ms_since(std::chrono::steady_clock::time_point start);
 

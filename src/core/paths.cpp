@@ -51,4 +51,12 @@ std::optional<fs::path> find_on_path(const std::string& name) {
   return std::nullopt;
 }
 
+std::string temp_directory() {
+  std::error_code ec;
+  if (const char* env = std::getenv("TMPDIR"); env && *env == '/' && fs::is_directory(env, ec) &&
+                                               ::access(env, W_OK | X_OK) == 0)
+    return env;
+  return "/tmp";
+}
+
 } // namespace sdpa_doctor

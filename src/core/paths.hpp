@@ -21,4 +21,8 @@ std::optional<std::filesystem::path> find_worker(const std::string& name);
 // The first executable `name` in the directories of $PATH, as `sh` would find it; nullopt if none.
 std::optional<std::filesystem::path> find_on_path(const std::string& name);
 
+// Where temporary directories go: $TMPDIR when it names a directory this process can write,
+// else /tmp. (std::filesystem::temp_directory_path gives an empty path for a missing $TMPDIR.)
+std::string temp_directory();
+
 } // namespace sdpa_doctor

@@ -145,6 +145,13 @@ int terminal_columns(int fd) {
     if (*end == '\0' && n > 0 && n < 10000) return static_cast<int>(n);
   }
   return 0;
+void replace_words(std::string& text,
+                   const std::vector<std::pair<std::string, std::string>>& words) {
+  for (const auto& [from, to] : words) {
+    if (from.empty()) continue;
+    for (size_t p = 0; (p = text.find(from, p)) != std::string::npos; p += to.size())
+      text.replace(p, from.size(), to);
+  }
 }
 
 } // namespace sdpa_doctor

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace sdpa_doctor {
 
@@ -35,6 +37,11 @@ std::string shortened(std::string_view text, std::size_t max = 60);
 // prefix dropped and a long token it quotes clipped, so "parse error at line 1, column 3: ..."
 // or "number overflow parsing '1e999'" stays one short line.
 std::string json_error_text(std::string_view what);
+
+// Every occurrence in `text` of each pair's first replaced by its second, pair by pair in the
+// order given (put longer words first: "ws1.lab" before "ws1"). Empty words are skipped.
+void replace_words(std::string& text,
+                   const std::vector<std::pair<std::string, std::string>>& words);
 
 // Whether the locale (LC_ALL, else LC_CTYPE, else LANG) is UTF-8: box drawing needs it.
 bool utf8_locale();

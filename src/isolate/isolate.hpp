@@ -124,14 +124,16 @@ struct RunnerOptions {
   // Run after a crash or a timeout; unhealthy (non-zero, signal or late) skips the rest.
   std::optional<Command> health_check;
   std::chrono::milliseconds health_deadline{30'000};
-  // Where the cases files and the worker logs go; empty = a temporary directory, removed after.
+  // Where the cases files and the worker logs go; empty = a temporary directory (in $TMPDIR, else
+  // /tmp), removed after.
   std::string run_dir;
   // File stem for this worker's files in run_dir ("<name>.stderr.log", "<name>.cases.0.jsonl").
   std::string name = "worker";
   int results_fd = 3;            // the fd number the worker writes its events to
   bool keep_core_dumps = false;  // false: RLIMIT_CORE 0 in the worker
   std::size_t max_line_bytes = std::size_t{1} << 20; // longer protocol lines are broken lines
-  std::size_t log_cap_bytes = std::size_t{256} << 20; // per stream log file; the rest is dropped
+  // Per stream log file: its first and last halves are kept, the middle cut (a line says so).
+  std::size_t log_cap_bytes = std::size_t{4} << 20;
   // Set (e.g. from a SIGINT handler) to stop: the workers are killed, the rest skipped
   // "interrupted". Noticed within 100 ms. May be null.
   const std::atomic<bool>* interrupted = nullptr;
@@ -156,7 +158,10 @@ struct WorkerRunReport {
   int restarts = 0;
   bool device_unhealthy = false; // the health check failed after a crash or timeout
   bool device_wedged = false;    // a worker survived SIGKILL (stuck in the driver)
-  std::string stderr_log_path;   // the whole stderr of every attempt; empty without a run_dir
+  std::string stderr_log_path;   // the stderr of every attempt (capped); empty without a run_dir
+  // Why a cases file could not be written (a full disk: one line naming the file system); the
+  // cases left are `skipped` with it, nothing is blamed on the worker. Empty when none failed.
+  std::string write_error;
   std::vector<int> worker_pgids; // one per worker process started (pid == process group id)
 };
 

@@ -33,23 +33,28 @@ private:
   std::size_t m_total = 0;
 };
 
-// Appends a stream to a file, up to a cap; failures to write are not fatal to a run.
+// Appends a stream to a file, keeping at most about `cap` bytes of it: the first half as it comes,
+// the last half in memory until the sink closes, then written after a line saying how many bytes
+// were cut between them. Failures to write are not fatal to a run.
 class LogSink {
 public:
   LogSink() = default;
   LogSink(const std::string& path, std::size_t cap);
-  ~LogSink();
+  ~LogSink(); // writes the kept tail
   LogSink(const LogSink&) = delete;
   LogSink& operator=(const LogSink&) = delete;
   void write(std::string_view data);
-  void note(std::string_view line); // a marker line of our own, e.g. "--- attempt 1 ---"
+  void note(std::string_view line); // a marker line of our own, e.g. "attempt 1: pid 42"
   bool is_open() const { return m_fd >= 0; }
 
 private:
   int m_fd = -1;
-  std::size_t m_cap = 0;
-  std::size_t m_written = 0;
-  bool m_capped = false;
+  std::size_t m_head_cap = 0;
+  std::size_t m_head = 0;   // bytes written to the file so far
+  std::string m_tail;       // a ring of the last bytes past the head, m_tail_cap at most
+  std::size_t m_tail_cap = 0;
+  std::size_t m_tail_next = 0; // where the ring writes next once it is full
+  std::size_t m_past_head = 0; // bytes given after the head was full
 };
 
 struct SpawnSpec {

@@ -46,31 +46,56 @@ std::string TailBuffer::since(std::size_t offset) const {
   return m_data.substr(start);
 }
 
-LogSink::LogSink(const std::string& path, std::size_t cap) : m_cap(cap) {
+LogSink::LogSink(const std::string& path, std::size_t cap)
+    : m_head_cap(cap / 2), m_tail_cap(cap - cap / 2) {
   m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
 LogSink::~LogSink() {
-  if (m_fd >= 0) ::close(m_fd);
+  if (m_fd < 0) return;
+  if (m_past_head > 0) {
+    const std::size_t kept = std::min(m_past_head, m_tail_cap);
+    if (m_past_head > kept)
+      write_all(m_fd, fmt::format("\n[sdpa-doctor: {} bytes cut here ({}); the last {} follow]\n",
+                                  m_past_head - kept, format_bytes(int64_t(m_past_head - kept)),
+                                  format_bytes(int64_t(kept))));
+    // The ring, oldest byte first.
+    write_all(m_fd, std::string_view(m_tail).substr(m_tail_next));
+    write_all(m_fd, std::string_view(m_tail).substr(0, m_tail_next));
+  }
+  ::close(m_fd);
 }
-
 
 void LogSink::write(std::string_view data) {
-  if (m_fd < 0 || m_capped) return;
-  if (m_written + data.size() > m_cap) {
-    write_all(m_fd, data.substr(0, m_cap - m_written));
-    write_all(m_fd, fmt::format("\n[sdpa-doctor: log capped at {} bytes]\n", m_cap));
-    m_capped = true;
+  if (m_fd < 0) return;
+  if (m_head < m_head_cap) {
+    const std::string_view head = data.substr(0, m_head_cap - m_head);
+    write_all(m_fd, head);
+    m_head += head.size();
+    data.remove_prefix(head.size());
+  }
+  if (data.empty()) return;
+  m_past_head += data.size();
+  if (data.size() >= m_tail_cap) { // only its end can be kept
+    m_tail.assign(data.substr(data.size() - m_tail_cap));
+    m_tail_next = 0;
     return;
   }
-  write_all(m_fd, data);
-  m_written += data.size();
+  const std::size_t room = m_tail_cap - m_tail.size();
+  if (room > 0) { // still filling
+    const std::string_view fits = data.substr(0, room);
+    m_tail.append(fits);
+    data.remove_prefix(fits.size());
+  }
+  while (!data.empty()) { // full: overwrite the oldest bytes
+    const std::size_t n = std::min(data.size(), m_tail_cap - m_tail_next);
+    m_tail.replace(m_tail_next, n, data.substr(0, n));
+    m_tail_next = (m_tail_next + n) % m_tail_cap;
+    data.remove_prefix(n);
+  }
 }
 
-void LogSink::note(std::string_view line) {
-  if (m_fd < 0) return;
-  write_all(m_fd, fmt::format("\n[sdpa-doctor: {}]\n", line));
-}
+void LogSink::note(std::string_view line) { write(fmt::format("\n[sdpa-doctor: {}]\n", line)); }
 
 // ---- spawning ------------------------------------------------------------------------------
 

@@ -1,17 +1,19 @@
 #include "isolate/isolate.hpp"
 #include "core/io.hpp"
+#include "core/paths.hpp"
 #include "isolate/process.hpp"
 #include "isolate/protocol.hpp"
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 namespace sdpa_doctor::isolate {
@@ -52,11 +54,12 @@ public:
       m_path = given;
       return;
     }
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/sdpa-doctor-run-XXXXXX";
+    std::string pattern = temp_directory() + "/sdpa-doctor-run-XXXXXX";
     if (::mkdtemp(pattern.data())) {
       m_path = pattern;
       m_owned = true;
+    } else {
+      m_error = describe_write_failure(pattern, errno);
     }
   }
   ~RunDir() {
@@ -67,9 +70,11 @@ public:
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;
   const std::string& path() const { return m_path; }
+  const std::string& error() const { return m_error; } // why there is none
 
 private:
   std::string m_path;
+  std::string m_error;
   bool m_owned = false;
 };
 
@@ -166,13 +171,21 @@ private:
     }
   }
 
-  std::string write_cases_file(int attempt) {
+  // The remaining cases, one line each, in a file for the worker; an error when it cannot be
+  // written (a full disk), naming the file system.
+  Expected<std::string> write_cases_file(int attempt) {
+    if (m_dir.path().empty())
+      return make_error("cannot create a temporary directory: " + m_dir.error());
     std::string path = fmt::format("{}/{}.cases.{}.jsonl", m_dir.path(), m_options.name, attempt);
-    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    std::string lines;
     for (std::size_t i = 0; i < m_cases.size(); ++i)
-      if (!m_done[i]) file << m_cases[i].line << '\n';
-    file.flush();
-    if (!file) return {};
+      if (!m_done[i]) lines += m_cases[i].line + '\n';
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool written = fd >= 0 && write_own_file(fd, lines, path);
+    const int error = errno;
+    if (fd >= 0) written = ::close(fd) == 0 && written;
+    if (!written)
+      return make_error("cannot write the cases file " + describe_write_failure(path, error));
     return path;
   }
 
@@ -517,12 +530,14 @@ private:
 };
 
 bool Runner::run_attempt(int attempt) {
-  const std::string cases_path = m_dir.path().empty() ? std::string{} : write_cases_file(attempt);
-  if (cases_path.empty()) {
-    fail_rest(Status::error, "cannot write the cases file for the worker", std::nullopt, {}, {},
-              attempt);
+  const auto cases = write_cases_file(attempt);
+  if (!cases) {
+    // The doctor's own disk, not the worker: nothing ran, nothing is blamed on it.
+    m_report.write_error = cases.error().message;
+    skip_rest(cases.error().message);
     return false;
   }
+  const std::string& cases_path = *cases;
   detail::SpawnSpec spec;
   spec.argv = m_cmd.argv;
   spec.argv.insert(spec.argv.end(), {"--results-fd", std::to_string(m_options.results_fd),

@@ -84,6 +84,10 @@ reportable_environment(const std::map<std::string, std::string>& environment);
 // Drops host.hostname and host.user and replaces their occurrences (in paths, stderr tails,
 // reasons, messages) with "<host>" and "<user>".
 Report redact(Report report);
+// What redact replaces, longest first: (hostname, "<host>"), (user, "<user>"), each only when it
+// is long enough to tell apart (3 characters or more). For text kept outside the report (the
+// journal).
+std::vector<std::pair<std::string, std::string>> redactions(const Report& report);
 
 // ---- files -----------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 #include "report/report.hpp"
 #include "core/io.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -121,52 +122,43 @@ reportable_environment(const std::map<std::string, std::string>& environment) {
   return out;
 }
 
-namespace {
-
-void scrub(std::string& s, const std::vector<std::pair<std::string, std::string>>& words) {
-  for (const auto& [from, to] : words) {
-    if (from.empty()) continue;
-    for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size())
-      s.replace(p, from.size(), to);
-  }
-}
-
-} // namespace
-
-Report redact(Report report) {
+std::vector<std::pair<std::string, std::string>> redactions(const Report& report) {
   std::vector<std::pair<std::string, std::string>> words;
   // Short names ("a", "ci") would shred unrelated text; only redact what can be told apart.
-  auto take = [&](const char* key, const char* placeholder) {
-    auto it = report.host.find(key);
-    if (it == report.host.end()) return;
-    if (it->second.size() >= 3) words.emplace_back(it->second, placeholder);
-    report.host.erase(it);
-  };
-  take("hostname", "<host>");
-  take("user", "<user>");
+  for (const auto& [key, placeholder] : {std::pair{"hostname", "<host>"}, {"user", "<user>"}})
+    if (auto it = report.host.find(key); it != report.host.end() && it->second.size() >= 3)
+      words.emplace_back(it->second, placeholder);
   // Longest first, so "ws1.lab" goes before "ws1".
   std::sort(words.begin(), words.end(),
             [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  return words;
+}
+
+Report redact(Report report) {
+  const auto words = redactions(report);
+  report.host.erase("hostname");
+  report.host.erase("user");
+  const auto scrub = [&words](std::string& text) { replace_words(text, words); };
   if (words.empty()) return report;
-  for (auto& [k, v] : report.host) scrub(v, words);
-  for (auto& [k, v] : report.environment) scrub(v, words);
+  for (auto& [k, v] : report.host) scrub(v);
+  for (auto& [k, v] : report.environment) scrub(v);
   for (CaseResult& r : report.results) {
-    scrub(r.reason, words);
-    scrub(r.stderr_tail, words);
-    for (std::string& w : r.warnings) scrub(w, words);
+    scrub(r.reason);
+    scrub(r.stderr_tail);
+    for (std::string& w : r.warnings) scrub(w);
   }
   for (WorkerInfo& w : report.workers) {
-    scrub(w.available, words);
-    for (auto& [k, v] : w.facts) scrub(v, words);
+    scrub(w.available);
+    for (auto& [k, v] : w.facts) scrub(v);
   }
   for (auto* list : {&report.findings, &report.inventory.findings}) {
     for (Finding& f : *list) {
-      scrub(f.message, words);
-      scrub(f.remedy, words);
+      scrub(f.message);
+      scrub(f.remedy);
     }
   }
-  scrub(report.inventory.no_gpu_reason, words);
-  for (auto& [k, v] : report.inventory.sources_status) scrub(v, words);
+  scrub(report.inventory.no_gpu_reason);
+  for (auto& [k, v] : report.inventory.sources_status) scrub(v);
   return report;
 }
 

@@ -34,6 +34,7 @@ struct TargetOutput {
   std::map<size_t, WorkerInfo> workers; // by index into Plan::runs; one per run over all batches
   std::vector<Finding> findings;
   std::map<Probe, std::string> unstartable; // probe -> why its worker could not even start
+  std::string write_error; // the first cases file that could not be written
 };
 
 // What every target's thread reads (and the journal and progress, which are thread-safe).
@@ -231,6 +232,17 @@ Finding python_unusable_finding(const std::string& reason) {
   return f;
 }
 
+// Said once when the run directory could not be written: why the exit code is 4 and what the
+// skipped cells have in common.
+Finding unwritable_run_dir_finding(const std::string& why) {
+  Finding f;
+  f.id = k_run_dir_unwritable;
+  f.severity = Severity::problem;
+  f.message = "the run directory could not be written: " + why;
+  f.remedy = "free space on that file system or pick another --run-dir, then run the check again";
+  return f;
+}
+
 // Runs one planned run's worker over one batch of cases; `unhealthy_reason` is set when the
 // device must not be used again.
 void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& unhealthy_reason,
@@ -258,6 +270,7 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
     const isolate::WorkerRunReport report = isolate::run_worker(
         *launch.command, cases.planned, runner_options(ctx, s.options, s.inventory), &observer);
     apply_outcomes(report, cases);
+    if (out.write_error.empty()) out.write_error = report.write_error;
     if (std::string why = unstartable_reason(report, ctx, cases); !why.empty() &&
         out.unstartable.try_emplace(run.probe, why).second)
       s.journal.append({{"event", "finding"}, {"finding", to_json(unstartable_finding(run.probe, why))}});
@@ -313,8 +326,9 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
                            const ExecuteOptions& options) {
   ExecuteResult result;
   result.journal_path = (fs::path(options.run_dir) / "journal.jsonl").string();
-  result.journal_opened = std::chrono::steady_clock::now();
-  Journal journal(result.journal_path, result.journal_opened);
+  result.journal = std::make_shared<Journal>(result.journal_path, options.journal_redactions,
+                                             options.append_journal);
+  Journal& journal = *result.journal;
   journal.append({{"event", "start"},
                   {"cases", whole_plan.cases.size()},
                   {"runs", whole_plan.runs.size()},
@@ -379,6 +393,7 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   for (const auto& [probe, why] : unstartable)
     result.findings.push_back(unstartable_finding(probe, why));
   for (auto& o : outputs) {
+    if (result.write_error.empty()) result.write_error = o.write_error;
     std::move(o.results.begin(), o.results.end(), std::back_inserter(result.results));
     for (auto& [index, info] : o.workers) result.workers.push_back(std::move(info));
     std::move(o.findings.begin(), o.findings.end(), std::back_inserter(result.findings));
@@ -387,7 +402,13 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   for (const auto& [key, r] : finished)
     if (!ids_to_run.count(r->case_id)) result.results.push_back(*r);
   sort_by_plan(whole_plan, result.results);
+  if (result.write_error.empty()) result.write_error = journal.failure();
+  if (!result.write_error.empty()) {
+    result.findings.push_back(unwritable_run_dir_finding(result.write_error));
+    journal.append({{"event", "finding"}, {"finding", to_json(result.findings.back())}});
+  }
   journal.append({{"event", "end"}, {"results", result.results.size()}});
+  if (result.write_error.empty()) result.write_error = journal.failure();
   return result;
 }
 

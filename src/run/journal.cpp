@@ -5,7 +5,6 @@
 #include "core/text.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -21,10 +20,25 @@
 
 namespace sdpa_doctor::run {
 
-Journal::Journal(const std::string& path, std::chrono::steady_clock::time_point opened)
-    : m_path(path), m_start(opened) {
-  m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (m_fd < 0) spdlog::warn("cannot open the journal {}: {}", path, std::strerror(errno));
+namespace {
+
+// Every string in `j` (keys aside) with the redactions applied.
+void redact_strings(nlohmann::json& j, const Journal::Redactions& redactions) {
+  if (j.is_string()) {
+    replace_words(j.get_ref<std::string&>(), redactions);
+  } else if (j.is_structured()) {
+    for (auto& item : j) redact_strings(item, redactions);
+  }
+}
+
+} // namespace
+
+Journal::Journal(const std::string& path, Redactions redactions, bool append)
+    : m_path(path), m_redactions(std::move(redactions)) {
+  // A new run's journal holds that run alone: `report` reads the first start's plan.
+  m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC),
+                0644);
+  if (m_fd < 0) m_failure = "cannot open the journal " + describe_write_failure(path, errno);
 }
 
 Journal::~Journal() {
@@ -32,18 +46,20 @@ Journal::~Journal() {
 }
 
 void Journal::append(nlohmann::json event) {
-  if (m_fd < 0) return;
   event["v"] = 1;
   event["t_ms"] = ms_since(m_start); // lets a reader time spawn, import and each case
+  if (!m_redactions.empty()) redact_strings(event, m_redactions);
   std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line += '\n';
   std::lock_guard lock(m_mutex);
-  if (m_failed) return;
-  if (!write_all(m_fd, line)) {
-    m_failed = true;
-    spdlog::warn("cannot write the journal {}: {}; the run goes on without it", m_path,
-                 std::strerror(errno));
-  }
+  if (m_fd < 0 || !m_failure.empty()) return;
+  if (!write_own_file(m_fd, line, m_path))
+    m_failure = "cannot write the journal " + describe_write_failure(m_path, errno);
+}
+
+std::string Journal::failure() const {
+  std::lock_guard lock(m_mutex);
+  return m_failure;
 }
 
 Progress::Progress(ProgressMode mode, std::size_t total, std::chrono::milliseconds interval)
@@ -170,24 +186,33 @@ std::string cell_key(const std::string& target, Probe probe, const std::string& 
 
 std::string cell_key(const CaseResult& r) { return cell_key(r.device, r.probe, r.variant, r.case_id); }
 
-void journal_shrinks(const ExecuteResult& run, const std::vector<Shrink>& shrinks) {
-  nlohmann::json all = nlohmann::json::array();
-  for (const Shrink& s : shrinks) all.push_back(to_json(s));
-  Journal(run.journal_path, run.journal_opened)
-      .append({{"event", "shrinks"}, {"shrinks", std::move(all)}});
+namespace {
+
+// Appends what the check decided after its run; a failed write is the run directory's.
+void append_after_run(ExecuteResult& run, nlohmann::json event) {
+  if (!run.journal) return;
+  run.journal->append(std::move(event));
+  if (run.write_error.empty()) run.write_error = run.journal->failure();
 }
 
-void journal_verified_advice(const ExecuteResult& run, const VerifiedAdvice& verified) {
+} // namespace
+
+void journal_shrinks(ExecuteResult& run, const std::vector<Shrink>& shrinks) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const Shrink& s : shrinks) all.push_back(to_json(s));
+  append_after_run(run, {{"event", "shrinks"}, {"shrinks", std::move(all)}});
+}
+
+void journal_verified_advice(ExecuteResult& run, const VerifiedAdvice& verified) {
   nlohmann::json recommendations = nlohmann::json::array(), findings = nlohmann::json::array(),
                  statuses = nlohmann::json::array();
   for (const Recommendation& r : verified.recommendations) recommendations.push_back(to_json(r));
   for (const Finding& f : verified.findings) findings.push_back(to_json(f));
   for (Status s : verified.statuses) statuses.push_back(std::string(to_string(s)));
-  Journal(run.journal_path, run.journal_opened)
-      .append({{"event", "verified-advice"},
-               {"recommendations", std::move(recommendations)},
-               {"findings", std::move(findings)},
-               {"statuses", std::move(statuses)}});
+  append_after_run(run, {{"event", "verified-advice"},
+                         {"recommendations", std::move(recommendations)},
+                         {"findings", std::move(findings)},
+                         {"statuses", std::move(statuses)}});
 }
 
 bool is_measured(const CaseResult& r) {

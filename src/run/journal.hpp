@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace sdpa_doctor::run {
 
@@ -22,23 +24,27 @@ namespace sdpa_doctor::run {
 // leaves every event it had. Thread-safe.
 class Journal {
 public:
-  // t_ms counts from `opened`: now for a new run, the run's own start for an event added after it.
-  explicit Journal(const std::string& path,
-                   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now());
+  using Redactions = std::vector<std::pair<std::string, std::string>>;
+  // A new journal at `path` (an old one there is replaced), or, with `append`, the one there
+  // continued (`check --resume`). Every string of every event has `redactions` applied.
+  Journal(const std::string& path, Redactions redactions, bool append);
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  // Adds "v" and "t_ms" (since the journal opened) and appends the line. A failed write (full
-  // disk) is one warning on stderr, the first time; the run goes on without the journal.
+  // Adds "v" and "t_ms" (since the journal opened) and appends the line. After a failed write
+  // (a full disk) nothing more is written; failure() says why.
   void append(nlohmann::json event);
+  // Why the journal could not be opened or written, naming its file system; empty when it could.
+  std::string failure() const;
 
 private:
   std::string m_path;
-  bool m_failed = false;
+  Redactions m_redactions;
+  std::string m_failure;
   int m_fd = -1;
-  std::mutex m_mutex;
-  std::chrono::steady_clock::time_point m_start;
+  mutable std::mutex m_mutex;
+  std::chrono::steady_clock::time_point m_start = std::chrono::steady_clock::now();
 };
 
 // Progress on stderr. On a terminal: one live line (cells done/total, where, eta) cut to the

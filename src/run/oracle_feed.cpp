@@ -88,8 +88,10 @@ void OracleFeed::compute_case(size_t index) {
     if (interrupted()) return;
     auto written = probes::write_oracle_file(file, oracle);
     if (!written) {
-      // The workers compute their own: slower, never wrong.
-      spdlog::warn("oracle for {} not cached: {}", id, written.error().message);
+      // The workers compute their own: slower, never wrong. Said once: a full disk fails them all.
+      if (!m_write_failed)
+        spdlog::warn("{}; the workers compute their own oracles (slower)", written.error().message);
+      m_write_failed = true;
       return;
     }
     if (cache.enabled() && cache.store(key, file)) ++m_cache_stores;

@@ -77,6 +77,7 @@ private:
   size_t m_oldest = 0;        // first batch some consumer has not finished
   size_t m_done_cases = 0;
   bool m_stop = false;
+  bool m_write_failed = false; // an oracle file could not be written (the producer's own)
   std::atomic<double> m_busy_ms{0};
   std::atomic<size_t> m_cache_hits{0}, m_cache_stores{0};
   // The cache never evicts what this run has used or stored since then.

@@ -22,9 +22,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sdpa_doctor::run {
+
+class Journal; // run/journal.hpp
 
 // ---- the plan (pure) ------------------------------------------------------------------------
 
@@ -107,8 +110,44 @@ Expected<PythonChoice> choose_python(const std::string& requested,
 // $XDG_CACHE_HOME/sdpa-doctor/oracle, else ~/.cache/sdpa-doctor/oracle; empty with neither.
 std::string default_oracle_cache_dir();
 
-// `requested` created if missing, or a new temporary directory when empty.
+// `requested` created if missing, or a new temporary directory (core temp_directory()) when empty.
 Expected<std::string> make_run_dir(const std::string& requested);
+
+// The lock file of a run directory; it says which run holds it (pid, host, start time).
+inline constexpr const char* k_run_lock_name = "run.lock";
+
+// A run directory held by this process: an flock on RUN-DIR/run.lock, which the kernel drops when
+// the process ends however it ends, so a killed run never leaves a stale lock. Movable only.
+class RunDirLock {
+public:
+  RunDirLock() = default;
+  explicit RunDirLock(int fd) : m_fd(fd) {}
+  ~RunDirLock();
+  RunDirLock(RunDirLock&& other) noexcept;
+  RunDirLock& operator=(RunDirLock&& other) noexcept;
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+private:
+  int m_fd = -1;
+};
+
+// What became of a claim on a run directory: held, or why not.
+struct RunDirClaim {
+  enum class Refusal {
+    none,         // held: `lock`
+    in_use,       // another run holds it; `problem` names that run
+    not_writable, // no permission, a read-only file system: the directory's own fault
+    disk_failed,  // a full disk, a quota, an I/O error: the machine's
+  };
+  std::optional<RunDirLock> lock;
+  Refusal refusal = Refusal::none;
+  std::string problem; // one line, empty when held
+};
+
+// Takes `dir`'s lock without waiting and writes this process into it: also the run's first write
+// to the directory, so a full disk is found before anything runs. `dir` must exist.
+RunDirClaim claim_run_dir(const std::string& dir);
 
 // ---- the execution --------------------------------------------------------------------------
 
@@ -154,6 +193,11 @@ struct ExecuteOptions {
   // Recorded in the journal's `start` event as it is, for whoever rebuilds the report from the
   // journal (the caller's options and report header; the run never reads it).
   nlohmann::json journal_header;
+  // Words replaced in every string the journal keeps (`--redact`: the hostname and user name with
+  // placeholders), so the journal and what is rebuilt from it stay redacted. Empty: none.
+  std::vector<std::pair<std::string, std::string>> journal_redactions;
+  // Add to the journal in run_dir (`check --resume`) rather than start a new one.
+  bool append_journal = false;
   // Cells an earlier run of this plan measured (`check --resume`): not run again, and returned
   // in `results` as they were. Only cells that ended (is_measured) belong here.
   std::vector<CaseResult> finished;
@@ -167,9 +211,17 @@ struct ExecuteResult {
   size_t oracle_cache_hits = 0; // oracles taken from the cache instead of computed
   double probes_ms = 0;
   std::string journal_path;
-  // When the journal's `start` was written: what later events' t_ms count from.
-  std::chrono::steady_clock::time_point journal_opened;
+  // The run's journal, still open: what the check decides after the run is appended through it.
+  std::shared_ptr<Journal> journal;
+  // The first write into the run directory that failed (a full disk): one line naming the file
+  // and its file system. The cells it kept from running are `skipped`, never blamed on a backend;
+  // a finding k_run_dir_unwritable says it, and a check that sees it exits 4. Empty when every
+  // write landed.
+  std::string write_error;
 };
+
+// The id of the finding a run adds when its directory could not be written.
+inline constexpr const char* k_run_dir_unwritable = "run-dir-unwritable";
 
 // Starts one for options.python unless options.probe_server is off or there is no python; a
 // check keeps it for its run, its shrinking and its advice's re-runs (ExecuteOptions::
@@ -219,8 +271,9 @@ Expected<JournalContents> read_journal(const std::string& path);
 // What a check decided after its run, appended to that run's journal so that `report JOURNAL`
 // gives what the check printed. A resumed run shrinks and verifies again: the last word wins, and
 // a new start clears it.
-void journal_shrinks(const ExecuteResult& run, const std::vector<Shrink>& shrinks);
-void journal_verified_advice(const ExecuteResult& run, const VerifiedAdvice& verified);
+// A failed write there sets run.write_error when it is still empty.
+void journal_shrinks(ExecuteResult& run, const std::vector<Shrink>& shrinks);
+void journal_verified_advice(ExecuteResult& run, const VerifiedAdvice& verified);
 
 // A result that ended: anything but a cell the run was interrupted before. Resuming re-runs the
 // others.

@@ -1,4 +1,4 @@
-// The machine-facing inputs of a run: which Python the python probe uses, where the run's files go.
+// The machine-facing inputs of a run: which Python the python probe uses.
 #include "run/run.hpp"
 
 #include "core/build_info.hpp"
@@ -170,19 +170,6 @@ Expected<PythonChoice> choose_python(const std::string& requested,
   PythonChoice none;
   none.reason = "no python3 that can import torch was found (use --python PATH)";
   return none;
-}
-
-Expected<std::string> make_run_dir(const std::string& requested) {
-  std::error_code ec;
-  if (!requested.empty()) {
-    fs::create_directories(requested, ec);
-    if (ec || !fs::is_directory(requested))
-      return make_error(fmt::format("--run-dir {}: cannot create it: {}", requested, ec.message()));
-    return requested;
-  }
-  std::string tmpl = (fs::temp_directory_path(ec) / "sdpa-doctor-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) return make_error("cannot create a run directory in the temp directory");
-  return tmpl;
 }
 
 } // namespace sdpa_doctor::run

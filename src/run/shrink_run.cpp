@@ -1,6 +1,7 @@
 // The driver of failure shrinking: each batch the pure search asks for is a plan of its own, run
 // through execute_plan in a fresh worker like any other cases (crashes included).
 #include "core/io.hpp"
+#include "core/text.hpp"
 #include "run/run.hpp"
 #include "run/shrink.hpp"
 
@@ -75,9 +76,18 @@ Shrink shrink_group(const Group& g, const DeviceInventory& inventory, ExecuteOpt
     ExecuteOptions round_exec = exec;
     round_exec.run_dir =
         (fs::path(exec.run_dir) / "shrink" / fmt::format("{}-{}", index, round++)).string();
+    round_exec.append_journal = false; // each round's journal is its own
     std::error_code ec;
     fs::create_directories(round_exec.run_dir, ec);
     ExecuteResult done = execute_plan(plan, inventory, round_exec);
+    if (!done.write_error.empty()) {
+      // Cells a full disk kept from running say nothing of the failure: stop here.
+      std::fprintf(stderr, "shrinking %s on %s stopped: %s\n", g.variant.c_str(),
+                   g.device.c_str(), escape_to_one_line(done.write_error).c_str());
+      out.budget_exhausted = true;
+      search.stop();
+      continue;
+    }
     for (const CaseResult& r : done.results) {
       search.record(r.kase, outcome_of(r.status));
       out.tried.emplace_back(r.case_id, r.status);

@@ -73,6 +73,7 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
   plan.runs = {{rec.device, Probe::python, Variant{"default", {}},
                 VerifyRun{rec.id, snippet.string(), environment_lines(rec.environment)}}};
   exec.run_dir = dir.string();
+  exec.append_journal = false;
   exec.progress = ProgressMode::none;
   exec.finished.clear();
   exec.journal_header = {{"verify", rec.id}, {"device", rec.device}};
@@ -82,6 +83,10 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
   const auto start = std::chrono::steady_clock::now();
   const ExecuteResult done = execute_plan(plan, inventory, exec);
   v.seconds = ms_since(start) / 1000.0;
+  if (!done.write_error.empty()) { // a full disk, not the flags: it proves nothing of them
+    v.note = "not re-run: " + done.write_error;
+    return v;
+  }
   v.ran = true;
   v.total = int(done.results.size());
   int failed = 0;

@@ -110,4 +110,12 @@ TEST(Shortened, KeepsShortTextAndCutsLongText) {
   EXPECT_EQ(shortened("gfx1201"), "gfx1201");
   EXPECT_EQ(shortened(std::string(61, 'x')), std::string(60, 'x') + "...");
   EXPECT_EQ(shortened("abcdef", 3), "abc...");
+TEST(ReplaceWords, ReplacesEveryOccurrenceInTheOrderGiven) {
+  std::string text = "ws1.lab: /home/alice/ws1 alice@ws1.lab";
+  sdpa_doctor::replace_words(text, {{"ws1.lab", "<host>"}, {"ws1", "<host>"}, {"alice", "<user>"},
+                                    {"", "never"}});
+  EXPECT_EQ(text, "<host>: /home/<user>/<host> <user>@<host>");
+  std::string loop = "aaa";
+  sdpa_doctor::replace_words(loop, {{"a", "aa"}}); // a replacement is not searched again
+  EXPECT_EQ(loop, "aaaaaa");
 }

@@ -156,6 +156,72 @@ TEST(ResumeCheck, ADirectoryWithoutAJournalIsAUsageError) {
   EXPECT_EQ(line_count(run.err), 1) << run.err;
 }
 
+// `check --redact` keeps the redaction in its journal: `report RUN-DIR` and `check --resume
+// RUN-DIR` rebuild reports without the hostname or user name, and the journal file holds neither.
+// The witnesses are a user name set through $USER and, where the test may make a UTS namespace,
+// a hostname of its own; a run without --redact shows that both reach the journal otherwise.
+TEST(ReportJournal, RedactionIsKeptInTheJournal) {
+  TempDir dir;
+  const std::string user = "witness-user-7f3a";
+  const std::string host = "witness-host-7f3a";
+  RunOptions env;
+  env.set_env["USER"] = user;
+  const bool own_host = run_binary({"/usr/bin/unshare", "--uts", "/bin/true"}).exit_code == 0;
+  // The doctor, under the witness hostname where a namespace can give it one.
+  const auto doctor_argv = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), doctor());
+    if (own_host)
+      args.insert(args.begin(), {"/usr/bin/unshare", "--uts", "/bin/sh", "-c",
+                                 "hostname \"$0\" && exec \"$@\"", host});
+    return args;
+  };
+  const auto leaks = [&](const std::string& text) {
+    return text.find(user) != std::string::npos ||
+           (own_host && text.find(host) != std::string::npos);
+  };
+  const std::vector<std::string> check = {"check", "-q", "--probe", "reference", "--variant",
+                                          "ref-math", "--case", "dtype=fp32,b=1,h=1,l=8,d=8"};
+
+  std::vector<std::string> plain = check;
+  plain.insert(plain.end(), {"--run-dir", dir.file("plain")});
+  ASSERT_EQ(run_binary(doctor_argv(plain), env).exit_code, 0);
+  const std::string plain_journal = read_file(dir.file("plain/journal.jsonl"));
+  EXPECT_NE(plain_journal.find(user), std::string::npos) << "the witness must reach the journal";
+  if (own_host) {
+    EXPECT_NE(plain_journal.find(host), std::string::npos);
+  }
+
+  std::vector<std::string> redacted = check;
+  redacted.insert(redacted.end(),
+                  {"--redact", "--run-dir", dir.file("run"), "--json", dir.file("check.json")});
+  const auto run = run_binary(doctor_argv(redacted), env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(leaks(read_file(dir.file("check.json"))));
+  EXPECT_FALSE(leaks(read_file(dir.file("run/journal.jsonl")))) << "the journal is redacted too";
+
+  // Rebuilt without --redact: still redacted.
+  const auto rebuilt = run_binary(doctor_argv({"report", dir.file("run"), "--json",
+                                               dir.file("report.json"), "--markdown",
+                                               dir.file("report.md")}),
+                                  env);
+  EXPECT_EQ(rebuilt.exit_code, 0) << rebuilt.err;
+  EXPECT_FALSE(leaks(rebuilt.out + rebuilt.err));
+  EXPECT_FALSE(leaks(read_file(dir.file("report.json"))));
+  EXPECT_FALSE(leaks(read_file(dir.file("report.md"))));
+  const json report = json::parse(read_file(dir.file("report.json")));
+  ASSERT_EQ(report.at("results").size(), 1u);
+  EXPECT_EQ(report.at("results")[0].at("status"), "pass");
+
+  // Resumed without --redact: the journal it appends to and its report stay redacted.
+  const auto resumed = run_binary(
+      doctor_argv({"check", "-q", "--resume", dir.file("run"), "--json", dir.file("resumed.json")}),
+      env);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_FALSE(leaks(resumed.out + resumed.err));
+  EXPECT_FALSE(leaks(read_file(dir.file("resumed.json"))));
+  EXPECT_FALSE(leaks(read_file(dir.file("run/journal.jsonl"))));
+}
+
 TEST(ReportJournal, BadInputsAreOneLineAndExit2) {
   TempDir dir;
   write_file(dir.file("other.jsonl"), "{\"event\":\"begin\"}\nnot json\n");

@@ -288,7 +288,7 @@ TEST(Runner, WorkerThatCannotStartFailsEveryCase) {
   EXPECT_EQ(dies.restarts, 0);
 }
 
-TEST(Runner, FloodedStderrStaysBoundedInMemoryAndWholeOnDisk) {
+TEST(Runner, FloodedStderrStaysBoundedInMemoryAndOnDisk) {
   sdpa_test::TempDir dir;
   RunnerOptions options = quick_options();
   options.run_dir = dir.path();
@@ -299,9 +299,16 @@ TEST(Runner, FloodedStderrStaysBoundedInMemoryAndWholeOnDisk) {
   EXPECT_EQ(report.outcomes[0].status, Status::pass) << report.outcomes[0].reason;
   EXPECT_LE(report.outcomes[0].stderr_tail.size(), 8u * 1024u);
   EXPECT_LT(vm_hwm_kib() - hwm_before, 64 * 1024); // KiB: far below the 200 MiB written
+  // The log keeps its head and its tail, a few MiB in all, and says how much of the middle went.
   struct stat st {};
   ASSERT_EQ(::stat(report.stderr_log_path.c_str(), &st), 0);
-  EXPECT_GE(st.st_size, 200L << 20);
+  EXPECT_GE(std::size_t(st.st_size), options.log_cap_bytes);
+  EXPECT_LE(std::size_t(st.st_size), options.log_cap_bytes + 4096);
+  EXPECT_LE(options.log_cap_bytes, std::size_t{8} << 20);
+  const std::string log = sdpa_test::read_file(report.stderr_log_path);
+  EXPECT_NE(log.find("attempt 0: pid"), std::string::npos) << "the head is kept";
+  EXPECT_NE(log.find(" bytes cut here"), std::string::npos);
+  EXPECT_EQ(log.substr(log.size() - 2), "x\n") << "the flood's last bytes are kept";
 }
 
 TEST(Runner, ObserverSeesEveryEventInOrder) {
@@ -330,6 +337,18 @@ TEST(SelfTest, PassesThroughTheBinary) {
   EXPECT_NE(run.out.find("no-strays"), std::string::npos);
   EXPECT_EQ(run.out.find("WRONG"), std::string::npos) << run.out;
   EXPECT_LT(seconds_since(start), 30.0);
+}
+
+// The self-test's stderr-flood writes 200 MiB: its log in --run-dir keeps a few MiB of it.
+TEST(SelfTest, ItsWorkerLogInARunDirIsCapped) {
+  sdpa_test::TempDir dir;
+  auto run = sdpa_test::run_binary({sdpa_test::doctor(), "self-test", "--run-dir", dir.path()});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("self-test.stderr.log").c_str(), &st), 0);
+  EXPECT_LE(st.st_size, 8L << 20);
+  EXPECT_NE(sdpa_test::read_file(dir.file("self-test.stderr.log")).find(" bytes cut here"),
+            std::string::npos);
 }
 
 TEST(SelfTest, FaultWorkerIsHidden) {

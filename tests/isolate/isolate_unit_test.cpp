@@ -1,8 +1,10 @@
 // Unit tests for isolate's pure parts: wait-status decoding, protocol parsing, line splitting,
-// keep-last buffers, signatures and the environment allow-list.
+// keep-last buffers, capped log files, signatures and the environment allow-list.
 #include "isolate/isolate.hpp"
 #include "isolate/process.hpp"
 #include "isolate/protocol.hpp"
+
+#include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
 
@@ -170,6 +172,49 @@ TEST(TailBuffer, KeepsTheLastBytes) {
   EXPECT_EQ(t.since(t.total()), "");
   t.append(std::string(100, 'q'));
   EXPECT_EQ(t.str(), std::string(8, 'q'));
+}
+
+TEST(LogSink, KeepsTheHeadAndTheTailAndSaysWhatWasCut) {
+  sdpa_test::TempDir dir;
+  const std::string path = dir.file("worker.stderr.log");
+  std::string stream; // everything the sink was given, notes as it writes them
+  {
+    detail::LogSink sink(path, 1000); // 500 bytes of head, 500 of tail
+    const auto write = [&](const std::string& data) {
+      sink.write(data);
+      stream += data;
+    };
+    write(std::string(300, 'a'));
+    write(std::string(400, 'b'));
+    sink.note("attempt 1: pid 42");
+    stream += "\n[sdpa-doctor: attempt 1: pid 42]\n";
+    for (int i = 0; i < 30; ++i) write(std::string(100, 'c'));
+    write(std::string(490, 'd') + "the end\n");
+  }
+  const std::string text = sdpa_test::read_file(path);
+  const std::string head = stream.substr(0, 500), tail = stream.substr(stream.size() - 500);
+  ASSERT_GT(text.size(), 1000u);
+  EXPECT_EQ(text.substr(0, 500), head);
+  EXPECT_EQ(text.substr(text.size() - 500), tail);
+  const std::string cut_line =
+      "[sdpa-doctor: " + std::to_string(stream.size() - 1000) + " bytes cut here";
+  EXPECT_NE(text.find(cut_line), std::string::npos) << text.substr(500, text.size() - 1000);
+  EXPECT_LT(text.size(), 1000u + 200u);
+}
+
+TEST(LogSink, UnderItsCapKeepsEveryByteAndNoCutLine) {
+  sdpa_test::TempDir dir;
+  const std::string path = dir.file("worker.stderr.log");
+  std::string written;
+  {
+    detail::LogSink sink(path, 1000);
+    for (int i = 0; i < 9; ++i) {
+      const std::string piece(100, char('0' + i));
+      sink.write(piece);
+      written += piece;
+    }
+  }
+  EXPECT_EQ(sdpa_test::read_file(path), written);
 }
 
 TEST(Signatures, EachKnownTextMatchesItsId) {
