@@ -145,6 +145,8 @@ int terminal_columns(int fd) {
     if (*end == '\0' && n > 0 && n < 10000) return static_cast<int>(n);
   }
   return 0;
+}
+
 void replace_words(std::string& text,
                    const std::vector<std::pair<std::string, std::string>>& words) {
   for (const auto& [from, to] : words) {

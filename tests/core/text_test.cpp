@@ -88,6 +88,8 @@ TEST(TerminalColumns, ZeroWhenNotATerminal) {
   unsetenv("COLUMNS");
   ::close(fds[0]);
   ::close(fds[1]);
+}
+
 TEST(JsonErrorText, DropsTheLibraryPrefixAndClipsTheQuotedToken) {
   nlohmann::json doc;
   std::string what;
@@ -110,6 +112,8 @@ TEST(Shortened, KeepsShortTextAndCutsLongText) {
   EXPECT_EQ(shortened("gfx1201"), "gfx1201");
   EXPECT_EQ(shortened(std::string(61, 'x')), std::string(60, 'x') + "...");
   EXPECT_EQ(shortened("abcdef", 3), "abc...");
+}
+
 TEST(ReplaceWords, ReplacesEveryOccurrenceInTheOrderGiven) {
   std::string text = "ws1.lab: /home/alice/ws1 alice@ws1.lab";
   sdpa_doctor::replace_words(text, {{"ws1.lab", "<host>"}, {"ws1", "<host>"}, {"alice", "<user>"},
