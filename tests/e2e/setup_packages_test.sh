@@ -6,7 +6,7 @@
 #   setup_packages_test.sh SOURCE_DIR CACHE_DIR
 set -uo pipefail
 src=$(cd "$1" && pwd)
-cache=$2
+mkdir -p "$2" && cache=$(cd "$2" && pwd) # apt takes a relative Dir:: path from /
 mirror=${SDPA_TEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v apt-get >/dev/null && command -v apt-cache >/dev/null || { echo "SKIP: no apt here"; exit 77; }
