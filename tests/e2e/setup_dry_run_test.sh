@@ -15,12 +15,15 @@ mkdir -p "$work/checkout"
 cp -r "$src/scripts" "$src/CMakePresets.json" "$work/checkout/"
 before=$(cd "$work/checkout" && find . | sort)
 
+# None of the caller's settings (a python, a venv, SDPA_DOCTOR_SKIP_TORCH in a chroot run, a
+# compiler): the plans are a fresh machine's.
+fresh=(env -u SDPA_DOCTOR_PYTHON -u VIRTUAL_ENV -u SDPA_DOCTOR_SKIP_PACKAGES -u SDPA_DOCTOR_SKIP_TORCH
+  -u SDPA_DOCTOR_TORCH_INDEX -u SDPA_DOCTOR_PRESET -u SDPA_DOCTOR_CMAKE_ARGS -u CXX)
 dry_run() { # dry_run FIXTURE [ARG...]: output in $out, exit code in $rc
   local fixture=$1
   shift
-  # No SDPA_DOCTOR_PYTHON or venv of the caller's: the plan is the fresh machine's.
-  out=$(env -u SDPA_DOCTOR_PYTHON -u VIRTUAL_ENV -u SDPA_DOCTOR_SKIP_PACKAGES ROCM_PATH=/nonexistent \
-    SDPA_DOCTOR_OS_RELEASE="$fixtures/$fixture" "$work/checkout/scripts/setup.sh" --dry-run "$@" 2>&1)
+  out=$("${fresh[@]}" ROCM_PATH=/nonexistent SDPA_DOCTOR_OS_RELEASE="$fixtures/$fixture" \
+    "$work/checkout/scripts/setup.sh" --dry-run "$@" 2>&1)
   rc=$?
 }
 expect() { # expect WHAT PATTERN: the last dry run's output has a line matching PATTERN
@@ -64,17 +67,17 @@ echo "ok per-distro differences: Debian 13's rocm-device-libs-17, Ubuntu 22.04's
 
 # Where AMD's ROCm is installed the test packages leave out the distro's HIP and ROCm SMI.
 mkdir -p "$work/rocm"
-out=$(env -u SDPA_DOCTOR_PYTHON -u VIRTUAL_ENV ROCM_PATH="$work/rocm" \
+out=$("${fresh[@]}" ROCM_PATH="$work/rocm" \
   SDPA_DOCTOR_OS_RELEASE="$fixtures/ubuntu-24.04" "$work/checkout/scripts/setup.sh" --dry-run --test-packages 2>&1)
 expect "ROCm in ROCM_PATH" "AMD's ROCm is in .*: no HIP or ROCm SMI package from the distro"
 expect_not "ROCm in ROCM_PATH" "^setup: packages: .*(hipcc|amdhip|rocm)"
 echo "ok AMD's ROCm present: no HIP or ROCm SMI package from the distro"
 
 # A torch index given is passed to pip, and said.
-out=$(env -u SDPA_DOCTOR_PYTHON -u VIRTUAL_ENV SDPA_DOCTOR_TORCH_INDEX=https://example.invalid/whl/cpu \
+out=$("${fresh[@]}" SDPA_DOCTOR_TORCH_INDEX=https://example.invalid/whl/cpu \
   SDPA_DOCTOR_OS_RELEASE="$fixtures/debian-13" "$work/checkout/scripts/setup.sh" --dry-run 2>&1)
 expect "torch index" "install torch==2\.13\.0 into \.venv, from https://example\.invalid/whl/cpu"
-out=$(env -u SDPA_DOCTOR_PYTHON -u VIRTUAL_ENV SDPA_DOCTOR_SKIP_TORCH=1 \
+out=$("${fresh[@]}" SDPA_DOCTOR_SKIP_TORCH=1 \
   SDPA_DOCTOR_OS_RELEASE="$fixtures/debian-13" "$work/checkout/scripts/setup.sh" --dry-run 2>&1)
 expect "no torch" "^setup: torch: not installed \(SDPA_DOCTOR_SKIP_TORCH=1\)"
 expect_not "no torch" "install torch"
@@ -88,7 +91,7 @@ expect "unknown distro" "^setup: error: .*not 'Fedora Linux 41.*SDPA_DOCTOR_SKIP
 dry_run debian-12 --no-such-option
 [ "$rc" -eq 2 ] || { echo "$out"; fail "unknown option: exit $rc, expected 2"; }
 expect "unknown option" "^setup: error: unknown argument '--no-such-option'"
-out=$(SDPA_DOCTOR_OS_RELEASE="$work/none" "$work/checkout/scripts/setup.sh" --dry-run 2>&1)
+out=$("${fresh[@]}" SDPA_DOCTOR_OS_RELEASE="$work/none" "$work/checkout/scripts/setup.sh" --dry-run 2>&1)
 rc=$?
 [ "$rc" -eq 2 ] || { echo "$out"; fail "unreadable os-release: exit $rc, expected 2"; }
 expect "unreadable os-release" "^setup: error: SDPA_DOCTOR_OS_RELEASE=.* is not a readable file"

@@ -6,7 +6,7 @@
 #   setup_packages_test.sh SOURCE_DIR CACHE_DIR
 set -uo pipefail
 src=$(cd "$1" && pwd)
-cache=$2
+mkdir -p "$2" && cache=$(cd "$2" && pwd) # apt takes a relative Dir:: path from /
 mirror=${SDPA_TEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v apt-get >/dev/null && command -v apt-cache >/dev/null || { echo "SKIP: no apt here"; exit 77; }
@@ -41,7 +41,7 @@ for r in "${releases[@]}"; do
 done
 
 for r in "${releases[@]}"; do
-  out=$(env -u SDPA_DOCTOR_PYTHON -u VIRTUAL_ENV ROCM_PATH=/nonexistent \
+  out=$(env -u SDPA_DOCTOR_PYTHON -u VIRTUAL_ENV -u SDPA_DOCTOR_SKIP_PACKAGES ROCM_PATH=/nonexistent \
     SDPA_DOCTOR_OS_RELEASE="$src/tests/e2e/fixtures/os-release/${fixture[$r]}" \
     "$src/scripts/setup.sh" --dry-run --test-packages 2>&1) || { echo "$out"; fail "$r: the dry run failed"; }
   read -r -a packages <<<"$(sed -n 's/^setup: packages: //p' <<<"$out")"

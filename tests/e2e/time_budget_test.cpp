@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,7 +24,12 @@ std::map<std::string, int> timed_runs(const std::string& budget) {
 #ifdef SDPA_TEST_HAVE_TORCH_WORKER
   probes += ",libtorch";
 #endif
-  if (!std::string(SDPA_TEST_PYTHON).empty()) probes += ",python";
+  // The python probe where the configured Python has torch (not after SDPA_DOCTOR_SKIP_TORCH=1).
+  const std::string python = SDPA_TEST_PYTHON;
+  if (!python.empty() && run_binary({python, "-c", "import torch"}).exit_code == 0)
+    probes += ",python";
+  else
+    std::cout << "python probe left out: no torch in '" << python << "'\n";
   const auto run = run_binary({doctor(), "check", "-q", "--probe", probes, "--variant",
                                "ref-math,math", "--case", "dtype=fp32,b=1,h=4,l=512,d=64",
                                "--repeat", "5", "--warmup", "2", "--time-budget", budget,

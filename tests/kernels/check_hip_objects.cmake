@@ -6,6 +6,11 @@ execute_process(COMMAND ${OBJCOPY} -O binary --only-section=.hip_fatbin ${OBJECT
 if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/fatbin.bin)
   message(FATAL_ERROR "no .hip_fatbin section in ${OBJECT}: ${err}")
 endif()
+# Debian's clang-offload-bundler-17 is a link into /usr/lib/llvm-17/bin and looks for
+# llvm-objcopy on PATH, where Debian 13 has only llvm-objcopy-17: its own LLVM folder goes first.
+get_filename_component(bundler_dir ${BUNDLER} REALPATH)
+get_filename_component(bundler_dir ${bundler_dir} DIRECTORY)
+set(ENV{PATH} "${bundler_dir}:$ENV{PATH}")
 execute_process(COMMAND ${BUNDLER} --list --type=o --input=${WORK}/fatbin.bin
                 OUTPUT_VARIABLE listing RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

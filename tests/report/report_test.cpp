@@ -32,12 +32,14 @@ size_t widest_line(const std::string& text) {
   return widest;
 }
 
-const Report& fixture(const std::string& name) {
+// By C string: a std::string argument would be a temporary, and GCC 14's -Wdangling-reference
+// takes the reference returned (into the static list) for one into it.
+const Report& fixture(const char* name) {
   static const auto all = sdpa_fixtures::all_fixtures();
   for (const auto& f : all) {
     if (f.name == name) return f.report;
   }
-  throw std::runtime_error("no fixture " + name);
+  throw std::runtime_error(std::string("no fixture ") + name);
 }
 
 } // namespace
