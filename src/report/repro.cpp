@@ -29,6 +29,7 @@ import math
 import os
 import sys
 
+CASE_ID = @CASE_ID@
 VARIANT, PROBE = @VARIANT@, @PROBE@
 MEASURED = dict(verdict=@VERDICT@, notes=@NOTES@)  # the report's words, shown as they were
 
@@ -149,7 +150,7 @@ def main():
             if t is not None:
                 print(f"{name} {float(t.to(torch.float64).sum()).hex()}")
         return 0
-    print(f"torch {torch.__version__} | {DEVICE} | {BACKEND} | {CASE}")
+    print(f"torch {torch.__version__} | {DEVICE} | {BACKEND} | {CASE_ID}")
     print(f"sdpa-doctor measured {VARIANT} ({PROBE}) here: {MEASURED['verdict']}")
     for note in MEASURED["notes"]:
         print(f"  {note}")
@@ -326,6 +327,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
   const Tolerance tol = usable(r.tolerance) ? r.tolerance : fallback_tolerance(c.dtype);
 
   return std::vector<std::pair<std::string, std::string>>{
+      {"@CASE_ID@", py_str(c.id())},
       {"@VARIANT@", py_str(variant->name())},
       {"@PROBE@", py_str(to_string(r.probe))},
       {"@VERDICT@", py_str(verdict)},
