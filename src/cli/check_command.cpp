@@ -306,8 +306,10 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   return in;
 }
 
-// The report's header facts and the device inventory.
-Report started_report(const CheckOptions& o, const CheckInputs& in) {
+// The report's header facts and the device inventory, asked where `python`'s torch keeps its own
+// HIP runtime first.
+Report started_report(const CheckOptions& o, const CheckInputs& in,
+                      const run::PythonChoice& python) {
   Report report;
   report.tool_version = build_info::k_version;
   report.git_revision = build_info::k_git_revision;
@@ -322,6 +324,7 @@ Report started_report(const CheckOptions& o, const CheckInputs& in) {
   devices::EnumerateOptions eo;
   eo.sysfs_root = o.sysfs_root;
   if (o.sysfs_root != "/") eo.dev_root.clear();
+  eo.torch_lib_dirs = python.torch_lib_dirs;
   report.inventory = devices::enumerate_devices(eo);
   report.timings.enumerate_ms = ms_since(enum_start);
   for (const auto& [k, v] : report.inventory.runtime) report.versions[k] = v;
@@ -338,11 +341,22 @@ std::string checked_run_dir(const CheckOptions& o) {
   return *run_dir;
 }
 
-// Everything but the run directory. The python probe's interpreter is chosen here (its
+// The python probe's interpreter, found (not imported) before the devices are enumerated. A bad
+// --python is an input error only where the python probe runs.
+run::PythonChoice located_python(const CheckOptions& o, const CheckInputs& in) {
+  const bool probe = !o.no_python && std::find(in.probes.begin(), in.probes.end(), Probe::python) !=
+                                         in.probes.end();
+  auto located = run::locate_python(o.python);
+  if (!located && probe) throw Fatal{located.error().message};
+  return located ? *located : run::PythonChoice{};
+}
+
+// Everything but the run directory. The python probe's interpreter is pre-flighted here (its
 // pre-flight imports torch once); the GPUs that torch sees join `inventory`, so a device only
 // torch can reach (another vendor's, or one whose ROCm only the wheel carries) is a target too.
 run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& global,
-                                    const CheckInputs& in, DeviceInventory& inventory) {
+                                    const CheckInputs& in, const run::PythonChoice& located,
+                                    DeviceInventory& inventory) {
   run::ExecuteOptions exec;
   exec.tolerances = in.tolerances;
   if (o.case_timeout_s > 0)
@@ -367,14 +381,14 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
     // The pre-flight `import torch` gets the same time a worker gets to start.
     auto deadline = exec.startup_timeout;
     if (exec.worker_timeout.count() > 0) deadline = std::min(deadline, exec.worker_timeout);
-    auto python = run::choose_python(o.python, deadline);
-    if (!python) throw Fatal{python.error().message};
-    exec.python = python->path;
-    exec.python_reason = python->reason;
-    exec.python_unusable = python->unusable;
-    devices::add_torch_gpus(inventory, python->gpus, python->path);
-    if (!python->gpus_error.empty())
-      spdlog::warn("{}: torch could not list its GPUs: {}", python->path, python->gpus_error);
+    const auto python = run::preflight_python(located, deadline);
+    exec.python = python.path;
+    exec.python_reason = python.reason;
+    exec.python_unusable = python.unusable;
+    devices::add_torch_gpus(inventory, python.gpus, python.path);
+    devices::compare_torch_hip_runtime(inventory, python.torch_hip_runtimes, python.path);
+    if (!python.gpus_error.empty())
+      spdlog::warn("{}: torch could not list its GPUs: {}", python.path, python.gpus_error);
   }
   return exec;
 }
@@ -473,8 +487,10 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
   const CheckInputs in = checked_inputs(o, global);
 
   InterruptGuard interrupt_guard;
-  Report report = started_report(o, in);
-  run::ExecuteOptions exec = execute_options(o, global, in, report.inventory);
+  // Found, not yet imported: the enumeration looks for its HIP runtime first.
+  const run::PythonChoice python = located_python(o, in);
+  Report report = started_report(o, in, python);
+  run::ExecuteOptions exec = execute_options(o, global, in, python, report.inventory);
   const run::Plan plan = checked_plan(in, report.inventory);
   exec.run_dir = checked_run_dir(o);
   // One start-up server for the check's Python workers, its shrinking and the advice's re-runs.
