@@ -341,12 +341,19 @@ std::string checked_run_dir(const CheckOptions& o) {
   return *run_dir;
 }
 
+// What the interpreter gets to find and import torch: the time a worker gets to start.
+std::chrono::milliseconds preflight_deadline(const CheckOptions& o) {
+  const auto startup = std::chrono::milliseconds(int64_t(o.startup_timeout_s * 1000));
+  const auto worker = std::chrono::milliseconds(int64_t(o.worker_timeout_s * 1000));
+  return worker.count() > 0 ? std::min(startup, worker) : startup;
+}
+
 // The python probe's interpreter, found (not imported) before the devices are enumerated. A bad
 // --python is an input error only where the python probe runs.
 run::PythonChoice located_python(const CheckOptions& o, const CheckInputs& in) {
   const bool probe = !o.no_python && std::find(in.probes.begin(), in.probes.end(), Probe::python) !=
                                          in.probes.end();
-  auto located = run::locate_python(o.python);
+  auto located = run::locate_python(o.python, preflight_deadline(o));
   if (!located && probe) throw Fatal{located.error().message};
   return located ? *located : run::PythonChoice{};
 }
@@ -378,10 +385,7 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
   exec.progress_interval = std::chrono::milliseconds(int64_t(o.progress_every_s * 1000));
   exec.interrupted = &g_interrupted;
   if (!o.no_python && std::find(in.probes.begin(), in.probes.end(), Probe::python) != in.probes.end()) {
-    // The pre-flight `import torch` gets the same time a worker gets to start.
-    auto deadline = exec.startup_timeout;
-    if (exec.worker_timeout.count() > 0) deadline = std::min(deadline, exec.worker_timeout);
-    const auto python = run::preflight_python(located, deadline);
+    const auto python = run::preflight_python(located, preflight_deadline(o));
     exec.python = python.path;
     exec.python_reason = python.reason;
     exec.python_unusable = python.unusable;

@@ -57,7 +57,7 @@ int run_devices(const DevicesOptions& options, const GlobalOptions& global) {
   if (options.timeout_s <= 0) throw Fatal{"--timeout must be positive", exit_code::usage};
   // The HIP runtime the diagnosed torch carries is the one to ask: found, not imported (fast).
   if (enumerate.use_hip || enumerate.use_smi) {
-    auto python = run::locate_python(options.python);
+    auto python = run::locate_python(options.python, enumerate.deadline);
     if (!python) throw Fatal{python.error().message, exit_code::usage};
     enumerate.torch_lib_dirs = python->torch_lib_dirs;
   }

@@ -212,7 +212,8 @@ public:
     auto part = run_worker_part(options, "--hip", "hip", "the HIP runtime", out);
     if (!part) return out;
     const json& hip = *part;
-    if (!note_library(hip.value("library", json::object()),
+    const json library = hip.value("library", json::object());
+    if (!note_library(library,
                       {"hip-runtime", "hip_runtime", "the HIP runtime (libamdhip64)"}, options,
                       out)) {
       out.status = "no HIP runtime could be opened";
@@ -239,9 +240,13 @@ public:
       out.findings.push_back(
           {"hip-abi-unknown",
            Severity::warning,
-           fmt::format("the HIP runtime {} ({}): {}, so gcnArchName was not read (the KFD "
-                       "topology still gives each GPU's gfx target)",
-                       out.runtime["hip_runtime_version"], out.runtime["hip_runtime_library"], abi),
+           fmt::format("the HIP runtime {}{}: {}; what it could not tell (gcnArchName) is "
+                       "taken from the KFD topology",
+                       get_string(library, "path"),
+                       out.runtime.count("hip_runtime_version")
+                           ? " (" + out.runtime.at("hip_runtime_version") + ")"
+                           : std::string(),
+                       abi),
            "a newer sdpa-doctor may know this HIP release",
            {},
            {}});

@@ -100,14 +100,19 @@ struct PythonChoice {
   // The HIP runtime files mapped in the pre-flight's process once torch was imported (none for
   // a CPU or CUDA torch; two is a broken install); empty when not asked.
   std::vector<std::string> torch_hip_runtimes;
+  // The named interpreter did not answer locate_python in time: it is kept (its workers meet the
+  // same deadlines) and the pre-flight does not wait for it again.
+  bool hung = false;
 };
 
 // `requested` (--python: a path, or a name looked up on PATH) must exist and be executable, else
 // an error. Empty: $SDPA_DOCTOR_PYTHON, the active venv, the first python3 on PATH whose torch can
 // be found, and the one the doctor was built against, in that order. Cheap: torch is found, not
-// imported (tens of milliseconds); `torch_lib_dirs` is filled. No interpreter with torch is not an
-// error: `path` is then empty and `reason` says why.
-Expected<PythonChoice> locate_python(const std::string& requested);
+// imported (tens of milliseconds; each interpreter asked gets `deadline`, at most 20 s);
+// `torch_lib_dirs` is filled. No interpreter with torch is not an error: `path` is then empty and
+// `reason` says why.
+Expected<PythonChoice> locate_python(const std::string& requested,
+                                     std::chrono::milliseconds deadline);
 
 // The located interpreter runs `import torch` once within `deadline`: one that cannot (or prints
 // no answer) is `unusable`; one that does not answer in time is kept (its workers meet the same

@@ -41,6 +41,8 @@ std::string first_line(const std::string& text) {
 }
 
 constexpr const char* k_preflight_mark = "sdpa-doctor-preflight";
+// find_spec reads a few directories: an interpreter slower than this is not one to wait for.
+constexpr std::chrono::milliseconds k_find_deadline{20'000};
 
 // A JSON list of strings from a marked line; empty when it is not one.
 std::vector<std::string> string_list(const std::string& json_text) {
@@ -53,8 +55,11 @@ std::vector<std::string> string_list(const std::string& json_text) {
 }
 
 // Where `python`'s torch keeps its libraries, found without importing torch (seconds): find_spec
-// answers whether the import could work. nullopt when it has no torch.
-std::optional<std::vector<std::string>> torch_lib_dirs(const std::string& python) {
+// answers whether the import could work. nullopt when it has no torch, or did not answer within
+// `deadline` (then `timed_out` says so).
+std::optional<std::vector<std::string>> torch_lib_dirs(const std::string& python,
+                                                       std::chrono::milliseconds deadline,
+                                                       bool* timed_out = nullptr) {
   isolate::Command cmd;
   cmd.argv = {
       python, "-c",
@@ -67,7 +72,8 @@ std::optional<std::vector<std::string>> torch_lib_dirs(const std::string& python
                   "d = [os.path.abspath(x) for x in d if os.path.isdir(x)]\n"
                   "print('{} dirs', json.dumps(list(dict.fromkeys(d))))\n",
                   k_preflight_mark)};
-  auto run = isolate::run_simple(cmd, std::chrono::seconds(20));
+  auto run = isolate::run_simple(cmd, std::min(deadline, k_find_deadline));
+  if (timed_out) *timed_out = run && run->timed_out;
   if (!run || run->timed_out || run->end.exit_code != 0) return std::nullopt;
   const std::string mark = std::string(k_preflight_mark) + " dirs ";
   for (const std::string& line : split_lines(run->out))
@@ -117,6 +123,11 @@ std::vector<Device> torch_gpus(const std::string& json_text) {
 // runtime it loaded.
 PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds deadline) {
   if (choice.path.empty()) return choice;
+  if (choice.hung) { // it did not even find torch in time: do not wait for it twice
+    spdlog::info("{}: did not answer within {} ms; running its workers anyway", choice.path,
+                 deadline.count());
+    return choice;
+  }
   isolate::Command cmd;
   cmd.argv = {
       choice.path, "-W", "ignore", "-c",
@@ -184,11 +195,13 @@ PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds dea
   return choice;
 }
 
-Expected<PythonChoice> locate_python(const std::string& requested) {
+Expected<PythonChoice> locate_python(const std::string& requested,
+                                     std::chrono::milliseconds deadline) {
   if (!requested.empty()) {
     auto chosen = requested_python(requested);
     if (chosen)
-      chosen->torch_lib_dirs = torch_lib_dirs(chosen->path).value_or(std::vector<std::string>{});
+      chosen->torch_lib_dirs = torch_lib_dirs(chosen->path, deadline, &chosen->hung)
+                                   .value_or(std::vector<std::string>{});
     return chosen;
   }
   std::vector<std::string> candidates;
@@ -199,7 +212,7 @@ Expected<PythonChoice> locate_python(const std::string& requested) {
   if (*build_info::k_python) candidates.push_back(build_info::k_python);
   for (const auto& c : candidates) {
     if (::access(c.c_str(), X_OK) != 0) continue;
-    if (auto dirs = torch_lib_dirs(c)) {
+    if (auto dirs = torch_lib_dirs(c, deadline)) {
       PythonChoice choice;
       choice.path = c;
       choice.torch_lib_dirs = std::move(*dirs);

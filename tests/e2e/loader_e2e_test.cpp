@@ -144,6 +144,44 @@ TEST_F(FakeTorchVenv, TheEnumerationWorkerSeesTwoHipRuntimesMappedAtOnce) {
   EXPECT_EQ(json::parse(alone.out)["hip"]["mapped"].size(), 1u) << alone.out;
 }
 
+// A GPU machine as far as the libraries go: stand-in HIP 6 and AMD SMI libraries (tests/devices/
+// fake) with one RX 9070 XT in torch/lib. What this covers is the worker's use of them (R0600's
+// gcnArchName, AMD SMI's handles, BDF, MB and version string) and the inventory built from that.
+TEST_F(FakeTorchVenv, AGpuThroughStandInHipAndAmdSmiJoinsTheInventory) {
+  for (const char* name : {"libamdhip64.so.6", "libamd_smi.so.26"})
+    fs::copy_file(fs::path(SDPA_TEST_FAKE_GPU_LIBS) / name, fs::path(m_torch_lib) / name);
+  const auto r = run_binary(
+      {sdpa_test::build_path("sdpa-doctor-enum-worker"), "--torch-lib", m_torch_lib});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json worker = json::parse(r.out);
+  const json& hip = worker["hip"];
+  EXPECT_EQ(hip["props_abi"], "hipGetDevicePropertiesR0600, R0600 (HIP 6 and 7)");
+  ASSERT_EQ(hip["devices"].size(), 1u) << hip.dump();
+  EXPECT_EQ(hip["devices"][0]["gcnArchName"], "gfx1201");
+  EXPECT_EQ(hip["devices"][0]["pci_bus_id"], "0000:03:00.0");
+  const json& smi = worker["smi"];
+  EXPECT_EQ(smi["library"]["name"], "amd_smi");
+  EXPECT_EQ(smi["version"], "26.0.0+fake");
+  ASSERT_EQ(smi["devices"].size(), 1u) << smi.dump();
+  EXPECT_EQ(smi["devices"][0]["pci_bdf"], "0000:03:00.0");
+  EXPECT_EQ(smi["devices"][0]["vram_total_bytes"], int64_t{16304} << 20);
+
+  const json doc = devices_json();
+  ASSERT_FALSE(doc.is_discarded());
+  const json& inv = doc["inventory"];
+  ASSERT_EQ(inv["devices"].size(), 1u) << inv.dump();
+  const json& gpu = inv["devices"][0];
+  EXPECT_EQ(gpu["index"], 0);
+  EXPECT_EQ(gpu["gfx_target"], "gfx1201");
+  EXPECT_EQ(gpu["family"], "RDNA4");
+  EXPECT_EQ(gpu["pci_bdf"], "0000:03:00.0");
+  EXPECT_EQ(gpu["temperature_c"], 41.0);
+  EXPECT_EQ(inv["runtime"]["amd_smi_library"],
+            fs::canonical(m_torch_lib + "/libamd_smi.so.26").string());
+  EXPECT_EQ(inv["runtime"]["amd_smi_loaded_because"], "torch/lib of the torch under test");
+  EXPECT_EQ(inv["runtime"]["hip_runtime_version"], "6.4.43482");
+}
+
 TEST(ReferenceFault, AFailureOfOurOwnKernelMatchesNoTorchKnownIssue) {
   sdpa_test::TempDir dir;
   // A torch issue as broad as one can be (any crash), and the same without the probe filter.
