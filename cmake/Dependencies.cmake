@@ -1,5 +1,5 @@
 # Required: fmt, spdlog, CLI11, nlohmann-json (system packages, found with find_package).
-# Optional, each behind one tri-state option: HIP runtime (+hipcc for kernels), ROCm SMI, LibTorch.
+# Optional, each behind one tri-state option: HIP runtime (enumeration), ROCm SMI, LibTorch.
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
@@ -18,23 +18,36 @@ if(SDPA_DOCTOR_BUILD_BENCH)
 endif()
 
 # --- HIP ------------------------------------------------------------------------------------
-# hip-config runs rocm_agent_enumerator unless GPU_TARGETS is set; it fails with no /sys/class/kfd.
+# Nothing of HIP is needed to build: the reference kernels are compiled at run time (hipRTC /
+# NVRTC, src/kernels/rtc.hpp) and the runtimes are opened with dlopen. Until the enumeration
+# worker opens the HIP runtime that way too, it links the one found here, if any.
 set(SDPA_DOCTOR_HIP_SUMMARY "off")
-set(hip_FOUND FALSE)
+set(_sdpa_hip_found FALSE)
 if(NOT SDPA_DOCTOR_WITH_HIP STREQUAL "OFF")
-  set(GPU_TARGETS "${CMAKE_HIP_ARCHITECTURES}" CACHE STRING "GPU targets for hip-config" FORCE)
-  set(AMDGPU_TARGETS "${CMAKE_HIP_ARCHITECTURES}" CACHE STRING "GPU targets for hip-config" FORCE)
-  find_package(hip CONFIG QUIET)
-  find_program(SDPA_DOCTOR_HIPCC NAMES hipcc HINTS ${HIP_BIN_INSTALL_DIR} /opt/rocm/bin)
-  if(hip_FOUND AND NOT SDPA_DOCTOR_HIPCC)
-    set(hip_FOUND FALSE)
-    set(_hip_missing "hipcc")
+  find_path(SDPA_DOCTOR_HIP_INCLUDE hip/hip_runtime_api.h HINTS /opt/rocm/include)
+  find_library(SDPA_DOCTOR_HIP_LIBRARY amdhip64 HINTS /opt/rocm/lib)
+  if(SDPA_DOCTOR_HIP_INCLUDE AND SDPA_DOCTOR_HIP_LIBRARY)
+    set(_sdpa_hip_found TRUE)
+    if(NOT TARGET hip::amdhip64)
+      add_library(hip::amdhip64 UNKNOWN IMPORTED)
+      set_target_properties(hip::amdhip64 PROPERTIES
+        IMPORTED_LOCATION "${SDPA_DOCTOR_HIP_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${SDPA_DOCTOR_HIP_INCLUDE}"
+        INTERFACE_COMPILE_DEFINITIONS __HIP_PLATFORM_AMD__)
+    endif()
   endif()
 endif()
-resolve_tri_state(SDPA_DOCTOR_WITH_HIP "${hip_FOUND}" "the HIP runtime (hip-config.cmake) and hipcc")
+resolve_tri_state(SDPA_DOCTOR_WITH_HIP "${_sdpa_hip_found}" "the HIP runtime (hip/hip_runtime_api.h, libamdhip64)")
 if(SDPA_DOCTOR_WITH_HIP_ENABLED)
-  set(SDPA_DOCTOR_HIP_VERSION "${hip_VERSION}")
-  set(SDPA_DOCTOR_HIP_SUMMARY "on (HIP ${hip_VERSION}, hipcc ${SDPA_DOCTOR_HIPCC}, targets ${CMAKE_HIP_ARCHITECTURES})")
+  # The version of the runtime linked, for --version.
+  file(STRINGS "${SDPA_DOCTOR_HIP_INCLUDE}/hip/hip_version.h" _hip_version_lines
+       REGEX "#define HIP_VERSION_(MAJOR|MINOR|PATCH) ")
+  foreach(_part MAJOR MINOR PATCH)
+    string(REGEX MATCH "HIP_VERSION_${_part} +([0-9]+)" _m "${_hip_version_lines}")
+    set(_hip_${_part} "${CMAKE_MATCH_1}")
+  endforeach()
+  set(SDPA_DOCTOR_HIP_VERSION "${_hip_MAJOR}.${_hip_MINOR}.${_hip_PATCH}")
+  set(SDPA_DOCTOR_HIP_SUMMARY "on (HIP ${SDPA_DOCTOR_HIP_VERSION}, enumeration only)")
 elseif(NOT SDPA_DOCTOR_WITH_HIP STREQUAL "OFF")
   set(SDPA_DOCTOR_HIP_SUMMARY "not found: HIP runtime not built in")
 endif()

@@ -17,7 +17,6 @@ int print_version() {
   fmt::print("sdpa-doctor {} (git {}, {}, {})\n", bi::k_version, bi::k_git_revision,
              bi::k_build_type, bi::k_compiler);
   fmt::print("  HIP runtime   {}\n", built_in(bi::k_hip_version));
-  if (*bi::k_hip_version) fmt::print("  HIP targets   {}\n", bi::k_hip_architectures);
   fmt::print("  ROCm SMI      {}\n", built_in(bi::k_rocm_smi_version));
   fmt::print("  LibTorch      {}\n", built_in(bi::k_torch_version));
   fmt::print("  fmt           {}\n", bi::k_fmt_version);
