@@ -372,6 +372,7 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
     exec.python = python->path;
     exec.python_reason = python->reason;
     exec.python_unusable = python->unusable;
+    if (!python->torch_lib_dir.empty()) exec.torch_lib_dirs = {python->torch_lib_dir};
     devices::add_torch_gpus(inventory, python->gpus, python->path);
     if (!python->gpus_error.empty())
       spdlog::warn("{}: torch could not list its GPUs: {}", python->path, python->gpus_error);

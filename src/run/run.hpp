@@ -90,6 +90,7 @@ struct PythonChoice {
   bool unusable = false;
   std::string unusable_path; // the interpreter that failed the pre-flight
   std::string torch_version; // from the pre-flight; empty when not asked or inconclusive
+  std::string torch_lib_dir; // its torch/lib, where its GPU libraries are; empty when unknown
   // The GPUs this torch sees (index = cuda:N, name, gcnArchName on ROCm, memory, PCI address):
   // the devices its probes run on, whatever the doctor's own sources saw.
   std::vector<Device> gpus;
@@ -128,6 +129,9 @@ struct ExecuteOptions {
   std::string python;        // interpreter for the python probe; empty = not available
   std::string python_reason; // why there is none, when empty
   bool python_unusable = false; // its cells are `skipped` with python_reason, not `unsupported`
+  // The torch under test's library folders: the reference worker looks there first for the GPU
+  // runtime and compiler (SDPA_DOCTOR_TORCH_LIB_DIRS). Empty: its own environment decides.
+  std::vector<std::string> torch_lib_dirs;
   probes::TolerancePolicy tolerances;
   std::optional<std::chrono::milliseconds> case_timeout; // overrides the size-based default
   std::chrono::milliseconds worker_timeout{0};           // 0 = none

@@ -97,6 +97,8 @@ PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) 
                           "except BaseException as e:\n"
                           "    print('{0} error', str(e) or type(e).__name__); sys.exit(0)\n"
                           "print('{0} torch', torch.__version__, flush=True)\n"
+                          "import os\n"
+                          "print('{0} torch-lib', os.path.join(os.path.dirname(torch.__file__), 'lib'))\n"
                           "gpus = []\n"
                           "try:\n"
                           "    for i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
@@ -124,6 +126,7 @@ PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) 
       if (line.rfind(k_preflight_mark, 0) != 0) continue;
       const std::string said = line.substr(std::strlen(k_preflight_mark) + 1);
       if (said.rfind("gpus ", 0) == 0) choice.gpus = torch_gpus(said.substr(5));
+      else if (said.rfind("torch-lib ", 0) == 0) choice.torch_lib_dir = said.substr(10);
       else if (said.rfind("gpus-error ", 0) == 0) choice.gpus_error = said.substr(11);
       else if (answer.empty()) answer = said;
     }
