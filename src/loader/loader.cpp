@@ -78,6 +78,8 @@ std::vector<fs::path> opt_rocm_dirs(const std::string& opt_root) {
 } // namespace
 
 std::vector<SearchPlace> search_places(Library library, const SearchContext& context) {
+  // The driver comes from the system alone: a copy elsewhere would not match the kernel module.
+  if (library == Library::cuda_driver) return {{"", "the system's library path"}};
   std::vector<SearchPlace> places;
   for (const std::string& dir : context.torch_lib_dirs) {
     places.push_back({dir, "torch/lib of the torch under test"});

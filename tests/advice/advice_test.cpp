@@ -278,9 +278,11 @@ TEST(Findings, OurKernelNotCompilingIsTheDoctorsDefect) {
 
   for (CaseResult& r : b.report.results)
     if (r.probe == Probe::reference) r.reason = "hipModuleLaunchKernel: hipErrorLaunchFailure";
-  for (const Finding& f : advise(b.report, {}, {}).findings)
-    if (f.id == "variant-error")
+  for (const Finding& f : advise(b.report, {}, {}).findings) {
+    if (f.id == "variant-error") {
       EXPECT_NE(f.remedy.find("check the device and driver"), std::string::npos) << f.remedy;
+    }
+  }
 }
 
 TEST(ExitCode, FollowsFailOn) {

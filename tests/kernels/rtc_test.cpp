@@ -196,8 +196,8 @@ TEST_F(FakeHipRtc, FallsBackToTheHipRuntimesOwnHipRtc) {
   EXPECT_EQ((*compiler)->library().path, as_runtime->path);
   auto none = open_hiprtc(nowhere);
   ASSERT_FALSE(none);
-  EXPECT_EQ(none.error().message.rfind("no hipRTC: libhiprtc.so.7 not found", 0), 0u)
-      << none.error().message;
+  EXPECT_EQ(none.error().message.rfind("no hipRTC: ", 0), 0u) << none.error().message;
+  EXPECT_NE(none.error().message.find("libhiprtc.so.7"), std::string::npos);
 }
 
 } // namespace
