@@ -234,7 +234,8 @@ TEST(FailedReRun, TheSummarySaysWhyTheExitCodeIsOne) {
                        dir.file("run")},
                       o);
   ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
-  for (const json& res : json::parse(read_file(dir.file("r.json"))).at("results"))
+  const json report = json::parse(read_file(dir.file("r.json"))); // outlives the loop below
+  for (const json& res : report.at("results"))
     EXPECT_TRUE(res.at("status") == "pass" || res.at("status") == "unsupported") << res;
   EXPECT_NE(
       sdpa_test::unwrapped(r.out).find("exit code 1 (a re-run under the recommended flags failed)"),
