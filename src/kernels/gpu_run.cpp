@@ -57,8 +57,10 @@ struct Gpu {
   gpu::DeviceInfo current_info;
 };
 
+// Never destroyed: at exit the vendor's runtime may already be torn down, and nothing is owed to
+// it (the process's end frees the device's memory, modules and events).
 Gpu& the_gpu() {
-  static Gpu gpu;
+  static Gpu& gpu = *new Gpu;
   static std::once_flag once;
   std::call_once(once, [] {
     const loader::SearchContext context = search_context();

@@ -41,18 +41,12 @@ struct CudaApi {
   int (*event_record)(void* event, void* stream);
   int (*event_synchronize)(void* event);
   int (*event_elapsed)(float* ms, void* start, void* stop);
-  int (*event_destroy)(void* event);
   int (*error_name)(int error, const char** name);
 };
 
 class CudaRuntime final : public Runtime {
 public:
   CudaRuntime(loader::Opened library, CudaApi api) : m_library(std::move(library)), m_api(api) {}
-  ~CudaRuntime() override {
-    if (m_start) m_api.event_destroy(m_start);
-    if (m_stop) m_api.event_destroy(m_stop);
-  }
-
   rtc::Vendor vendor() const override { return rtc::Vendor::nvidia; }
   std::string name() const override {
     int version = 0;
@@ -196,7 +190,6 @@ Expected<std::unique_ptr<Runtime>> open_cuda(const loader::SearchContext& contex
   bind(api.event_record, {"cuEventRecord"});
   bind(api.event_synchronize, {"cuEventSynchronize"});
   bind(api.event_elapsed, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
-  bind(api.event_destroy, {"cuEventDestroy_v2", "cuEventDestroy"});
   bind(api.error_name, {"cuGetErrorName"});
   if (!complete)
     return make_error(fmt::format("{} lacks a call the kernels need (cuLaunchKernel, ...)",

@@ -34,7 +34,6 @@ struct HipApi {
   int (*event_record)(void* event, void* stream);
   int (*event_synchronize)(void* event);
   int (*event_elapsed)(float* ms, void* start, void* stop);
-  int (*event_destroy)(void* event);
   const char* (*error_name)(int error);
 };
 
@@ -66,11 +65,6 @@ public:
     if (m_api.runtime_version && m_api.runtime_version(&version) == 0 && version > 0)
       m_name = fmt::format("HIP runtime {}.{}", version / 10000000, version / 100000 % 100);
   }
-  ~HipRuntime() override {
-    if (m_start) m_api.event_destroy(m_start);
-    if (m_stop) m_api.event_destroy(m_stop);
-  }
-
   rtc::Vendor vendor() const override { return rtc::Vendor::amd; }
   std::string name() const override { return m_name; }
   const loader::Opened& library() const override { return m_library; }
@@ -197,7 +191,6 @@ Expected<std::unique_ptr<Runtime>> open_hip(const loader::SearchContext& context
   bind(api.event_record, "hipEventRecord");
   bind(api.event_synchronize, "hipEventSynchronize");
   bind(api.event_elapsed, "hipEventElapsedTime");
-  bind(api.event_destroy, "hipEventDestroy");
   api.properties =
       loader::symbol_as<decltype(api.properties)>(*library, "hipGetDevicePropertiesR0600");
   if (!api.properties) bind(api.properties, "hipGetDeviceProperties");

@@ -20,6 +20,7 @@ enum : int {
   CUDA_ERROR_INVALID_IMAGE = 200,
   CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
 };
 
 int sm() { return std::atoi(fake::env("FAKE_GPU_ARCH", "sm_90").c_str() + 3); }
@@ -60,6 +61,12 @@ int cuGetErrorName(int error, const char** name) {
 }
 
 int cuInit(unsigned) { return fake::device_count() > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE; }
+// NVRTC itself opens libcuda.so.1 and asks for the driver's private tables: there are none here,
+// which it takes as a driver that offers none.
+int cuGetExportTable(const void** table, const void*) {
+  *table = nullptr;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
 int cuDriverGetVersion(int* version) {
   *version = 13000;
   return CUDA_SUCCESS;
