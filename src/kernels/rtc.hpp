@@ -22,7 +22,9 @@ struct SourceFile {
   std::string name; // "attention_gpu.cu", "kernels/attn_params.hpp"
   std::string text;
 };
-// attention_gpu.cu and the headers it includes, as they were at build time; [0] is compiled.
+// attention_gpu.cu as it was at build time, its project headers written in place between #line
+// directives (embed_sources.cmake): one translation unit that needs no header of ours, whose
+// compiler logs still name the real file and line.
 const std::vector<SourceFile>& kernel_sources();
 
 // What a compiler made, ready for the module loader of its vendor's runtime.

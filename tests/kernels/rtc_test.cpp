@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 namespace sdpa_doctor::kernels::rtc {
 namespace {
@@ -22,23 +23,47 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-TEST(KernelSources, EmbedTheKernelFileAndEveryHeaderItIncludes) {
+// The run-time compilers see one translation unit: the kernel file with every project header it
+// includes written in place once, between #line directives that keep the real names and lines.
+TEST(KernelSources, AreTheKernelFileWithItsHeadersWrittenInPlace) {
   const auto& sources = kernel_sources();
-  ASSERT_GE(sources.size(), 2u);
+  ASSERT_EQ(sources.size(), 1u);
+  const std::string& text = sources[0].text;
   EXPECT_EQ(sources[0].name, "attention_gpu.cu");
-  EXPECT_TRUE(contains(sources[0].text, "flash_forward"));
-  std::vector<std::string> names;
-  for (const SourceFile& f : sources) names.push_back(f.name);
-  // Every project header an embedded file includes is embedded under that name: the run-time
-  // compilers see nothing else of the project.
-  const std::regex include(R"re(#include "([^"]+)")re");
-  for (const SourceFile& f : sources)
-    for (std::sregex_iterator it(f.text.begin(), f.text.end(), include), end; it != end; ++it) {
-      const std::string header = (*it)[1];
-      if (header == "gpu_emulator.hpp") continue; // the tests' emulator, never compiled at run time
-      EXPECT_NE(std::find(names.begin(), names.end(), header), names.end())
-          << f.name << " includes " << header;
+  EXPECT_EQ(text.rfind("#line 1 \"kernels/attention_gpu.cu\"\n", 0), 0u);
+  for (const char* header : {"kernels/gpu_dialect.hpp", "kernels/gpu_launch.hpp",
+                             "kernels/attn_params.hpp", "kernels/attention_core.hpp"}) {
+    EXPECT_FALSE(contains(text, std::string("#include \"") + header)) << header;
+    const std::string line = std::string("#line 1 \"") + header + "\"";
+    EXPECT_TRUE(contains(text, line)) << header;
+    EXPECT_EQ(text.find(line), text.rfind(line)) << header << " written twice";
+  }
+  EXPECT_FALSE(contains(text, "#pragma once"));
+  for (const char* part : {"struct AttnParams", "row_rescale", "flash_shared_bytes",
+                           "sdpa_shfl_xor", "flash_forward"})
+    EXPECT_TRUE(contains(text, part)) << part;
+  // After a header, the numbering goes on where the include was: the line after each
+  // `#line N "kernels/attention_gpu.cu"` is line N of the file as written (or, where that line
+  // includes a header written above, the note that says so).
+  std::vector<std::string> original;
+  std::istringstream file(
+      sdpa_test::read_file(sdpa_test::source_path("src/kernels/attention_gpu.cu")));
+  for (std::string line; std::getline(file, line);) original.push_back(line);
+  const std::regex back(R"re(#line ([0-9]+) "kernels/attention_gpu.cu"\n([^\n]*))re");
+  int resumed = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), back), end; it != end; ++it, ++resumed) {
+    const size_t n = std::stoul((*it)[1]);
+    ASSERT_LE(n, original.size());
+    const std::string& written = original[n - 1];
+    if (written.rfind("#include \"kernels/", 0) == 0) {
+      const size_t open = written.find('"') + 1;
+      const std::string header = written.substr(open, written.find('"', open) - open);
+      EXPECT_EQ((*it)[2].str().rfind("// " + header + ": written above", 0), 0u) << "line " << n;
+    } else {
+      EXPECT_EQ((*it)[2].str(), written) << "line " << n;
     }
+  }
+  EXPECT_GE(resumed, 3) << "the kernel file's own headers, each followed by a resumption";
 }
 
 TEST(NvidiaTarget, CubinForAKnownCardPtxBelowANewerOne) {

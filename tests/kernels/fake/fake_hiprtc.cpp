@@ -2,7 +2,8 @@
 // hipRTC that knows gfx12 runs: it records every compile's options and header names
 // (FAKE_HIPRTC_RECORD=file, one line each), refuses a source holding "#error" or any source when
 // FAKE_HIPRTC_FAIL is set (with a compiler-like log), and otherwise returns a code object that
-// fake_hip.cpp loads: "FAKE-HSACO <arch of --offload-arch> <options>".
+// fake_hip.cpp loads: "FAKE-HSACO <arch of --offload-arch> <options>". Each record line reads
+// "compile NAME headers=H1,H2, options= O1 O2 ...".
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 namespace {
 
 struct Program {
+  std::string name;
   std::string source;
   std::vector<std::string> header_names;
   std::string log;
@@ -49,7 +51,7 @@ int hiprtcVersion(int* major, int* minor) {
 int hiprtcCreateProgram(void** program, const char* source, const char* name, int headers,
                         const char* const* texts, const char* const* names) {
   if (!source || !name || headers < 0 || (headers > 0 && (!texts || !names))) return 3;
-  auto* p = new Program{source, {}, {}, {}};
+  auto* p = new Program{name, source, {}, {}, {}};
   for (int i = 0; i < headers; ++i) p->header_names.emplace_back(names[i]);
   *program = p;
   return 0;
@@ -57,7 +59,7 @@ int hiprtcCreateProgram(void** program, const char* source, const char* name, in
 
 int hiprtcCompileProgram(void* program, int count, const char* const* options) {
   auto* p = static_cast<Program*>(program);
-  std::string line = "compile headers=";
+  std::string line = "compile " + p->name + " headers=";
   for (const std::string& h : p->header_names) line += h + ",";
   line += " options=";
   std::string arch, joined;
