@@ -17,7 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto issues = advice::parse_known_issues(input, "fuzz.json");
   if (!issues) {
     check(!issues.error().message.empty());
-    check(issues.error().message.find("[json.exception") == std::string::npos);
+    // The parser's own exception text never leaks; the input's text may be quoted back.
+    if (input.find("json.exception") == std::string_view::npos)
+      check(issues.error().message.find("json.exception") == std::string::npos);
     // Messages quote keys and values as written, so only input without newlines or escapes
     // (which can decode to newlines) promises a one-line message.
     if (input.find_first_of("\n\\") == std::string_view::npos)
