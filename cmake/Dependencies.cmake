@@ -1,5 +1,6 @@
 # Required: fmt, spdlog, CLI11, nlohmann-json (system packages, found with find_package).
-# Optional, each behind one tri-state option: HIP runtime (+hipcc for kernels), ROCm SMI, LibTorch.
+# Optional, behind one tri-state option: LibTorch. The HIP runtime and AMD SMI / ROCm SMI are not
+# build dependencies: the workers open them at run time (src/loader).
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
@@ -15,66 +16,6 @@ if(SDPA_DOCTOR_BUILD_BENCH)
   if(benchmark_FOUND)
     set(SDPA_DOCTOR_BENCH_SUMMARY "on (google-benchmark ${benchmark_VERSION})")
   endif()
-endif()
-
-# --- HIP ------------------------------------------------------------------------------------
-# hip-config runs rocm_agent_enumerator unless GPU_TARGETS is set; it fails with no /sys/class/kfd.
-set(SDPA_DOCTOR_HIP_SUMMARY "off")
-set(hip_FOUND FALSE)
-if(NOT SDPA_DOCTOR_WITH_HIP STREQUAL "OFF")
-  set(GPU_TARGETS "${CMAKE_HIP_ARCHITECTURES}" CACHE STRING "GPU targets for hip-config" FORCE)
-  set(AMDGPU_TARGETS "${CMAKE_HIP_ARCHITECTURES}" CACHE STRING "GPU targets for hip-config" FORCE)
-  find_package(hip CONFIG QUIET)
-  find_program(SDPA_DOCTOR_HIPCC NAMES hipcc HINTS ${HIP_BIN_INSTALL_DIR} /opt/rocm/bin)
-  if(hip_FOUND AND NOT SDPA_DOCTOR_HIPCC)
-    set(hip_FOUND FALSE)
-    set(_hip_missing "hipcc")
-  endif()
-endif()
-resolve_tri_state(SDPA_DOCTOR_WITH_HIP "${hip_FOUND}" "the HIP runtime (hip-config.cmake) and hipcc")
-if(SDPA_DOCTOR_WITH_HIP_ENABLED)
-  set(SDPA_DOCTOR_HIP_VERSION "${hip_VERSION}")
-  set(SDPA_DOCTOR_HIP_SUMMARY "on (HIP ${hip_VERSION}, hipcc ${SDPA_DOCTOR_HIPCC}, targets ${CMAKE_HIP_ARCHITECTURES})")
-elseif(NOT SDPA_DOCTOR_WITH_HIP STREQUAL "OFF")
-  set(SDPA_DOCTOR_HIP_SUMMARY "not found: HIP runtime not built in")
-endif()
-
-# --- ROCm SMI -------------------------------------------------------------------------------
-set(SDPA_DOCTOR_ROCM_SMI_SUMMARY "off")
-set(rocm_smi_FOUND FALSE)
-# Debian's rocm_smi-config.cmake references files the package does not ship (liboam), so the
-# header and library are found directly and wrapped in an imported target.
-if(NOT SDPA_DOCTOR_WITH_ROCM_SMI STREQUAL "OFF")
-  find_path(SDPA_DOCTOR_ROCM_SMI_INCLUDE rocm_smi/rocm_smi.h HINTS /opt/rocm/include)
-  find_library(SDPA_DOCTOR_ROCM_SMI_LIBRARY rocm_smi64 HINTS /opt/rocm/lib)
-  if(SDPA_DOCTOR_ROCM_SMI_INCLUDE AND SDPA_DOCTOR_ROCM_SMI_LIBRARY)
-    set(rocm_smi_FOUND TRUE)
-    set(rocm_smi_VERSION "unknown")
-    set(_rsmi_cfg "${SDPA_DOCTOR_ROCM_SMI_INCLUDE}/rocm_smi/rocm_smi64Config.h")
-    if(EXISTS "${_rsmi_cfg}")
-      file(STRINGS "${_rsmi_cfg}" _rsmi_lines REGEX "#define rocm_smi_VERSION_(MAJOR|MINOR|PATCH)")
-      foreach(_part MAJOR MINOR PATCH)
-        string(REGEX MATCH "rocm_smi_VERSION_${_part} +\"?([0-9]+)" _m "${_rsmi_lines}")
-        set(_rsmi_${_part} "${CMAKE_MATCH_1}")
-      endforeach()
-      if(NOT _rsmi_MAJOR STREQUAL "")
-        set(rocm_smi_VERSION "${_rsmi_MAJOR}.${_rsmi_MINOR}.${_rsmi_PATCH}")
-      endif()
-    endif()
-    if(NOT TARGET sdpa_doctor::rocm_smi)
-      add_library(sdpa_doctor::rocm_smi UNKNOWN IMPORTED)
-      set_target_properties(sdpa_doctor::rocm_smi PROPERTIES
-        IMPORTED_LOCATION "${SDPA_DOCTOR_ROCM_SMI_LIBRARY}"
-        INTERFACE_INCLUDE_DIRECTORIES "${SDPA_DOCTOR_ROCM_SMI_INCLUDE}")
-    endif()
-  endif()
-endif()
-resolve_tri_state(SDPA_DOCTOR_WITH_ROCM_SMI "${rocm_smi_FOUND}" "the ROCm SMI library (rocm_smi-config.cmake)")
-if(SDPA_DOCTOR_WITH_ROCM_SMI_ENABLED)
-  set(SDPA_DOCTOR_ROCM_SMI_VERSION "${rocm_smi_VERSION}")
-  set(SDPA_DOCTOR_ROCM_SMI_SUMMARY "on (ROCm SMI ${rocm_smi_VERSION})")
-elseif(NOT SDPA_DOCTOR_WITH_ROCM_SMI STREQUAL "OFF")
-  set(SDPA_DOCTOR_ROCM_SMI_SUMMARY "not found: ROCm SMI not built in")
 endif()
 
 # --- LibTorch -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ if [[ ! -f $build/build.ninja && ! -f $build/Makefile ]]; then
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
   CXX=${CXX:-clang++} cmake -S "$root" -B "$build" "${generator[@]}" -DSDPA_DOCTOR_FUZZ=ON \
-    -DSDPA_DOCTOR_WITH_TORCH=OFF -DSDPA_DOCTOR_WITH_HIP=OFF -DSDPA_DOCTOR_WITH_ROCM_SMI=OFF \
+    -DSDPA_DOCTOR_WITH_TORCH=OFF \
     -DSDPA_DOCTOR_BUILD_TESTS=OFF -DSDPA_DOCTOR_BUILD_BENCH=OFF >/dev/null || exit 2
 fi
 cmake --build "$build" --target "${targets[@]}" || exit 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up and run the whole test suite, in four stages:
-#   1. the default build (HIP, ROCm SMI and LibTorch on AUTO), every CTest label;
-#   2. a build with all three optional dependencies OFF, every CTest label but `setup`;
+#   1. the default build (LibTorch on AUTO), every CTest label;
+#   2. a build with LibTorch OFF, every CTest label but `setup`;
 #   3. the asan preset (AddressSanitizer + UBSan + LeakSanitizer), every CTest label but `setup`;
 #   4. each libFuzzer target for a bounded time (scripts/fuzz.sh); any finding fails.
 # The set-up installs, besides the user's packages, those the tests need (`--test-packages`: the
@@ -50,7 +50,7 @@ build_and_test() { # build_and_test PRESET [CMAKE-ARG...]
   SDPA_DOCTOR_SKIP_PACKAGES=1 SDPA_DOCTOR_PRESET=$preset SDPA_DOCTOR_CMAKE_ARGS="$*" scripts/setup.sh &&
     ctest --preset "$preset" -j "$jobs" -LE setup
 }
-stage "minimal build (no HIP, no ROCm SMI, no LibTorch): ctest" build_and_test minimal "${werror[@]}"
+stage "minimal build (no LibTorch): ctest" build_and_test minimal "${werror[@]}"
 [ "$asan" = 1 ] && stage "asan build (ASan + UBSan + LSan): ctest" build_and_test asan
 [ "$fuzz_seconds" -gt 0 ] &&
   stage "fuzz: ${fuzz_seconds} s per target" env SDPA_DOCTOR_FUZZ_JOBS="$jobs" scripts/fuzz.sh "$fuzz_seconds"

@@ -58,6 +58,9 @@ struct IssueRule {
   std::optional<bool> causal;
   std::optional<bool> gqa; // hq != hkv
   std::vector<std::string> gfx_verdicts; // the device's GfxTruth::verdict is one of these
+  // Which workers' results it speaks of ("probes": ["libtorch", "python"]); empty = any. A torch
+  // issue names the torch probes, so a failure of the doctor's own kernels never matches it.
+  std::set<Probe> probes;
 };
 
 struct KnownIssue {

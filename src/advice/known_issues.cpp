@@ -199,6 +199,14 @@ IssueRule parse_rule(const json& j) {
           throw EntryError{fmt::format("unknown gfx verdict '{}' (native, override, missing, "
                                        "unknown)",
                                        name)};
+    } else if (k == "probes") {
+      for (const std::string& name : string_list(v, k)) {
+        auto p = probe_from_string(name);
+        if (!p || *p == Probe::fault)
+          throw EntryError{
+              fmt::format("unknown probe '{}' in 'probes' (libtorch, python, reference)", name)};
+        rule.probes.insert(*p);
+      }
     } else if (k == "causal" || k == "gqa") {
       if (!v.is_boolean()) throw EntryError{fmt::format("'{}' must be a boolean", k)};
       (k == "causal" ? rule.causal : rule.gqa) = v.get<bool>();
@@ -351,6 +359,7 @@ bool search_lines(const std::regex& re, const CaseResult& r) {
 bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& facts) {
   if (rule.statuses.empty() ? r.status == Status::pass : !rule.statuses.count(r.status))
     return false;
+  if (!rule.probes.empty() && !rule.probes.count(r.probe)) return false;
   if (!rule.archs.empty() && !any_arch(rule.archs, facts.arch)) return false;
   if (!rule.variants.empty() &&
       std::find(rule.variants.begin(), rule.variants.end(), r.variant) == rule.variants.end())

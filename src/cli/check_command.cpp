@@ -226,8 +226,10 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   return in;
 }
 
-// The report's header facts and the device inventory.
-Report started_report(const CheckOptions& o, const CheckInputs& in) {
+// The report's header facts and the device inventory, asked where `python`'s torch keeps its own
+// HIP runtime first.
+Report started_report(const CheckOptions& o, const CheckInputs& in,
+                      const run::PythonChoice& python) {
   Report report;
   report.tool_version = build_info::k_version;
   report.git_revision = build_info::k_git_revision;
@@ -241,6 +243,7 @@ Report started_report(const CheckOptions& o, const CheckInputs& in) {
   devices::EnumerateOptions eo;
   eo.sysfs_root = o.sysfs_root;
   if (o.sysfs_root != "/") eo.dev_root.clear();
+  eo.torch_lib_dirs = python.torch_lib_dirs;
   report.inventory = devices::enumerate_devices(eo);
   report.timings.enumerate_ms = ms_since(enum_start);
   for (const auto& [k, v] : report.inventory.runtime) report.versions[k] = v;
@@ -272,11 +275,29 @@ run::RunDirLock locked_run_dir(const std::string& dir, bool named) {
 
 namespace {
 
-// Everything but the run directory. The python probe's interpreter is chosen here (its
+// What the interpreter gets to find and import torch: the time a worker gets to start.
+std::chrono::milliseconds preflight_deadline(const CheckOptions& o) {
+  const auto startup = std::chrono::milliseconds(int64_t(o.startup_timeout_s * 1000));
+  const auto worker = std::chrono::milliseconds(int64_t(o.worker_timeout_s * 1000));
+  return worker.count() > 0 ? std::min(startup, worker) : startup;
+}
+
+// The python probe's interpreter, found (not imported) before the devices are enumerated. A bad
+// --python is an input error only where the python probe runs.
+run::PythonChoice located_python(const CheckOptions& o, const CheckInputs& in) {
+  const bool probe = !o.no_python && std::find(in.probes.begin(), in.probes.end(), Probe::python) !=
+                                         in.probes.end();
+  auto located = run::locate_python(o.python, preflight_deadline(o));
+  if (!located && probe) throw Fatal{located.error().message};
+  return located ? *located : run::PythonChoice{};
+}
+
+// Everything but the run directory. The python probe's interpreter is pre-flighted here (its
 // pre-flight imports torch once); the GPUs that torch sees join `inventory`, so a device only
 // torch can reach (another vendor's, or one whose ROCm only the wheel carries) is a target too.
 run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& global,
-                                    const CheckInputs& in, DeviceInventory& inventory) {
+                                    const CheckInputs& in, const run::PythonChoice& located,
+                                    DeviceInventory& inventory) {
   run::ExecuteOptions exec;
   exec.tolerances = in.tolerances;
   if (o.case_timeout_s > 0)
@@ -298,17 +319,14 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
   exec.progress_interval = std::chrono::milliseconds(int64_t(o.progress_every_s * 1000));
   exec.interrupted = &g_interrupted;
   if (!o.no_python && std::find(in.probes.begin(), in.probes.end(), Probe::python) != in.probes.end()) {
-    // The pre-flight `import torch` gets the same time a worker gets to start.
-    auto deadline = exec.startup_timeout;
-    if (exec.worker_timeout.count() > 0) deadline = std::min(deadline, exec.worker_timeout);
-    auto python = run::choose_python(o.python, deadline);
-    if (!python) throw Fatal{python.error().message};
-    exec.python = python->path;
-    exec.python_reason = python->reason;
-    exec.python_unusable = python->unusable;
-    devices::add_torch_gpus(inventory, python->gpus, python->path);
-    if (!python->gpus_error.empty())
-      spdlog::warn("{}: torch could not list its GPUs: {}", python->path, python->gpus_error);
+    const auto python = run::preflight_python(located, preflight_deadline(o));
+    exec.python = python.path;
+    exec.python_reason = python.reason;
+    exec.python_unusable = python.unusable;
+    devices::add_torch_gpus(inventory, python.gpus, python.path);
+    devices::compare_torch_hip_runtime(inventory, python.torch_hip_runtimes, python.path);
+    if (!python.gpus_error.empty())
+      spdlog::warn("{}: torch could not list its GPUs: {}", python.path, python.gpus_error);
   }
   return exec;
 }
@@ -431,8 +449,10 @@ int run_check(const CheckOptions& o, const GlobalOptions& global,
   const CheckInputs in = checked_inputs(o, global);
 
   InterruptGuard interrupt_guard;
-  Report report = started_report(o, in);
-  run::ExecuteOptions exec = execute_options(o, global, in, report.inventory);
+  // Found, not yet imported: the enumeration looks for its HIP runtime first.
+  const run::PythonChoice python = located_python(o, in);
+  Report report = started_report(o, in, python);
+  run::ExecuteOptions exec = execute_options(o, global, in, python, report.inventory);
   const run::Plan plan = checked_plan(in, report.inventory);
   exec.run_dir = checked_run_dir(o);
   const run::RunDirLock lock = locked_run_dir(exec.run_dir, !o.run_dir.empty());

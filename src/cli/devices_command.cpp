@@ -4,6 +4,7 @@
 #include "devices/devices.hpp"
 #include "report/inventory.hpp"
 #include "report/report.hpp"
+#include "run/run.hpp"
 
 #include <fmt/format.h>
 
@@ -27,7 +28,8 @@ struct DevicesOptions {
   std::string dev_root;   // empty = /dev on a live system, not checked with --sysfs-root
   bool require_gpu = false;
   bool no_hip = false;
-  bool no_rocm_smi = false;
+  bool no_smi = false;
+  std::string python; // whose torch's own libraries are searched first; empty = the default choice
   double timeout_s = 20;
 };
 
@@ -44,15 +46,21 @@ int run_devices(const DevicesOptions& options, const GlobalOptions& global) {
     enumerate.sysfs_root = options.sysfs_root;
     enumerate.dev_root.clear();
     enumerate.use_hip = false;
-    enumerate.use_rocm_smi = false;
+    enumerate.use_smi = false;
   }
   if (!options.dev_root.empty()) {
     require_directory(options.dev_root, "--dev-root");
     enumerate.dev_root = options.dev_root;
   }
   if (options.no_hip) enumerate.use_hip = false;
-  if (options.no_rocm_smi) enumerate.use_rocm_smi = false;
+  if (options.no_smi) enumerate.use_smi = false;
   if (options.timeout_s <= 0) throw Fatal{"--timeout must be positive", exit_code::usage};
+  // The HIP runtime the diagnosed torch carries is the one to ask: found, not imported (fast).
+  if (enumerate.use_hip || enumerate.use_smi) {
+    auto python = run::locate_python(options.python, enumerate.deadline);
+    if (!python) throw Fatal{python.error().message, exit_code::usage};
+    enumerate.torch_lib_dirs = python->torch_lib_dirs;
+  }
   enumerate.deadline = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
 
   const DeviceInventory inventory = devices::enumerate_devices(enumerate);
@@ -80,20 +88,25 @@ int run_devices(const DevicesOptions& options, const GlobalOptions& global) {
 void setup_devices(CLI::App& app, const GlobalOptions& global, Action& action) {
   auto options = std::make_shared<DevicesOptions>();
   auto* sub = app.add_subcommand(
-      "devices", "List AMD GPUs (HIP, ROCm SMI, sysfs) and check device nodes, groups and the "
-                 "environment variables that change what PyTorch sees");
+      "devices",
+      "List AMD GPUs (HIP, AMD SMI / ROCm SMI, sysfs) and check device nodes, groups and the "
+      "environment variables that change what PyTorch sees");
   sub->add_option("--sysfs-root", options->sysfs_root,
                   "Read sys/ and proc/ under DIR instead of / (a captured tree, for bug reports "
-                  "and tests); HIP, ROCm SMI and /dev are then not asked")
+                  "and tests); HIP, AMD/ROCm SMI and /dev are then not asked")
       ->type_name("DIR");
   sub->add_option("--dev-root", options->dev_root,
                   "Check kfd and dri/renderD* under DIR instead of /dev (for tests)")
       ->type_name("DIR");
   sub->add_flag("--require-gpu", options->require_gpu, "Exit 3 when no AMD GPU is found");
   sub->add_flag("--no-hip", options->no_hip, "Do not ask the HIP runtime");
-  sub->add_flag("--no-rocm-smi", options->no_rocm_smi, "Do not ask ROCm SMI");
+  sub->add_flag("--no-smi,--no-rocm-smi", options->no_smi, "Do not ask AMD SMI / ROCm SMI");
+  sub->add_option("--python", options->python,
+                  "Interpreter whose torch's own HIP runtime is looked for first (default: the "
+                  "first python3 that finds torch)")
+      ->type_name("PATH");
   sub->add_option("--timeout", options->timeout_s,
-                  "Seconds to wait for the HIP runtime / ROCm SMI child before killing it")
+                  "Seconds to wait for the HIP runtime / SMI child before killing it")
       ->check(positive_seconds())
       ->default_val(20);
   sub->callback([&action, &global, options] {

@@ -40,7 +40,7 @@ struct ReproOptions {
 std::string first_existing_device() {
   devices::EnumerateOptions eo;
   eo.use_hip = false;
-  eo.use_rocm_smi = false;
+  eo.use_smi = false;
   const DeviceInventory inventory = devices::enumerate_devices(eo);
   for (const Device& d : inventory.devices)
     if (d.index >= 0) return fmt::format("cuda:{}", d.index);

@@ -16,9 +16,9 @@ int print_version() {
   namespace bi = build_info;
   fmt::print("sdpa-doctor {} (git {}, {}, {})\n", bi::k_version, bi::k_git_revision,
              bi::k_build_type, bi::k_compiler);
-  fmt::print("  HIP runtime   {}\n", built_in(bi::k_hip_version));
-  if (*bi::k_hip_version) fmt::print("  HIP targets   {}\n", bi::k_hip_architectures);
-  fmt::print("  ROCm SMI      {}\n", built_in(bi::k_rocm_smi_version));
+  // Nothing of ROCm is built in: the workers open it where the diagnosed torch finds its own.
+  fmt::print("  HIP runtime   opened at run time (`sdpa-doctor devices` says which)\n");
+  fmt::print("  AMD/ROCm SMI  opened at run time\n");
   fmt::print("  LibTorch      {}\n", built_in(bi::k_torch_version));
   fmt::print("  fmt           {}\n", bi::k_fmt_version);
   fmt::print("  spdlog        {}\n", bi::k_spdlog_version);

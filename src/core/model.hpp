@@ -80,7 +80,10 @@ bool is_amd_gpu(const Device& d);
 // What the enumeration found: devices, the host runtime facts and the findings.
 struct DeviceInventory {
   std::vector<Device> devices;
-  std::map<std::string, std::string> runtime; // "hip_runtime_version", "hip_driver_version", ...
+  // Host versions and the GPU libraries opened at run time: "hip_runtime_version",
+  // "hip_runtime_library" (the file), "hip_runtime_loaded_because" (why that one), "amd_smi_*" or
+  // "rocm_smi_*", "torch_hip_runtime_library" (what the probed torch maps), ...
+  std::map<std::string, std::string> runtime;
   std::map<std::string, std::string> sources_status; // source -> "ok" / why it failed
   std::vector<Finding> findings;
   std::string no_gpu_reason; // set when no AMD GPU was found: why, in plain words

@@ -11,7 +11,7 @@ DeviceInventory enumerate_devices(const EnumerateOptions& options) {
   // view, then the checks that explain why a view is empty.
   std::vector<std::unique_ptr<DeviceSource>> sources;
   sources.push_back(make_hip_source());
-  sources.push_back(make_rocm_smi_source());
+  sources.push_back(make_smi_source());
   sources.push_back(make_sysfs_source());
   sources.push_back(make_environment_source());
 

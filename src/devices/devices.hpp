@@ -1,9 +1,9 @@
-// devices: GPU enumeration. Asks the HIP runtime and ROCm SMI (both in the isolated
-// sdpa-doctor-enum-worker child, never in this process), reads the KFD topology and PCI/DRM facts
-// from sysfs, checks device nodes, groups and environment variables, and joins what each source
-// saw into one DeviceInventory by PCI address. Also the gfx arch table (family, wave size,
-// marketing names, matrix instructions) as compiled-in data.
-// Depends on core and isolate only; must never include HIP, ROCm SMI, torch, probes or report.
+// devices: GPU enumeration. Asks the HIP runtime and AMD SMI / ROCm SMI (opened at run time in the
+// isolated sdpa-doctor-enum-worker child, never in this process), reads the KFD topology and
+// PCI/DRM facts from sysfs, checks device nodes, groups and environment variables, and joins what
+// each source saw into one DeviceInventory by PCI address. Also the gfx arch table (family, wave
+// size, marketing names, matrix instructions) as compiled-in data. Depends on core and isolate
+// only; must never include HIP, AMD/ROCm SMI, torch, probes or report.
 #pragma once
 
 #include "core/model.hpp"
@@ -32,8 +32,12 @@ struct EnumerateOptions {
   // Where kfd and dri/renderD* are checked; empty = skip the device-node checks (a captured
   // tree says nothing about this machine's /dev).
   std::string dev_root = "/dev";
-  bool use_hip = true;       // run the enum worker's HIP part
-  bool use_rocm_smi = true;  // run the enum worker's ROCm SMI part
+  bool use_hip = true; // run the enum worker's HIP part
+  bool use_smi = true; // run the enum worker's AMD SMI / ROCm SMI part
+  // Where the diagnosed torch keeps its own libraries (torch/lib, TheRock's _rocm_sdk_*/lib): the
+  // worker looks there first, so it opens the HIP runtime that torch loads. Empty: ROCm's and the
+  // system's places only.
+  std::vector<std::string> torch_lib_dirs;
   // For each enum worker run; a driver that hangs hipInit is killed after this.
   std::chrono::milliseconds deadline{20'000};
   // The variables the checks read and the worker is started with (tests inject their own).
@@ -42,7 +46,7 @@ struct EnumerateOptions {
   std::string worker_path;
 };
 
-// Runs every enabled source in a fixed order (HIP, ROCm SMI, sysfs, environment) and merges
+// Runs every enabled source in a fixed order (HIP, SMI, sysfs, environment) and merges
 // them. Never throws for what a machine can get wrong: each failure becomes a Finding and a
 // sources_status entry. An empty device list comes with no_gpu_reason set.
 DeviceInventory enumerate_devices(const EnumerateOptions& options);
@@ -54,6 +58,13 @@ DeviceInventory enumerate_devices(const EnumerateOptions& options);
 // interpreter that saw them.
 void add_torch_gpus(DeviceInventory& inventory, const std::vector<Device>& seen,
                     const std::string& python);
+
+// The HIP runtime files the probed torch's own process mapped once imported
+// (run::PythonChoice::torch_hip_runtimes), beside the one the enumeration worker opened: two in
+// torch's process, or another file than the doctor's, is a finding; the one torch loads goes in
+// inventory.runtime["torch_hip_runtime_library"]. `python` names the interpreter.
+void compare_torch_hip_runtime(DeviceInventory& inventory, const std::vector<std::string>& mapped,
+                               const std::string& python);
 
 // ---- arch knowledge --------------------------------------------------------------------------
 

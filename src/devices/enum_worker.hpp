@@ -1,16 +1,27 @@
-// devices/enum_worker: the parts of sdpa-doctor-enum-worker, the child that asks the HIP runtime
-// and ROCm SMI about devices so a hanging or crashing driver takes down the child, not the doctor.
-// Each part returns one JSON object; a library not built in returns {"built": false}.
-// Depends on nlohmann-json and, in the _hip/_rsmi files only, on HIP and ROCm SMI.
+// devices/enum_worker: the parts of sdpa-doctor-enum-worker, the child that opens the HIP runtime
+// and AMD SMI (else ROCm SMI) at run time through the loader and asks them about devices, so a
+// missing library is an answer and a hanging or crashing driver takes down the child, not the
+// doctor. Each part returns one JSON object; its "library" says which file was opened and why,
+// or why none was. Depends on core, loader and nlohmann-json; no vendor header.
 #pragma once
+
+#include "core/expected.hpp"
+#include "loader/loader.hpp"
 
 #include <nlohmann/json.hpp>
 
 namespace sdpa_doctor::devices::enum_worker {
 
-// {"built":true,"init":"hipSuccess","count":N,"runtime_version":..,"devices":[...]}.
-nlohmann::json query_hip();
-// {"built":true,"init":"RSMI_STATUS_SUCCESS","count":N,"driver_version":"..","devices":[...]}.
-nlohmann::json query_rocm_smi();
+// {"library":{...},"runtime_version":N,"props_abi":"R0600 (HIP 6 and 7)","init":"hipSuccess",
+//  "count":N,"devices":[...],"mapped":["/path/libamdhip64.so.6..."]}.
+nlohmann::json query_hip(const loader::SearchContext& where);
+// {"library":{...,"name":"amd_smi"},"version":"..","init":"AMDSMI_STATUS_SUCCESS","count":N,
+//  "devices":[...]}; ROCm SMI answers only when AMD SMI cannot be opened ("amd_smi" then says why).
+nlohmann::json query_smi(const loader::SearchContext& where);
+
+// {"path","soname","why","tried":[...]} of an opened library, or {"error": why none opened,
+// "found": [files of that name in the search places, which then exist but do not load]}.
+nlohmann::json library_json(const Expected<loader::Opened>& opened, loader::Library library,
+                            const loader::SearchContext& where);
 
 } // namespace sdpa_doctor::devices::enum_worker

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 namespace sdpa_doctor::devices {
@@ -128,7 +129,7 @@ std::vector<Slot> join_by_pci(const std::vector<NamedResult>& results) {
 // What every device's settling reads: the sources and the facts of the machine around them.
 struct MergeContext {
   const NamedResult* hip = nullptr;
-  const NamedResult* rsmi = nullptr;
+  const NamedResult* smi = nullptr;
   const NamedResult* sysfs = nullptr;
   const NamedResult* env = nullptr;
   std::string hiding;          // "ROCR_VISIBLE_DEVICES=..." when a variable hides GPUs from HIP
@@ -142,7 +143,7 @@ MergeContext merge_context(const std::vector<NamedResult>& results, const Enumer
                            const DeviceInventory& inv) {
   MergeContext c;
   c.hip = find_result(results, "hip");
-  c.rsmi = find_result(results, "rocm_smi");
+  c.smi = find_result(results, "smi");
   c.sysfs = find_result(results, "sysfs");
   c.env = find_result(results, "environment");
   const auto env_var = [&](const char* name) -> std::string {
@@ -236,7 +237,7 @@ void apply_arch_facts(Device& d, const std::string& label, const MergeContext& c
 void note_sources(Slot& slot, const std::string& label, const MergeContext& c,
                   DeviceInventory& inv) {
   Device& d = slot.device;
-  for (const NamedResult* r : {c.hip, c.rsmi, c.sysfs}) {
+  for (const NamedResult* r : {c.hip, c.smi, c.sysfs}) {
     if (!r || r->skipped) continue;
     const bool seen = slot.seen_by.count(r->source) != 0;
     d.sources["seen_by"][r->source] = seen ? "yes" : (answered(r) ? "no" : r->result.status);
@@ -246,14 +247,15 @@ void note_sources(Slot& slot, const std::string& label, const MergeContext& c,
       continue;
     }
     inv.findings.push_back(
-        {fmt::format("not-seen-by-{}", r->source == "rocm_smi" ? "rocm-smi" : r->source),
+        {fmt::format("not-seen-by-{}", r->source),
          r->source == "hip" ? Severity::problem : Severity::warning,
          fmt::format("{} ({}) is not listed by {}", label,
                      d.pci_bdf.empty() ? "no PCI address" : d.pci_bdf, r->source),
          r->source == "hip" ? "PyTorch will not see this GPU either: check `sudo dmesg | grep "
                               "-i amdgpu` and that ROCm supports this GPU"
                             : "",
-         {}, label});
+         {},
+         label});
   }
 }
 
@@ -292,8 +294,8 @@ std::string no_gpu_reason(const MergeContext& c, const EnumerateOptions& options
   }
   if (c.hip && !c.hip->skipped && c.hip->result.status != "ok")
     why.push_back("HIP says " + c.hip->result.status);
-  if (c.rsmi && !c.rsmi->skipped && c.rsmi->result.status != "ok")
-    why.push_back("ROCm SMI: " + c.rsmi->result.status);
+  if (c.smi && !c.smi->skipped && c.smi->result.status != "ok")
+    why.push_back("SMI: " + c.smi->result.status);
   if (why.empty()) why.push_back("no source listed an AMD GPU");
   return fmt::format("{}", fmt::join(why, "; "));
 }
@@ -347,21 +349,50 @@ void add_torch_gpus(DeviceInventory& inventory, const std::vector<Device>& seen,
     // An AMD GPU the doctor's own runtime missed (a wheel that brings its own ROCm libraries)
     // says something about this install; another vendor's GPU is simply outside those sources.
     inventory.findings.push_back(
-        {"gpu-seen-by-torch-only", amd ? Severity::warning : Severity::ok,
+        {"gpu-seen-by-torch-only",
+         amd ? Severity::warning : Severity::ok,
          amd ? fmt::format("{} ({}, {}) is visible to the probed torch but not to the doctor's "
-                           "HIP runtime, ROCm SMI or KFD sources",
+                           "HIP runtime, AMD/ROCm SMI or KFD sources",
                            label, d.name, d.gfx_target)
              : fmt::format("{} ({}) is visible to the probed torch; it is not an AMD GPU, so the "
                            "doctor's ROCm checks do not apply, but its probes run on it",
                            label, d.name),
          amd ? "the probes still run on it through torch; for the doctor's own device facts "
-               "install the ROCm runtime (libamdhip64, librocm_smi64) or check /dev/kfd access"
+               "install the ROCm runtime (libamdhip64, libamd_smi) or check /dev/kfd access"
              : "",
          {},
          label});
     inventory.devices.push_back(std::move(d));
     if (amd) inventory.no_gpu_reason.clear();
   }
+}
+
+void compare_torch_hip_runtime(DeviceInventory& inventory, const std::vector<std::string>& mapped,
+                               const std::string& python) {
+  const std::string process = fmt::format("the torch of {}", python);
+  if (mapped.size() > 1) {
+    inventory.findings.push_back(two_hip_runtimes(process, mapped));
+    return;
+  }
+  if (mapped.empty()) return; // a CPU or CUDA torch: no HIP runtime to compare
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::canonical(mapped.front(), ec);
+  const std::string torchs = ec ? mapped.front() : canonical.string();
+  inventory.runtime["torch_hip_runtime_library"] = torchs;
+  const auto doctors = inventory.runtime.find("hip_runtime_library");
+  if (doctors == inventory.runtime.end() || doctors->second == torchs) return;
+  const auto why = inventory.runtime.find("hip_runtime_loaded_because");
+  inventory.findings.push_back(
+      {"hip-runtime-differs-from-torch",
+       Severity::warning,
+       fmt::format("{} loads the HIP runtime {}, but the doctor's enumeration opened {}{}: the "
+                   "devices listed here may not be the ones torch sees",
+                   process, torchs, doctors->second,
+                   why == inventory.runtime.end() ? "" : " (" + why->second + ")"),
+       "make both find the same ROCm: check LD_LIBRARY_PATH and ROCM_PATH, or install a torch "
+       "built for the ROCm under /opt/rocm",
+       {},
+       ""});
 }
 
 } // namespace sdpa_doctor::devices

@@ -1,5 +1,5 @@
 // devices/sources: the inside of enumeration, for the merge and for tests. One small interface
-// per source of device facts (HIP, ROCm SMI, sysfs, environment), each failing softly into
+// per source of device facts (HIP, AMD/ROCm SMI, sysfs, environment), each failing softly into
 // findings; the parsers of what they read. Depends on core and the standard library.
 #pragma once
 
@@ -31,16 +31,19 @@ struct SourceResult {
 class DeviceSource {
 public:
   virtual ~DeviceSource() = default;
-  virtual std::string_view name() const = 0; // "hip", "rocm_smi", "sysfs", "environment"
+  virtual std::string_view name() const = 0; // "hip", "smi", "sysfs", "environment"
   // Empty when the source should run; else why it is skipped ("disabled by --no-hip").
   virtual std::string skip_reason(const EnumerateOptions& options) const = 0;
   virtual SourceResult read(const EnumerateOptions& options) = 0;
 };
 
 std::unique_ptr<DeviceSource> make_hip_source();
-std::unique_ptr<DeviceSource> make_rocm_smi_source();
+std::unique_ptr<DeviceSource> make_smi_source();
 std::unique_ptr<DeviceSource> make_sysfs_source();
 std::unique_ptr<DeviceSource> make_environment_source();
+
+// The finding for a process that has more than one HIP runtime file mapped (`mapped`: their paths).
+Finding two_hip_runtimes(const std::string& process, const std::vector<std::string>& mapped);
 
 struct NamedResult {
   std::string source;

@@ -26,6 +26,16 @@ std::string get_string(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The strings of an array member; anything else in it (or no array) is left out.
+std::vector<std::string> get_strings(const json& object, const char* key) {
+  std::vector<std::string> out;
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_array()) return out;
+  for (const json& e : *it)
+    if (e.is_string()) out.push_back(e.get<std::string>());
+  return out;
+}
+
 template <typename T> std::optional<T> get_number(const json& object, const char* key) {
   auto it = object.find(key);
   if (it == object.end() || !it->is_number()) return std::nullopt;
@@ -57,8 +67,8 @@ std::string last_line(const std::string& text) {
   return line.size() > 200 ? line.substr(0, 200) : line;
 }
 
-// Runs the enum worker for one part ("--hip" or "--rocm-smi") and returns that part's object,
-// or fills `out` with why there is none.
+// Runs the enum worker for one part ("--hip" or "--smi") and returns that part's object, or
+// fills `out` with why there is none.
 std::optional<json> run_worker_part(const EnumerateOptions& options, const char* flag,
                                     const char* key, const std::string& label,
                                     SourceResult& out) {
@@ -77,6 +87,10 @@ std::optional<json> run_worker_part(const EnumerateOptions& options, const char*
   }
   isolate::Command command;
   command.argv = {path, flag};
+  for (const std::string& dir : options.torch_lib_dirs) {
+    command.argv.push_back("--torch-lib");
+    command.argv.push_back(dir);
+  }
   command.inherit_env = false; // the child sees exactly the environment being diagnosed
   for (const auto& [name, value] : options.environment) command.env.emplace_back(name, value);
   auto run = isolate::run_simple(command, options.deadline);
@@ -90,12 +104,14 @@ std::optional<json> run_worker_part(const EnumerateOptions& options, const char*
     out.status = fmt::format("{} did not answer within {} ms", label, options.deadline.count());
     out.facts["timed_out"] = "yes";
     out.findings.push_back(
-        {std::string(key) + "-timeout", Severity::problem,
+        {std::string(key) + "-timeout",
+         Severity::problem,
          fmt::format("{} hung: no answer within {:.1f} s (the worker was killed)", label,
                      static_cast<double>(options.deadline.count()) / 1000.0),
-         "a hanging hipInit/rsmi_init usually means a wedged GPU or driver: check `sudo dmesg | "
+         "a hanging hipInit/amdsmi_init usually means a wedged GPU or driver: check `sudo dmesg | "
          "grep -i amdgpu`, then reset the GPU or reboot",
-         {}, {}});
+         {},
+         {}});
     return std::nullopt;
   }
   auto parsed = parse_worker_output(run->out);
@@ -129,6 +145,62 @@ std::string not_asked(const EnumerateOptions& options, const char* flag) {
   return fmt::format("disabled ({})", flag);
 }
 
+// One library the worker opened (or could not), as the report says it: which file, why that one,
+// and every file that failed to load before it.
+struct LibraryFacts {
+  std::string id;    // finding ids start with it: "hip-runtime", "amd-smi", "rocm-smi"
+  std::string key;   // inventory.runtime keys start with it: "hip_runtime", "amd_smi", ...
+  std::string label; // "the HIP runtime"
+};
+
+bool in_torch_folders(const std::string& path, const EnumerateOptions& options) {
+  return std::any_of(
+      options.torch_lib_dirs.begin(), options.torch_lib_dirs.end(),
+      [&](const std::string& dir) { return !dir.empty() && path.rfind(dir + "/", 0) == 0; });
+}
+
+// The library's facts into `out.runtime`, and a finding for each way it went wrong; false when
+// no file of it opened.
+bool note_library(const json& library, const LibraryFacts& lib, const EnumerateOptions& options,
+                  SourceResult& out) {
+  const std::vector<std::string> found = get_strings(library, "found");
+  if (library.contains("error")) {
+    const std::string error = get_string(library, "error");
+    if (!found.empty())
+      out.findings.push_back(
+          {lib.id + "-unloadable",
+           Severity::problem,
+           fmt::format("{} is installed but does not load: {}", lib.label, error),
+           in_torch_folders(found.front(), options)
+               ? "the torch under test carries a broken copy: reinstall torch (pip install "
+                 "--force-reinstall torch, from the index it came from)"
+               : "reinstall the package that owns " + found.front(),
+           {},
+           {}});
+    return false;
+  }
+  const std::string path = get_string(library, "path");
+  out.runtime[lib.key + "_library"] = path;
+  out.runtime[lib.key + "_loaded_because"] = get_string(library, "why");
+  const std::vector<std::string> tried = get_strings(library, "tried");
+  if (!tried.empty()) {
+    const bool torchs = in_torch_folders(tried.front(), options);
+    out.findings.push_back(
+        {lib.id + "-unloadable",
+         Severity::problem,
+         fmt::format("{}{} did not load ({}); {} was used instead ({}){}",
+                     torchs ? "the torch under test's own copy of " : "", lib.label,
+                     fmt::join(tried, "; "), path, get_string(library, "why"),
+                     torchs ? ": what the doctor sees may not be what torch sees" : ""),
+         torchs ? "reinstall torch (pip install --force-reinstall torch, from the index it came "
+                  "from)"
+                : "reinstall or remove the file that does not load",
+         {},
+         {}});
+  }
+  return true;
+}
+
 class HipSource final : public DeviceSource {
 public:
   std::string_view name() const override { return "hip"; }
@@ -140,18 +212,47 @@ public:
     auto part = run_worker_part(options, "--hip", "hip", "the HIP runtime", out);
     if (!part) return out;
     const json& hip = *part;
-    if (!hip.value("built", false)) {
-      out.status = "HIP runtime not built in";
-      out.findings.push_back({"hip-not-built-in", Severity::warning,
-                              "this sdpa-doctor was built without the HIP runtime: HIP device "
-                              "indices (cuda:N) are taken from the KFD topology order",
-                              "rebuild with -DSDPA_DOCTOR_WITH_HIP=ON for HIP's own view", {}, {}});
+    const json library = hip.value("library", json::object());
+    if (!note_library(library,
+                      {"hip-runtime", "hip_runtime", "the HIP runtime (libamdhip64)"}, options,
+                      out)) {
+      out.status = "no HIP runtime could be opened";
+      if (out.findings.empty())
+        out.findings.push_back(
+            {"hip-runtime-missing",
+             Severity::warning,
+             "no HIP runtime (libamdhip64) was found where the torch under test, $ROCM_PATH, "
+             "/opt/rocm* or the system keep it: HIP device indices (cuda:N) are taken from the "
+             "KFD topology order",
+             "install ROCm (or a ROCm build of torch, whose torch/lib carries its own), or set "
+             "ROCM_PATH to where it is installed",
+             {},
+             {}});
       return out;
     }
     if (auto v = get_number<int64_t>(hip, "runtime_version"))
       out.runtime["hip_runtime_version"] = hip_version_text(*v);
     if (auto v = get_number<int64_t>(hip, "driver_version"))
       out.runtime["hip_driver_version"] = hip_version_text(*v);
+    const std::string props_abi = get_string(hip, "props_abi");
+    if (!props_abi.empty()) out.runtime["hip_runtime_props_abi"] = props_abi;
+    if (const std::string abi = get_string(hip, "abi_error"); !abi.empty())
+      out.findings.push_back(
+          {"hip-abi-unknown",
+           Severity::warning,
+           fmt::format("the HIP runtime {}{}: {}; what it could not tell (gcnArchName) is "
+                       "taken from the KFD topology",
+                       get_string(library, "path"),
+                       out.runtime.count("hip_runtime_version")
+                           ? " (" + out.runtime.at("hip_runtime_version") + ")"
+                           : std::string(),
+                       abi),
+           "a newer sdpa-doctor may know this HIP release",
+           {},
+           {}});
+    const auto mapped = get_strings(hip, "mapped");
+    if (mapped.size() > 1)
+      out.findings.push_back(two_hip_runtimes("the enumeration worker", mapped));
     out.facts["hip_init"] = get_string(hip, "init");
     const std::string error = get_string(hip, "error");
     if (!error.empty()) {
@@ -160,18 +261,13 @@ public:
       out.status = text.empty() || text == error ? error : error + " (" + text + ")";
       return out;
     }
+    if (!hip.contains("count")) {
+      out.status = "the HIP runtime could not be asked: " + get_string(hip, "abi_error");
+      return out;
+    }
     for (const json& entry : hip.value("devices", json::array())) {
       Device device;
       device.index = entry.value("index", -1);
-      if (entry.contains("error")) {
-        out.findings.push_back(
-            {"hip-device-properties", Severity::warning,
-             fmt::format("hipGetDeviceProperties({}) failed: {}", device.index,
-                         get_string(entry, "error")),
-             "", {}, {}});
-        out.devices.push_back(device);
-        continue;
-      }
       device.name = get_string(entry, "name");
       device.gfx_arch_name = get_string(entry, "gcnArchName");
       device.gfx_target = base_gfx_target(device.gfx_arch_name);
@@ -181,11 +277,14 @@ public:
       device.lds_per_block_bytes = get_number<int64_t>(entry, "sharedMemPerBlock");
       device.lds_per_cu_bytes = get_number<int64_t>(entry, "maxSharedMemoryPerMultiProcessor");
       device.integrated = entry.value("integrated", false);
-      const auto domain = get_number<uint32_t>(entry, "pciDomainID");
-      const auto bus = get_number<uint32_t>(entry, "pciBusID");
-      const auto dev = get_number<uint32_t>(entry, "pciDeviceID");
-      // HIP reports no PCI function; GPUs are function 0.
-      if (bus && dev) device.pci_bdf = make_pci_bdf(domain.value_or(0), *bus, *dev, 0);
+      device.pci_bdf = normalize_pci_bdf(get_string(entry, "pci_bus_id"));
+      if (const std::string why = get_string(entry, "arch_error"); !why.empty())
+        out.findings.push_back({"hip-arch-name-unread",
+                                Severity::warning,
+                                fmt::format("cuda:{}: gcnArchName not read: {}", device.index, why),
+                                "",
+                                {},
+                                fmt::format("cuda:{}", device.index)});
       out.devices.push_back(std::move(device));
     }
     if (out.devices.empty()) out.status = "hipGetDeviceCount returned 0";
@@ -193,37 +292,62 @@ public:
   }
 };
 
-class RocmSmiSource final : public DeviceSource {
+// AMD SMI where it opens, else ROCm SMI: one source of telemetry, named by the library that spoke.
+class SmiSource final : public DeviceSource {
 public:
-  std::string_view name() const override { return "rocm_smi"; }
+  std::string_view name() const override { return "smi"; }
   std::string skip_reason(const EnumerateOptions& options) const override {
-    return options.use_rocm_smi ? "" : not_asked(options, "--no-rocm-smi");
+    return options.use_smi ? "" : not_asked(options, "--no-smi");
   }
   SourceResult read(const EnumerateOptions& options) override {
     SourceResult out;
-    auto part = run_worker_part(options, "--rocm-smi", "rsmi", "ROCm SMI", out);
+    auto part = run_worker_part(options, "--smi", "smi", "AMD SMI / ROCm SMI", out);
     if (!part) return out;
-    const json& rsmi = *part;
-    if (!rsmi.value("built", false)) {
-      out.status = "ROCm SMI not built in";
+    const json& smi = *part;
+    const json library = smi.value("library", json::object());
+    const bool amd = get_string(library, "name") == "amd_smi";
+    const LibraryFacts lib = amd ? LibraryFacts{"amd-smi", "amd_smi", "AMD SMI (libamd_smi)"}
+                                 : LibraryFacts{"rocm-smi", "rocm_smi", "ROCm SMI (librocm_smi64)"};
+    // AMD SMI was tried first: a copy that does not load is worth saying even when ROCm SMI
+    // answered.
+    if (!amd && smi.contains("amd_smi"))
+      note_library(smi["amd_smi"], {"amd-smi", "amd_smi", "AMD SMI (libamd_smi)"}, options, out);
+    if (!note_library(library, lib, options, out)) {
+      out.status = "neither AMD SMI nor ROCm SMI could be opened";
+      out.findings.push_back(
+          {"smi-missing",
+           Severity::warning,
+           "neither AMD SMI (libamd_smi) nor ROCm SMI (librocm_smi64) could be opened: no VRAM "
+           "use, temperature or power readings",
+           "install amd-smi-lib (ROCm 6.1 and later) or rocm-smi-lib, or set ROCM_PATH to where "
+           "ROCm is installed",
+           {},
+           {}});
       return out;
     }
-    const std::string init = get_string(rsmi, "init");
-    out.facts["rsmi_init"] = init;
-    if (init != "RSMI_STATUS_SUCCESS") {
-      const std::string text = get_string(rsmi, "init_text");
-      out.status = fmt::format("rsmi_init: {}{}", init, text.empty() || text == init
-                                                            ? ""
-                                                            : " (" + text + ")");
+    const std::string version = get_string(smi, "version");
+    if (!version.empty()) out.runtime[lib.key + "_version"] = version;
+    if (const std::string abi = get_string(smi, "abi_error"); !abi.empty()) {
+      out.status = fmt::format("{} could not be asked: {}", lib.label, abi);
       return out;
     }
-    const std::string driver = get_string(rsmi, "driver_version");
+    const std::string init = get_string(smi, "init");
+    out.facts["smi_init"] = init;
+    if (init != "RSMI_STATUS_SUCCESS" && init != "AMDSMI_STATUS_SUCCESS") {
+      const std::string text = get_string(smi, "init_text");
+      out.status = fmt::format("{}: {}{}", amd ? "amdsmi_init" : "rsmi_init", init,
+                               text.empty() || text == init ? "" : " (" + text + ")");
+      return out;
+    }
+    const std::string driver = get_string(smi, "driver_version");
     if (!driver.empty()) out.runtime["rocm_smi_driver_version"] = driver;
-    for (const json& entry : rsmi.value("devices", json::array())) {
+    for (const json& entry : smi.value("devices", json::array())) {
       Device device;
       device.name = get_string(entry, "name");
       if (auto bdfid = get_number<uint64_t>(entry, "bdfid"))
         device.pci_bdf = pci_bdf_from_rsmi(*bdfid);
+      if (const std::string bdf = get_string(entry, "pci_bdf"); !bdf.empty())
+        device.pci_bdf = normalize_pci_bdf(bdf);
       device.vram_total_bytes = get_number<int64_t>(entry, "vram_total_bytes");
       device.vram_used_bytes = get_number<int64_t>(entry, "vram_used_bytes");
       device.temperature_c = get_number<double>(entry, "temperature_c");
@@ -231,14 +355,15 @@ public:
       device.vbios = get_string(entry, "vbios");
       device.driver_version = driver;
       const std::string brand = get_string(entry, "brand");
-      if (!brand.empty()) device.sources["brand"]["rocm_smi"] = brand;
+      if (!brand.empty()) device.sources["brand"]["smi"] = brand;
       if (auto errors = entry.find("errors"); errors != entry.end() && errors->is_object())
         for (const auto& [what, status] : errors->items())
           if (status.is_string())
-            device.sources[what]["rocm_smi"] = "error: " + status.get<std::string>();
+            device.sources[what]["smi"] = "error: " + status.get<std::string>();
       out.devices.push_back(std::move(device));
     }
-    if (out.devices.empty()) out.status = "rsmi_num_monitor_devices returned 0";
+    if (out.devices.empty())
+      out.status = fmt::format("{} listed no GPU", amd ? "AMD SMI" : "rsmi_num_monitor_devices");
     return out;
   }
 };
@@ -246,6 +371,18 @@ public:
 } // namespace
 
 std::unique_ptr<DeviceSource> make_hip_source() { return std::make_unique<HipSource>(); }
-std::unique_ptr<DeviceSource> make_rocm_smi_source() { return std::make_unique<RocmSmiSource>(); }
+std::unique_ptr<DeviceSource> make_smi_source() { return std::make_unique<SmiSource>(); }
+
+Finding two_hip_runtimes(const std::string& process, const std::vector<std::string>& mapped) {
+  return {"two-hip-runtimes",
+          Severity::problem,
+          fmt::format("{} has {} HIP runtimes mapped at once: {}", process, mapped.size(),
+                      fmt::join(mapped, ", ")),
+          "two HIP runtimes in one process fight over the same devices (crashes, double frees at "
+          "exit, pytorch/pytorch#141014): keep one on the library path (check LD_PRELOAD, "
+          "LD_LIBRARY_PATH and what was linked against /opt/rocm)",
+          {},
+          {}};
+}
 
 } // namespace sdpa_doctor::devices

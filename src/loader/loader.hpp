@@ -30,16 +30,23 @@ std::vector<std::string> sonames(Library library);
 // Where to look, in order, and why each place is on the list.
 struct SearchPlace {
   std::string dir; // absolute; empty means "the system's library path" (dlopen by bare name)
-  std::string why; // "torch/lib of the torch under test", "$ROCM_PATH/lib", "/opt/rocm-7.1.0/lib", ...
+  // "torch/lib of the torch under test", "$ROCM_PATH/lib", "/opt/rocm-7.1.0/lib", ...
+  std::string why;
 };
 
 // What the places are built from: the diagnosed torch's own folders and the environment.
 struct SearchContext {
-  std::vector<std::string> torch_lib_dirs; // torch/lib and TheRock _rocm_sdk_*/lib of the torch under test
-  std::string rocm_path;                   // $ROCM_PATH, "" when unset
-  std::string cuda_path;                   // $CUDA_PATH / $CUDA_HOME, "" when unset
-  std::string opt_root = "/opt";           // where /opt/rocm* are looked for (tests point it elsewhere)
+  // torch/lib and TheRock's _rocm_sdk_*/lib of the torch under test, searched first, in order
+  std::vector<std::string> torch_lib_dirs;
+  std::string rocm_path;         // $ROCM_PATH, "" when unset
+  std::string cuda_path;         // $CUDA_PATH / $CUDA_HOME, "" when unset
+  std::string opt_root = "/opt"; // where /opt/rocm* are looked for (tests point it elsewhere)
 };
+// Torch's folders; then, for ROCm libraries, $ROCM_PATH/lib, /opt/rocm/lib (the installation the
+// machine calls its own) and /opt/rocm-X.Y.Z/lib newest first; for NVRTC, PyPI's nvidia-cuda-nvrtc
+// beside torch, $CUDA_PATH/lib64 and /usr/local/cuda/lib64; the CUDA driver only from the system;
+// then the system's library path. Folders that do not exist are left out, a folder reached twice
+// (ROCM_PATH=/opt/rocm) is kept where it first comes.
 std::vector<SearchPlace> search_places(Library library, const SearchContext& context);
 
 // One library opened: the handle stays open for the life of the process.
@@ -48,11 +55,13 @@ struct Opened {
   std::string path;   // the file dlopen opened (its real path, from dlinfo/link_map)
   std::string soname; // the name that was asked for, e.g. "libamdhip64.so.6"
   std::string why;    // the SearchPlace::why of where it was found
-  std::vector<std::string> tried; // "path: dlerror text" of each attempt before it, in order
+  // Each file that exists in an earlier place (or that the system's path named) and did not load,
+  // "path: dlerror text", in search order: a broken copy is evidence, not noise.
+  std::vector<std::string> tried;
 };
 
-// The first file of `library` that opens, in search order; an Error listing every attempt when
-// none does.
+// The first file of `library` that opens, in search order: each place, each soname newest first.
+// An Error listing every place and every failed file when none does (one line).
 Expected<Opened> open(Library library, const SearchContext& context);
 
 // A symbol of an opened library, nullptr when absent (an older or newer ABI: the caller decides).

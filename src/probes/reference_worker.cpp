@@ -5,5 +5,6 @@
 int main(int argc, char** argv) {
   using namespace sdpa_doctor::probes;
   if (is_health_check(argc, argv)) return run_health_check(argc, argv);
-  return worker_main(argc, argv, make_reference_executor, WorkerOptions{});
+  // The fault switch reaches our own kernels too: a failure of theirs must be reported as ours.
+  return worker_main(argc, argv, make_reference_executor, WorkerOptions{.honour_test_fault = true});
 }

@@ -72,7 +72,7 @@ inline constexpr int k_exit_canary_failed = 5;
 inline bool canary_failed(std::string_view canary) { return canary.rfind("failed", 0) == 0; }
 
 struct WorkerOptions {
-  bool honour_test_fault = false; // SDPA_DOCTOR_TEST_FAULT (torch and python workers)
+  bool honour_test_fault = false; // SDPA_DOCTOR_TEST_FAULT (torch, python and reference workers)
 };
 
 // The whole worker: hello, then for each case begin -> run -> compare -> result, then bye.

@@ -97,15 +97,30 @@ struct PythonChoice {
   // the devices its probes run on, whatever the doctor's own sources saw.
   std::vector<Device> gpus;
   std::string gpus_error; // why torch could not list them; empty when it could
+  // Where this torch keeps its own libraries: torch/lib, then TheRock's _rocm_sdk_*/lib folders
+  // on its sys.path. The enumeration worker looks for the HIP runtime there first.
+  std::vector<std::string> torch_lib_dirs;
+  // The HIP runtime files mapped in the pre-flight's process once torch was imported (none for
+  // a CPU or CUDA torch; two is a broken install); empty when not asked.
+  std::vector<std::string> torch_hip_runtimes;
+  // The named interpreter did not answer locate_python in time: it is kept (its workers meet the
+  // same deadlines) and the pre-flight does not wait for it again.
+  bool hung = false;
 };
 
 // `requested` (--python: a path, or a name looked up on PATH) must exist and be executable, else
 // an error. Empty: $SDPA_DOCTOR_PYTHON, the active venv, the first python3 on PATH whose torch can
-// be found, and the one the doctor was built against, in that order. The chosen interpreter then
-// runs `import torch` once within `preflight_deadline`: one that cannot (or prints no answer) is
-// `unusable`; one that does not answer in time is kept (its workers meet the same deadlines).
-Expected<PythonChoice> choose_python(const std::string& requested,
-                                     std::chrono::milliseconds preflight_deadline);
+// be found, and the one the doctor was built against, in that order. Cheap: torch is found, not
+// imported (tens of milliseconds; each interpreter asked gets `deadline`, at most 20 s);
+// `torch_lib_dirs` is filled. No interpreter with torch is not an error: `path` is then empty and
+// `reason` says why.
+Expected<PythonChoice> locate_python(const std::string& requested,
+                                     std::chrono::milliseconds deadline);
+
+// The located interpreter runs `import torch` once within `deadline`: one that cannot (or prints
+// no answer) is `unusable`; one that does not answer in time is kept (its workers meet the same
+// deadlines). Fills torch_version, gpus and torch_hip_runtimes.
+PythonChoice preflight_python(PythonChoice located, std::chrono::milliseconds deadline);
 
 // $XDG_CACHE_HOME/sdpa-doctor/oracle, else ~/.cache/sdpa-doctor/oracle; empty with neither.
 std::string default_oracle_cache_dir();

@@ -40,13 +40,45 @@ std::string first_line(const std::string& text) {
   return {};
 }
 
-bool finds_torch_quickly(const std::string& python) {
-  // find_spec does not import torch (seconds); it answers whether the import could work.
+constexpr const char* k_preflight_mark = "sdpa-doctor-preflight";
+// find_spec reads a few directories: an interpreter slower than this is not one to wait for.
+constexpr std::chrono::milliseconds k_find_deadline{20'000};
+
+// A JSON list of strings from a marked line; empty when it is not one.
+std::vector<std::string> string_list(const std::string& json_text) {
+  std::vector<std::string> out;
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& e : j)
+    if (e.is_string()) out.push_back(e.get<std::string>());
+  return out;
+}
+
+// Where `python`'s torch keeps its libraries, found without importing torch (seconds): find_spec
+// answers whether the import could work. nullopt when it has no torch, or did not answer within
+// `deadline` (then `timed_out` says so).
+std::optional<std::vector<std::string>> torch_lib_dirs(const std::string& python,
+                                                       std::chrono::milliseconds deadline,
+                                                       bool* timed_out = nullptr) {
   isolate::Command cmd;
-  cmd.argv = {python, "-c",
-              "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch') is None)"};
-  auto run = isolate::run_simple(cmd, std::chrono::seconds(20));
-  return run && !run->timed_out && run->end.exit_code == 0;
+  cmd.argv = {
+      python, "-c",
+      fmt::format("import importlib.util, glob, json, os, sys\n"
+                  "s = importlib.util.find_spec('torch')\n"
+                  "if s is None or not s.submodule_search_locations: sys.exit(1)\n"
+                  "d = [os.path.join(list(s.submodule_search_locations)[0], 'lib')]\n"
+                  "for p in sys.path:\n"
+                  "    d += sorted(glob.glob(os.path.join(p or os.curdir, '_rocm_sdk_*', 'lib')))\n"
+                  "d = [os.path.abspath(x) for x in d if os.path.isdir(x)]\n"
+                  "print('{} dirs', json.dumps(list(dict.fromkeys(d))))\n",
+                  k_preflight_mark)};
+  auto run = isolate::run_simple(cmd, std::min(deadline, k_find_deadline));
+  if (timed_out) *timed_out = run && run->timed_out;
+  if (!run || run->timed_out || run->end.exit_code != 0) return std::nullopt;
+  const std::string mark = std::string(k_preflight_mark) + " dirs ";
+  for (const std::string& line : split_lines(run->out))
+    if (line.rfind(mark, 0) == 0) return string_list(line.substr(mark.size()));
+  return std::vector<std::string>{};
 }
 
 Expected<PythonChoice> requested_python(const std::string& requested) {
@@ -64,8 +96,6 @@ Expected<PythonChoice> requested_python(const std::string& requested) {
   choice.path = p.string();
   return choice;
 }
-
-constexpr const char* k_preflight_mark = "sdpa-doctor-preflight";
 
 // The GPUs the pre-flight's torch listed: one JSON object each.
 std::vector<Device> torch_gpus(const std::string& json_text) {
@@ -86,32 +116,49 @@ std::vector<Device> torch_gpus(const std::string& json_text) {
   return out;
 }
 
-// What `python -c "import torch"` says, as the pre-flight's verdict on `choice`, and the GPUs that
-// torch sees (the device the probes will use, whatever the doctor's own sources saw).
-PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) {
+} // namespace
+
+// What `python -c "import torch"` says, as the pre-flight's verdict on `choice`, the GPUs that
+// torch sees (the device the probes will use, whatever the doctor's own sources saw) and the HIP
+// runtime it loaded.
+PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds deadline) {
+  if (choice.path.empty()) return choice;
+  if (choice.hung) { // it did not even find torch in time: do not wait for it twice
+    spdlog::info("{}: did not answer within {} ms; running its workers anyway", choice.path,
+                 deadline.count());
+    return choice;
+  }
   isolate::Command cmd;
-  cmd.argv = {choice.path, "-W", "ignore", "-c",
-              fmt::format("import sys, json\n"
-                          "try:\n"
-                          "    import torch\n"
-                          "except BaseException as e:\n"
-                          "    print('{0} error', str(e) or type(e).__name__); sys.exit(0)\n"
-                          "print('{0} torch', torch.__version__, flush=True)\n"
-                          "gpus = []\n"
-                          "try:\n"
-                          "    for i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
-                          "        p = torch.cuda.get_device_properties(i)\n"
-                          "        a = str(getattr(p, 'gcnArchName', '') or '')\n"
-                          "        g = {{'index': i, 'name': p.name, 'memory': int(p.total_memory),\n"
-                          "             'arch': a if a.startswith('gfx') else ''}}\n"
-                          "        if hasattr(p, 'pci_bus_id'):\n"
-                          "            g['pci'] = '%04x:%02x:%02x.0' % (getattr(p, 'pci_domain_id', 0),\n"
-                          "                                             p.pci_bus_id, p.pci_device_id)\n"
-                          "        gpus.append(g)\n"
-                          "except BaseException as e:\n"
-                          "    print('{0} gpus-error', str(e).splitlines()[0] if str(e) else type(e).__name__)\n"
-                          "print('{0} gpus', json.dumps(gpus))\n",
-                          k_preflight_mark)};
+  cmd.argv = {
+      choice.path, "-W", "ignore", "-c",
+      fmt::format(
+          "import sys, json, os\n"
+          "try:\n"
+          "    import torch\n"
+          "except BaseException as e:\n"
+          "    print('{0} error', str(e) or type(e).__name__); sys.exit(0)\n"
+          "print('{0} torch', torch.__version__, flush=True)\n"
+          "gpus = []\n"
+          "try:\n"
+          "    for i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
+          "        p = torch.cuda.get_device_properties(i)\n"
+          "        a = str(getattr(p, 'gcnArchName', '') or '')\n"
+          "        g = {{'index': i, 'name': p.name, 'memory': int(p.total_memory),\n"
+          "             'arch': a if a.startswith('gfx') else ''}}\n"
+          "        if hasattr(p, 'pci_bus_id'):\n"
+          "            g['pci'] = '%04x:%02x:%02x.0' % (getattr(p, 'pci_domain_id', 0),\n"
+          "                                             p.pci_bus_id, p.pci_device_id)\n"
+          "        gpus.append(g)\n"
+          "except BaseException as e:\n"
+          "    print('{0} gpus-error', str(e).splitlines()[0] if str(e) else type(e).__name__)\n"
+          "print('{0} gpus', json.dumps(gpus))\n"
+          "hip = set()\n"
+          "for line in open('/proc/self/maps'):\n"
+          "    f = line.rstrip('\\n').split(None, 5)\n"
+          "    if len(f) == 6 and os.path.basename(f[5]).startswith('libamdhip64'):\n"
+          "        hip.add(f[5].replace(' (deleted)', ''))\n"
+          "print('{0} hip-runtimes', json.dumps(sorted(hip)))\n",
+          k_preflight_mark)};
   auto run = isolate::run_simple(cmd, deadline);
   if (run && run->timed_out) {
     spdlog::info("{}: `import torch` did not answer within {} ms; running its workers anyway",
@@ -125,6 +172,8 @@ PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) 
       const std::string said = line.substr(std::strlen(k_preflight_mark) + 1);
       if (said.rfind("gpus ", 0) == 0) choice.gpus = torch_gpus(said.substr(5));
       else if (said.rfind("gpus-error ", 0) == 0) choice.gpus_error = said.substr(11);
+      else if (said.rfind("hip-runtimes ", 0) == 0)
+        choice.torch_hip_runtimes = string_list(said.substr(13));
       else if (answer.empty()) answer = said;
     }
   if (answer.rfind("torch ", 0) == 0) {
@@ -146,14 +195,14 @@ PythonChoice preflight(PythonChoice choice, std::chrono::milliseconds deadline) 
   return choice;
 }
 
-} // namespace
-
-Expected<PythonChoice> choose_python(const std::string& requested,
-                                     std::chrono::milliseconds preflight_deadline) {
+Expected<PythonChoice> locate_python(const std::string& requested,
+                                     std::chrono::milliseconds deadline) {
   if (!requested.empty()) {
     auto chosen = requested_python(requested);
-    if (!chosen) return chosen;
-    return preflight(*chosen, preflight_deadline);
+    if (chosen)
+      chosen->torch_lib_dirs = torch_lib_dirs(chosen->path, deadline, &chosen->hung)
+                                   .value_or(std::vector<std::string>{});
+    return chosen;
   }
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("SDPA_DOCTOR_PYTHON"); env && *env) candidates.push_back(env);
@@ -161,12 +210,15 @@ Expected<PythonChoice> choose_python(const std::string& requested,
     candidates.push_back(std::string(venv) + "/bin/python");
   if (auto p = find_on_path("python3")) candidates.push_back(p->string());
   if (*build_info::k_python) candidates.push_back(build_info::k_python);
-  for (const auto& c : candidates)
-    if (::access(c.c_str(), X_OK) == 0 && finds_torch_quickly(c)) {
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) != 0) continue;
+    if (auto dirs = torch_lib_dirs(c, deadline)) {
       PythonChoice choice;
       choice.path = c;
-      return preflight(std::move(choice), preflight_deadline);
+      choice.torch_lib_dirs = std::move(*dirs);
+      return choice;
     }
+  }
   PythonChoice none;
   none.reason = "no python3 that can import torch was found (use --python PATH)";
   return none;

@@ -131,14 +131,20 @@ TEST(KnownIssues, LoaderErrorsNameTheEntryOnOneLine) {
       {"[{", "invalid JSON"},
       {"{}", "top level must be an array"},
       {R"([{"id":"a","title":"t","advice":"x","match":{"archs":"gfx1201"}}])", "entry 0 ('a')"},
-      {R"([{"id":"a","title":"t","advice":"x","match":{"stderr":"(unclosed"}}])", "bad 'stderr' regex"},
-      {R"([{"id":"a","title":"t","advice":"x","match":{"statuses":["exploded"]}}])", "unknown status"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"stderr":"(unclosed"}}])",
+       "bad 'stderr' regex"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"statuses":["exploded"]}}])",
+       "unknown status"},
       {R"([{"id":"a","title":"t","advice":"x","match":{"torch":{"min":"two"}}}])", "'torch.min'"},
-      {R"([{"id":"a","title":"t","advice":"x","match":{"arch":["gfx1201"]}}])", "unknown key 'match.arch'"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"arch":["gfx1201"]}}])",
+       "unknown key 'match.arch'"},
       {R"([{"id":"a","title":"t","advice":"x","match":{}},{"id":"a","title":"t","advice":"x","match":{}}])",
        "entry 1 ('a'): duplicate id"},
       {R"([{"title":"t","advice":"x","match":{}}])", "entry 0: missing 'id'"},
-      {R"([{"id":"a","title":"t","advice":"x","match":{"variants":["flash[bogus]"]}}])", "bad variant"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"variants":["flash[bogus]"]}}])",
+       "bad variant"},
+      {R"([{"id":"a","title":"t","advice":"x","match":{"probes":["gpu"]}}])",
+       "unknown probe 'gpu'"},
   };
   for (const Bad& b : cases) {
     auto k = parse_known_issues(b.text, "extra.json");
@@ -148,6 +154,24 @@ TEST(KnownIssues, LoaderErrorsNameTheEntryOnOneLine) {
     EXPECT_EQ(k.error().message.find('\n'), std::string::npos) << k.error().message;
   }
   EXPECT_FALSE(load_known_issues("/nonexistent/known_issues.json"));
+}
+
+TEST(KnownIssues, AProbeFilterKeepsTheDoctorsOwnKernelsOutOfTorchIssues) {
+  const KnownIssues k = parse(R"([{"id":"fault","title":"GPU memory fault","advice":"avoid it",
+    "match":{"probes":["libtorch","python"],"stderr":"Memory access fault","statuses":["crash"]}}])");
+  CaseResult ours = result("ref-flash", Status::crash, "Memory access fault by GPU node-1");
+  ours.probe = Probe::reference;
+  EXPECT_FALSE(issue_matches(k.issues[0], ours, {"gfx1201", "", ""}));
+  CaseResult torchs = ours;
+  torchs.variant = "flash";
+  for (Probe p : {Probe::torch, Probe::python}) {
+    torchs.probe = p;
+    EXPECT_TRUE(issue_matches(k.issues[0], torchs, {"gfx1201", "", ""})) << to_string(p);
+  }
+  // Without the filter the same rule would have claimed our kernel's crash.
+  const KnownIssues any = parse(R"([{"id":"fault","title":"t","advice":"a",
+    "match":{"stderr":"Memory access fault","statuses":["crash"]}}])");
+  EXPECT_TRUE(issue_matches(any.issues[0], ours, {"gfx1201", "", ""}));
 }
 
 TEST(KnownIssues, MergeAddsAndLaterFilesReplaceById) {
@@ -170,6 +194,9 @@ TEST(KnownIssues, ShippedFileLoadsWithTheCkAssertFirst) {
   for (const KnownIssue& i : k->issues) {
     EXPECT_FALSE(i.link.empty()) << i.id;
     EXPECT_FALSE(i.advice.empty()) << i.id;
+    // Every shipped issue is torch's: each rule names the torch probes, never the reference one.
+    for (const IssueRule& rule : i.rules)
+      EXPECT_EQ(rule.probes, (std::set<Probe>{Probe::torch, Probe::python})) << i.id;
   }
   // The RDNA4 crash is recognised from its assert text, and not on an MI300X.
   CaseResult crash = result("flash[ck]", Status::crash,

@@ -1,11 +1,13 @@
 // `sdpa-doctor devices` through the real binary: the captured trees, this machine (real HIP and
-// ROCm SMI answering "no device"), broken trees and a device node the user cannot open.
+// ROCm SMI, opened at run time, answering "no device"), broken trees and a device node the user
+// cannot open.
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +27,15 @@ bool contains(const std::string& text, const std::string& part) {
 
 // This machine has no AMD GPU; a run on one with a GPU says so and skips.
 bool machine_has_gpu() { return fs::exists("/dev/kfd"); }
+
+// A HIP runtime on the system's library path (Debian's libamdhip64-5 here), if any.
+std::optional<std::string> system_hip_runtime() {
+  for (const char* path :
+       {"/usr/lib/x86_64-linux-gnu/libamdhip64.so.5", "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6",
+        "/opt/rocm/lib/libamdhip64.so"})
+    if (fs::exists(path)) return std::string(path);
+  return std::nullopt;
+}
 
 } // namespace
 
@@ -78,10 +89,9 @@ TEST(DevicesE2E, NoGpuOnThisMachine) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("No AMD GPU found: ", 0), 0u) << r.out;
   EXPECT_TRUE(contains(r.out, "no /dev/kfd")) << r.out;
-  // With HIP built in the real runtime answers; without it the doctor says it is not built in.
-  const bool hip_built_in =
-      !contains(run_binary({doctor(), "--version"}).out, "HIP runtime   not built in");
-  EXPECT_TRUE(contains(r.out, hip_built_in ? "hipErrorNoDevice" : "HIP runtime not built in"))
+  // Where a HIP runtime is installed it is opened and answers; else the doctor says none opened.
+  EXPECT_TRUE(
+      contains(r.out, system_hip_runtime() ? "hipErrorNoDevice" : "no HIP runtime could be opened"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "[problem] /dev/kfd does not exist")) << r.out;
 
@@ -101,12 +111,20 @@ TEST(DevicesE2E, NoGpuJsonCarriesEverySourceAnswer) {
   EXPECT_TRUE(inv["devices"].empty());
   EXPECT_TRUE(contains(inv["no_gpu_reason"].get<std::string>(), "no /dev/kfd"));
   const std::string hip = inv["sources_status"]["hip"];
-  const std::string rsmi = inv["sources_status"]["rocm_smi"];
-  // Either built in and answering "no device", or not built in, said plainly.
-  EXPECT_TRUE(contains(hip, "hipErrorNoDevice") || contains(hip, "not built in")) << hip;
-  EXPECT_TRUE(contains(rsmi, "rsmi_init") || contains(rsmi, "returned 0") ||
-              contains(rsmi, "not built in"))
-      << rsmi;
+  const std::string smi = inv["sources_status"]["smi"];
+  // Either opened and answering "no device", or not found, said plainly.
+  EXPECT_TRUE(contains(hip, "hipErrorNoDevice") || contains(hip, "no HIP runtime could be opened"))
+      << hip;
+  EXPECT_TRUE(contains(smi, "_init") || contains(smi, "listed no GPU") ||
+              contains(smi, "could be opened"))
+      << smi;
+  // Which file answered, and why that one.
+  if (system_hip_runtime()) {
+    const std::string library = inv["runtime"]["hip_runtime_library"];
+    EXPECT_TRUE(fs::is_regular_file(library)) << library;
+    EXPECT_EQ(fs::path(library).filename().string().rfind("libamdhip64.so", 0), 0u) << library;
+    EXPECT_FALSE(inv["runtime"]["hip_runtime_loaded_because"].get<std::string>().empty());
+  }
 }
 
 TEST(DevicesE2E, EnumWorkerAsksTheRealLibraries) {
@@ -115,14 +133,19 @@ TEST(DevicesE2E, EnumWorkerAsksTheRealLibraries) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out); // stdout holds the one object, nothing else
   EXPECT_EQ(doc["v"], 1);
-  if (doc["hip"]["built"] == true) {
+  if (doc["hip"]["library"].contains("path")) {
     EXPECT_EQ(doc["hip"]["error"], "hipErrorNoDevice") << r.out;
     EXPECT_EQ(doc["hip"]["count"], 0);
     EXPECT_TRUE(doc["hip"]["runtime_version"].is_number());
+    EXPECT_EQ(doc["hip"]["mapped"].size(), 1u) << r.out;
+  } else {
+    EXPECT_FALSE(system_hip_runtime()) << r.out;
   }
-  if (doc["rsmi"]["built"] == true) {
-    EXPECT_TRUE(doc["rsmi"]["init"] != "RSMI_STATUS_SUCCESS" || doc["rsmi"]["count"] == 0)
-        << r.out;
+  if (doc["smi"]["library"].contains("path")) {
+    EXPECT_TRUE(doc["smi"]["init"] != "RSMI_STATUS_SUCCESS" || doc["smi"]["count"] == 0) << r.out;
+    if (doc["smi"]["library"]["name"] == "rocm_smi") {
+      EXPECT_TRUE(doc["smi"]["version"].is_string()) << r.out; // from rsmi_version_get
+    }
   }
   const auto usage = run_binary({sdpa_test::build_path("sdpa-doctor-enum-worker"), "--bogus"});
   EXPECT_EQ(usage.exit_code, 2);
@@ -170,8 +193,7 @@ TEST(DevicesE2E, DeviceNodeTheUserCannotOpen) {
   ASSERT_EQ(::chmod((dev / "kfd").c_str(), 0), 0);
   ASSERT_EQ(::chmod((dev / "dri/renderD128").c_str(), 0), 0);
   for (const std::string& a : {doctor(), std::string("devices"), std::string("--dev-root"),
-                               dev.string(), std::string("--no-hip"),
-                               std::string("--no-rocm-smi")})
+                               dev.string(), std::string("--no-hip"), std::string("--no-smi")})
     argv.push_back(a);
   const auto r = run_binary(argv);
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -19,7 +19,7 @@ struct Env {
   Env() {
     options.sysfs_root = root.path();
     options.dev_root = root.path() + "/dev";
-    options.use_hip = options.use_rocm_smi = false;
+    options.use_hip = options.use_smi = false;
     options.environment.clear();
     fs::create_directories(options.dev_root + "/dri");
   }

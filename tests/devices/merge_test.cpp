@@ -62,13 +62,13 @@ TEST(Merge, JoinsByPciAddressAndKeepsHipOrder) {
   rsmi.name = "Navi 48 [Radeon RX 9070/9070 XT]";
   rsmi.temperature_c = 41.0;
   rsmi.driver_version = "6.12.12";
-  const DeviceInventory inv = dev::merge_sources(
-      {source("hip", {hip_device(1, "0000:03:00.0", "gfx1201"),
-                      hip_device(0, "0000:c5:00.0", "gfx1151")}),
-       source("rocm_smi", {rsmi}),
-       source("sysfs", {sysfs_device("1", "0000:c5:00.0", "gfx1151"),
-                        sysfs_device("2", "0000:03:00.0", "gfx1201")})},
-      no_env());
+  const DeviceInventory inv =
+      dev::merge_sources({source("hip", {hip_device(1, "0000:03:00.0", "gfx1201"),
+                                         hip_device(0, "0000:c5:00.0", "gfx1151")}),
+                          source("smi", {rsmi}),
+                          source("sysfs", {sysfs_device("1", "0000:c5:00.0", "gfx1151"),
+                                           sysfs_device("2", "0000:03:00.0", "gfx1201")})},
+                         no_env());
   ASSERT_EQ(inv.devices.size(), 2u);
   EXPECT_EQ(inv.devices[0].index, 0);
   EXPECT_EQ(inv.devices[0].gfx_target, "gfx1151");
@@ -81,12 +81,12 @@ TEST(Merge, JoinsByPciAddressAndKeepsHipOrder) {
   EXPECT_EQ(card.family, "RDNA4");
   // HIP's name wins; ROCm SMI's differing one is kept beside it.
   EXPECT_EQ(card.name, "AMD Radeon Graphics");
-  EXPECT_EQ(card.sources.at("name").at("rocm_smi"), "Navi 48 [Radeon RX 9070/9070 XT]");
+  EXPECT_EQ(card.sources.at("name").at("smi"), "Navi 48 [Radeon RX 9070/9070 XT]");
   EXPECT_EQ(card.sources.at("seen_by").at("hip"), "yes");
-  EXPECT_EQ(card.sources.at("seen_by").at("rocm_smi"), "yes");
+  EXPECT_EQ(card.sources.at("seen_by").at("smi"), "yes");
   // The APU is not listed by ROCm SMI, which answered: recorded and reported.
-  EXPECT_EQ(inv.devices[0].sources.at("seen_by").at("rocm_smi"), "no");
-  EXPECT_TRUE(has(inv, "not-seen-by-rocm-smi"));
+  EXPECT_EQ(inv.devices[0].sources.at("seen_by").at("smi"), "no");
+  EXPECT_TRUE(has(inv, "not-seen-by-smi"));
   EXPECT_EQ(card.sources.count("gfx_target"), 0u); // both agree: nothing to say
 }
 
@@ -178,7 +178,7 @@ TEST(Merge, UnknownTargetStaysUnknown) {
 
 TEST(Merge, NoGpuReasonNamesEverySource) {
   dev::NamedResult hip = source("hip", {}, "hipErrorNoDevice");
-  dev::NamedResult rsmi = source("rocm_smi", {}, "rsmi_init: RSMI_STATUS_INIT_ERROR");
+  dev::NamedResult rsmi = source("smi", {}, "rsmi_init: RSMI_STATUS_INIT_ERROR");
   dev::NamedResult sysfs = source("sysfs", {}, "no KFD topology");
   sysfs.result.facts["amdgpu_module"] = "missing";
   sysfs.result.facts["kfd_topology"] = "missing";

@@ -28,7 +28,7 @@ dev::EnumerateOptions offline(const std::string& root) {
   options.sysfs_root = root;
   options.dev_root.clear();
   options.use_hip = false;
-  options.use_rocm_smi = false;
+  options.use_smi = false;
   options.environment.clear();
   return options;
 }

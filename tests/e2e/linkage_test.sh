@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Nothing of ROCm is fixed at link time: no executable or shared library of the build tree or of
+# an install NEEDS the HIP runtime, ROCm SMI or AMD SMI (the workers open them at run time), and
+# only the LibTorch worker NEEDS LibTorch. Usage: linkage_test.sh BUILD_DIR
+set -euo pipefail
+build=$1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+command -v readelf >/dev/null || { echo "readelf not found: skipped"; exit 77; }
+
+cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+checked=0
+torch_worker_needs=""
+while IFS= read -r -d '' file; do
+  # Not an ELF file (scripts, data, archives): nothing is loaded from it.
+  dynamic=$(LC_ALL=C readelf -d "$file" 2>/dev/null) || continue
+  checked=$((checked + 1))
+  needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<<"$dynamic")
+  if grep -Eq '^(libamdhip64|librocm_smi64|libamd_smi|libhiprtc)\.' <<<"$needed"; then
+    fail "$file NEEDS $(grep -E '^(libamdhip64|librocm_smi64|libamd_smi|libhiprtc)\.' <<<"$needed" | tr '\n' ' ')(left from an older build? remove it)"
+  fi
+  if grep -Eq '^lib(torch|torch_cpu|c10)\.so' <<<"$needed"; then
+    [ "$(basename "$file")" = sdpa-doctor-torch-worker ] ||
+      fail "$file NEEDS LibTorch; only sdpa-doctor-torch-worker may"
+    torch_worker_needs=$needed
+  fi
+done < <(find "$build" "$scratch/prefix" -type f ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' -print0)
+
+# The walk saw the doctor and its workers, and reads NEEDED entries where there are some.
+[ "$checked" -ge 3 ] || fail "only $checked ELF files found under $build"
+for exe in sdpa-doctor sdpa-doctor-enum-worker sdpa-doctor-ref-worker; do
+  [ -x "$scratch/prefix/bin/$exe" ] || fail "$exe not installed"
+done
+readelf -d "$build/sdpa-doctor" | grep -q '(NEEDED)' || fail "readelf shows no NEEDED entry at all"
+if [ -x "$build/sdpa-doctor-torch-worker" ]; then
+  grep -q '^libc10\.so' <<<"$torch_worker_needs" || fail "the LibTorch worker does not NEED libc10"
+fi
+echo "linkage: $checked ELF files, none NEEDS a ROCm library; LibTorch only in its worker"
