@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks an sdpa-doctor report from a real-GPU smoke run (scripts/gpu-smoke.sh) and prints its
 figures: every torch probe ran every variant on the device, the fused backends were measured
-(on NVIDIA flash and mem_efficient must pass), the canary ran after the cases, and the report
-validates against the schema. Standard library, plus jsonschema when --schema is given.
+(on NVIDIA flash and mem_efficient must pass), the canary ran after the cases, the doctor's own
+kernels (ref-math, ref-flash) were compiled for the device and passed every case they ran, and
+the report validates against the schema. Standard library, plus jsonschema when --schema is given.
 Exit 0 when every check passes, 1 otherwise, 2 for usage errors."""
 
 import argparse
@@ -68,6 +69,46 @@ def check_canary(cells):
                                                    c["canary"]) for c in failed]
 
 
+def check_reference(report, device):
+    """Our own kernels on the GPU: compiled at run time for it, each variant ran, none failed (a
+    failure there is the doctor's own defect, never the card's or torch's)."""
+    problems = []
+    cells = [r for r in report.get("results", [])
+             if r.get("device") == device and r.get("probe") == "reference"]
+    workers = [w for w in report.get("workers", [])
+               if w.get("device") == device and w.get("probe") == "reference"]
+    for variant in ("ref-math", "ref-flash"):
+        mine = [c for c in cells if c["variant"] == variant]
+        ran = [c for c in mine if c["status"] not in ("skipped", "unsupported")]
+        bad = [c for c in mine if c["status"] in FAILURES]
+        if not mine:
+            problems.append("no %s cells on %s" % (variant, device))
+        elif not ran:
+            problems.append("%s ran no case on %s: %s" % (variant, device, mine[0].get("reason", "")))
+        if bad:
+            problems.append("%s failed %d case(s) on %s, e.g. %s %s: %s" % (
+                variant, len(bad), device, bad[0]["case_id"], bad[0]["status"], bad[0]["reason"]))
+    if workers and not any(w.get("facts", {}).get("rtc_target") for w in workers):
+        problems.append("no reference worker on %s said what its kernels were compiled for" % device)
+    return problems
+
+
+def reference_figures(report, device):
+    seen = set()
+    lines = []
+    for w in report.get("workers", []):
+        facts = w.get("facts", {})
+        if w.get("device") != device or w.get("probe") != "reference" or not facts.get("rtc_target"):
+            continue
+        line = "  ours on %s: %s, %s by %s, compile %s ms" % (
+            facts.get("gpu_device", "?"), facts.get("gpu_runtime", "?"), facts.get("rtc_target"),
+            facts.get("rtc_compiler", "?"), facts.get("compile_ms", "?"))
+        if line not in seen:
+            seen.add(line)
+            lines.append(line)
+    return lines
+
+
 def check_schema(report, schema_path):
     try:
         import jsonschema
@@ -91,7 +132,9 @@ def figures(report, cells, wall_s):
         "%.1f s" % (total_ms / 1000) if total_ms else "unknown")
     lines.append("wall time: %s" % wall)
     per = {}
-    for c in cells:
+    ours = [r for r in report.get("results", [])
+            if r.get("device") == cells[0]["device"] and r.get("probe") == "reference"] if cells else []
+    for c in cells + ours:
         t = c.get("metrics", {}).get("time_ms")
         if c["status"] == "pass" and isinstance(t, (int, float)):
             per.setdefault((c["probe"], c["variant"]), []).append(t)
@@ -118,9 +161,10 @@ def main(argv):
     cells = gpu_cells(report, args.device)
     problems = check_variants_ran(report, args.device, cells) + check_fused(cells, args.vendor)
     problems += check_canary(cells)
+    problems += check_reference(report, args.device)
     if args.schema:
         problems += check_schema(report, args.schema)
-    for line in figures(report, cells, args.wall_s):
+    for line in figures(report, cells, args.wall_s) + reference_figures(report, args.device):
         print("gpu-smoke: " + line)
     for p in problems:
         print("gpu-smoke: FAIL " + p)

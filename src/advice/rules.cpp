@@ -44,9 +44,12 @@ void failure_findings(const VariantGroup& g, std::vector<Finding>& out) {
         fmt::format("variant-{}", to_string(status)), Severity::problem, g.device,
         fmt::format("{} ({}) {} on {} in {} of {}{}", g.variant, to_string(g.probe), verb,
                     g.device, it->second.size(), case_count(g.total), detail),
-        g.probe == Probe::reference
-            ? "the doctor's own reference kernel failed: check the device and driver"
-            : fmt::format("avoid {} on {} (see the recommendation)", g.variant, g.device),
+        g.probe != Probe::reference
+            ? fmt::format("avoid {} on {} (see the recommendation)", g.variant, g.device)
+        : first.reason.rfind(k_reference_compile_failure, 0) == 0
+            ? "a defect of sdpa-doctor's own kernel source or of the run-time compiler, not of "
+              "torch or the card: report it with the compiler log (the case's warnings)"
+            : "the doctor's own reference kernel failed: check the device and driver",
         std::move(ids)));
   }
 }

@@ -323,6 +323,7 @@ run::ExecuteOptions execute_options(const CheckOptions& o, const GlobalOptions& 
     exec.python = python.path;
     exec.python_reason = python.reason;
     exec.python_unusable = python.unusable;
+    exec.torch_lib_dirs = python.torch_lib_dirs;
     devices::add_torch_gpus(inventory, python.gpus, python.path);
     devices::compare_torch_hip_runtime(inventory, python.torch_hip_runtimes, python.path);
     if (!python.gpus_error.empty())

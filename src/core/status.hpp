@@ -20,6 +20,11 @@ std::optional<Status> status_from_string(std::string_view text);
 // The statuses that count as a failure by default (exit code 1).
 bool is_failure_by_default(Status status);
 
+// How the reason of a reference case starts when our own GPU kernel source did not compile for
+// the device (kernels/rtc.cpp): a defect of the doctor's, which advice never blames on the card.
+inline constexpr std::string_view k_reference_compile_failure =
+    "our reference kernel did not compile";
+
 // Exit codes (contract): see `sdpa-doctor --help` and README.md.
 namespace exit_code {
 inline constexpr int ok = 0;
@@ -27,7 +32,7 @@ inline constexpr int failures = 1;
 inline constexpr int usage = 2;
 inline constexpr int no_gpu = 3;
 inline constexpr int internal = 4;
-// A device health check that cannot tell (no HIP runtime in this build): no verdict, so the
+// A device health check that cannot tell (no GPU runtime opens on this machine): no verdict, so the
 // device is not called unhealthy; the torch workers' canary after every case still speaks.
 inline constexpr int health_unknown = 77;
 // A child whose exec failed exits with this (the shell's "command not found or not runnable").

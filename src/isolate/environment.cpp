@@ -8,13 +8,16 @@ namespace sdpa_doctor::isolate {
 namespace {
 
 // What a worker may need from the doctor's environment: finding programs and libraries, the
-// locale, and every knob of the ROCm/HIP/torch stack. Anything else (tokens, proxies, editor
-// settings) stays behind so that a report is reproducible from the variables it lists.
-constexpr std::array<std::string_view, 15> k_exact = {
+// locale, and every knob of the ROCm/HIP/torch stack, where the reference worker finds the GPU
+// compilers (the torch's lib folders, CUDA's) and keeps what they compiled. Anything else (tokens,
+// proxies, editor settings) stays behind so that a report is reproducible from the variables it
+// lists.
+constexpr std::array<std::string_view, 20> k_exact = {
     "PATH",        "HOME",           "LANG",     "LANGUAGE",        "TMPDIR",
     "USER",        "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",   "VIRTUAL_ENV",
     "CONDA_PREFIX", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
-    "SDPA_DOCTOR_TEST_FAULT"};
+    "SDPA_DOCTOR_TEST_FAULT", "SDPA_DOCTOR_TORCH_LIB_DIRS", "SDPA_DOCTOR_KERNEL_CACHE",
+    "XDG_CACHE_HOME", "CUDA_PATH", "CUDA_HOME"};
 
 constexpr std::array<std::string_view, 13> k_prefixes = {
     "LC_",    "HIP_",      "HSA_",      "ROCR_",  "ROCM_",  "AMD_",   "TORCH_",

@@ -1,8 +1,8 @@
-// kernels/attention_core: the math shared by every kernel, CPU and HIP alike: which (query, key)
+// kernels/attention_core: the math shared by every kernel, CPU and GPU alike: which (query, key)
 // pairs are visible, the masked score, the online-softmax row update and its final scaling, and
 // the exp they all use. Header-only; compiles as plain inline C++17 with g++ and as
-// __host__ __device__ with hipcc. Depends on attn_params.hpp only (no std headers device code
-// cannot take).
+// __host__ __device__ with NVRTC, hipRTC and hipcc. Depends on attn_params.hpp only (no std
+// headers: the run-time compilers have none).
 #pragma once
 
 #include "kernels/attn_params.hpp"
@@ -15,8 +15,9 @@
 
 namespace sdpa_doctor::kernels::core {
 
-// -inf without <limits>/<cmath>, which device code does not always have.
-SDPA_HD constexpr float neg_inf() { return -__builtin_inff(); }
+// -inf without <limits>/<cmath>, which device code does not always have (nor NVRTC the
+// __builtin_inff of GCC and Clang): the bits of IEEE-754 single -inf.
+SDPA_HD constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }
 
 // Whether query row i may attend key j before any additive mask.
 SDPA_HD bool visible(bool causal, int64_t causal_offset, MaskKind kind, float mask_value,

@@ -1,14 +1,20 @@
-// kernels/attn_params: the plain parameter block every attention kernel (CPU and HIP) takes.
+// kernels/attn_params: the plain parameter block every attention kernel (CPU and GPU) takes.
 // Pointers, sizes and strides in elements; no framework types. Kept C++17 and free of core
-// headers so that hipcc (-std=c++17) compiles the HIP kernels against it unchanged.
+// headers so that the run-time GPU compilers (NVRTC, hipRTC) compile the GPU kernels against it
+// unchanged; the GPU kernels take it by value, so host and device must lay it out alike (the
+// kernel source checks its size against the host's, kernels/gpu.hpp).
 #pragma once
 
+#if defined(__CUDACC_RTC__) || defined(__HIPCC_RTC__)
+#include "kernels/gpu_dialect.hpp" // no <cstdint> there: the dialect spells the integer types
+#else
 #include <cstdint>
+#endif
 
 namespace sdpa_doctor::kernels {
 
 // Storage type of q, k, v and o. The CPU kernels take f32 storage only (values already rounded
-// to the case dtype); the HIP kernels load f16/bf16 natively.
+// to the case dtype); the GPU kernels load f16/bf16 natively.
 enum class ElemType : int32_t { f32 = 0, f16 = 1, bf16 = 2 };
 enum class MaskKind : int32_t { none = 0, boolean = 1, additive = 2 };
 
@@ -26,7 +32,7 @@ struct AttnParams {
   ElemType elem = ElemType::f32;
   // The dtype the stored f32 values were rounded to (the case dtype): every q, k and v value is
   // exact in it, so a CPU kernel may convert them to it losslessly and use its dot-product
-  // instructions (bf16). f32 promises nothing. The HIP kernels, storing `elem`, ignore it.
+  // instructions (bf16). f32 promises nothing. The GPU kernels, storing `elem`, ignore it.
   ElemType values_rounded_to = ElemType::f32;
 
   int64_t b = 0, hq = 0, hkv = 0, lq = 0, lkv = 0, d = 0;

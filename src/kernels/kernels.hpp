@@ -1,5 +1,6 @@
-// kernels: our own attention kernels (CPU always, HIP where built) and the float64 oracle.
-// Knows no framework: plain pointers and sizes. Depends on core only.
+// kernels: our own attention kernels (CPU always; any GPU the machine has, their source compiled
+// at run time for it) and the float64 oracle. Knows no framework: plain pointers and sizes.
+// Depends on core and, for the GPU, the loader (vendor libraries opened with dlopen).
 #pragma once
 
 #include "core/case.hpp"
@@ -7,10 +8,11 @@
 #include "core/inputs.hpp"
 #include "kernels/attn_params.hpp"
 
+#include <atomic>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <atomic>
 #include <vector>
 
 namespace sdpa_doctor::kernels {
@@ -86,18 +88,42 @@ std::vector<float> output_from_layout(const Case& c, const std::vector<float>& l
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
                             int repeat, int threads = 0, int budget_ms = 0);
 
-// --- HIP (sdpa_kernels_hip; a stub answers when HIP is not built in) -----------------------
-// Whether the HIP kernels were compiled into this build.
-bool hip_built_in();
-// Empty when HIP device `device` can run our kernels; otherwise why not, one line, e.g.
-// "HIP runtime not built in" or "no HIP device: hipErrorNoDevice".
-std::string hip_unavailable_reason(int device);
-inline bool hip_available(int device = 0) { return hip_unavailable_reason(device).empty(); }
-// Allocate, fill, copy back, synchronise on `device`. Empty when healthy, else what failed.
-std::string hip_health_check(int device);
-// As run_cpu, on HIP device `device`, with inputs stored in the case dtype on the device; times
-// are of the kernel alone (events), copies excluded. Error when the kernel could not run.
-Expected<KernelRun> run_hip(RefKernel kernel, int device, const Case& c, const HostInputs& inputs,
+// --- GPU: the same kernels from one source (attention_gpu.cu), compiled at run time -----------
+// `device` is torch's N of cuda:N: the HIP runtime's device N where that runtime sees a GPU, else
+// the CUDA driver's. Nothing of a GPU is opened before one of these is called, so a worker that
+// runs on the CPU never loads a GPU library. Where the libraries are looked for: the torch under
+// test first ($SDPA_DOCTOR_TORCH_LIB_DIRS, its torch/lib folders separated by ':'), $ROCM_PATH,
+// /opt/rocm*, $CUDA_PATH, then the system (loader/loader.hpp).
+
+// Empty when GPU device `device` is there; else one line starting "no GPU device".
+std::string gpu_unavailable_reason(int device);
+inline bool gpu_available(int device = 0) { return gpu_unavailable_reason(device).empty(); }
+// Allocate, fill, copy back, synchronise on `device`.
+struct GpuHealth {
+  bool known = true;   // false: no GPU runtime opens here at all, so nothing can be said
+  std::string problem; // empty when healthy, else what failed
+};
+GpuHealth gpu_health_check(int device);
+
+// `kernel`'s GPU code for `device`: compiled by hipRTC (the device's gcnArchName) or NVRTC (its
+// sm_XX) once per process, or found in the kernel cache (rtc::default_cache_dir), and loaded.
+struct GpuKernels {
+  std::string failure; // empty when ready; else one line
+  // The failure is a missing piece (no device, runtime, compiler or target): the kernels cannot
+  // run here, a refusal. Otherwise ours: "our reference kernel did not compile for gfx1201 ...".
+  bool refusal = false;
+  std::string compiler_log; // the compiler's log when it ran and refused our source
+  // What was used: gpu_runtime, gpu_device, gpu_arch, rtc_compiler, rtc_target, kernel_cache,
+  // compile_ms (each present once known).
+  std::map<std::string, std::string> facts;
+};
+const GpuKernels& gpu_kernels(RefKernel kernel, int device);
+
+// As run_cpu, on GPU device `device`, with inputs stored in the case dtype on the device; times
+// are of the kernels alone (device events), copies excluded. An error when the kernel could not
+// run; one starting "no " when there is no instance for the case (e.g. ref-flash beyond head dim
+// 256) or no device.
+Expected<KernelRun> run_gpu(RefKernel kernel, int device, const Case& c, const HostInputs& inputs,
                             int warmup, int repeat);
 
 } // namespace sdpa_doctor::kernels

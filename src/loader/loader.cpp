@@ -138,12 +138,14 @@ std::vector<SearchPlace> search_places(Library library, const SearchContext& con
   for (const std::string& dir : context.torch_lib_dirs) {
     if (dir.empty()) continue;
     places.push_back({dir, torch_folder_why(dir)});
-    // PyPI's CUDA wheels put NVRTC in site-packages/nvidia/cuda_nvrtc/lib beside torch.
+    // PyPI's CUDA wheels put NVRTC beside torch in site-packages: nvidia/cu13/lib (CUDA 13),
+    // nvidia/cuda_nvrtc/lib (CUDA 12).
     if (library == Library::nvrtc && fs::path(dir).filename() == "lib" &&
-        fs::path(dir).parent_path().filename() == "torch")
-      places.push_back(
-          {(fs::path(dir).parent_path().parent_path() / "nvidia/cuda_nvrtc/lib").string(),
-           "nvidia-cuda-nvrtc package beside the torch under test"});
+        fs::path(dir).parent_path().filename() == "torch") {
+      const fs::path site = fs::path(dir).parent_path().parent_path();
+      for (const char* sub : {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"})
+        places.push_back({(site / sub).string(), "PyPI's NVRTC beside the torch under test"});
+    }
   }
   if (is_cuda(library)) {
     // The driver comes from the system alone: a copy elsewhere would not match the kernel module.

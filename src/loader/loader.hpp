@@ -22,7 +22,7 @@ enum class Library {
   amd_smi,     // libamd_smi.so (and its numbered sonames)
   rocm_smi,    // librocm_smi64.so.7, .6, .5, .1, librocm_smi64.so (sonames repeat across releases)
   cuda_driver, // libcuda.so.1
-  nvrtc,       // libnvrtc.so.13, .12, .11.2, libnvrtc.so (and PyPI's nvidia/cuda_nvrtc/lib)
+  nvrtc,       // libnvrtc.so.13, .12, .11.2, libnvrtc.so (and PyPI's nvidia/cu13/lib, nvidia/cuda_nvrtc/lib)
 };
 std::string_view to_string(Library library); // "hip_runtime", "hiprtc", ...
 std::vector<std::string> sonames(Library library);

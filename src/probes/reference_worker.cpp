@@ -1,4 +1,4 @@
-// sdpa-doctor-ref-worker: runs cases through our own ref-math / ref-flash kernels (CPU or HIP) and
+// sdpa-doctor-ref-worker: runs cases through our own ref-math / ref-flash kernels (CPU or GPU) and
 // reports them on the results fd; `--health-check --device cuda:N` probes a device after a crash.
 #include "probes/reference_worker.hpp"
 

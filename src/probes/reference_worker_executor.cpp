@@ -11,6 +11,14 @@
 namespace sdpa_doctor::probes {
 namespace {
 
+// The compiler's log as a case warning: its start, the rest left to the worker's stderr log.
+std::string log_excerpt(const std::string& log) {
+  constexpr size_t k_max = 4000;
+  if (log.size() <= k_max) return "compiler log:\n" + log;
+  return "compiler log (first " + std::to_string(k_max) + " of " + std::to_string(log.size()) +
+         " bytes; the rest is in the worker's stderr log):\n" + log.substr(0, k_max);
+}
+
 // -1 for "cpu", N for "cuda:N", -2 for anything else.
 int device_index(std::string_view device) {
   if (device == "cpu") return -1;
@@ -29,32 +37,47 @@ public:
       : m_device(device_index(args.device)), m_kernel(kernels::ref_kernel_from_string(
                                                  args.variant.name())) {}
 
+  // On a GPU the kernels are compiled (or found in the cache) here, before the first case: a
+  // compile takes seconds, and the start-up deadline, not a case's, is the one sized for it.
   HelloInfo hello() override {
     HelloInfo info;
     info.worker = "reference";
-    info.versions["kernels"] = "1";
-    info.facts["hip_built_in"] = kernels::hip_built_in() ? "yes" : "no";
+    info.versions["kernels"] = "2";
     info.facts["cpu_threads"] = std::to_string(kernels::default_thread_count());
     if (!m_kernel) {
       info.unavailable = "the reference worker runs ref-math and ref-flash only";
     } else if (m_device == -2) {
       info.unavailable = "invalid device";
     } else if (m_device >= 0) {
-      info.unavailable = kernels::hip_unavailable_reason(m_device);
+      const kernels::GpuKernels& gpu = kernels::gpu_kernels(*m_kernel, m_device);
+      info.facts.insert(gpu.facts.begin(), gpu.facts.end());
+      if (gpu.refusal) info.unavailable = gpu.failure;
+      // The whole compiler log goes to the worker's stderr log; each case carries its start.
+      else if (!gpu.failure.empty())
+        std::fprintf(stderr, "%s\n%s\n", gpu.failure.c_str(), gpu.compiler_log.c_str());
     }
     return info;
   }
 
   CaseRun run(const CaseLine& line, const HostInputs& inputs) override {
     CaseRun run;
+    if (m_device >= 0) {
+      const kernels::GpuKernels& gpu = kernels::gpu_kernels(*m_kernel, m_device);
+      if (!gpu.failure.empty()) {
+        run.status = gpu.refusal ? Status::unsupported : Status::error;
+        run.reason = gpu.failure;
+        if (!gpu.compiler_log.empty()) run.warnings.push_back(log_excerpt(gpu.compiler_log));
+        return run;
+      }
+    }
     auto result = m_device < 0
                       ? kernels::run_cpu(*m_kernel, line.kase, inputs, line.warmup, line.repeat,
                                          0, line.budget_ms)
-                      : kernels::run_hip(*m_kernel, m_device, line.kase, inputs, line.warmup,
+                      : kernels::run_gpu(*m_kernel, m_device, line.kase, inputs, line.warmup,
                                          line.repeat);
     if (!result) {
       const std::string& why = result.error().message;
-      // "no HIP device ..." and "no ref-flash HIP instance ..." are refusals, not failures.
+      // "no GPU device ..." and "no ref-flash GPU instance ..." are refusals, not failures.
       run.status = why.rfind("no ", 0) == 0 ? Status::unsupported : Status::error;
       run.reason = why;
       return run;
@@ -101,14 +124,13 @@ int run_health_check(int argc, const char* const* argv) {
     return exit_code::usage;
   }
   if (index == -1) return 0;
-  if (!kernels::hip_built_in()) {
-    std::fprintf(stderr, "cannot check cuda:%d: the HIP runtime is not built into this worker\n",
-                 index);
+  const kernels::GpuHealth health = kernels::gpu_health_check(index);
+  if (health.problem.empty()) return 0;
+  if (!health.known) {
+    std::fprintf(stderr, "cannot check cuda:%d: %s\n", index, health.problem.c_str());
     return exit_code::health_unknown;
   }
-  const std::string problem = kernels::hip_health_check(index);
-  if (problem.empty()) return 0;
-  std::fprintf(stderr, "%s\n", problem.c_str());
+  std::fprintf(stderr, "%s\n", health.problem.c_str());
   return exit_code::failures;
 }
 

@@ -3,8 +3,12 @@
 #include "core/paths.hpp"
 #include "probes/probes.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <cctype>
 #include <filesystem>
@@ -72,6 +76,12 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
   }
   if (run.probe == Probe::python && !probe_server.empty())
     launch.command->env.emplace_back("SDPA_DOCTOR_PROBE_SERVER", probe_server);
+  // The GPU compiler and runtime the diagnosed torch brought come first for our kernels too
+  // (unless the user named other folders: their variable reaches the worker unchanged).
+  if (run.probe == Probe::reference && !options.torch_lib_dirs.empty() &&
+      !std::getenv("SDPA_DOCTOR_TORCH_LIB_DIRS"))
+    launch.command->env.emplace_back("SDPA_DOCTOR_TORCH_LIB_DIRS",
+                                     fmt::format("{}", fmt::join(options.torch_lib_dirs, ":")));
   return launch;
 }
 

@@ -182,6 +182,9 @@ struct ExecuteOptions {
   std::string python;        // interpreter for the python probe; empty = not available
   std::string python_reason; // why there is none, when empty
   bool python_unusable = false; // its cells are `skipped` with python_reason, not `unsupported`
+  // The torch under test's library folders: the reference worker looks there first for the GPU
+  // runtime and compiler (SDPA_DOCTOR_TORCH_LIB_DIRS). Empty: its own environment decides.
+  std::vector<std::string> torch_lib_dirs;
   probes::TolerancePolicy tolerances;
   std::optional<std::chrono::milliseconds> case_timeout; // overrides the size-based default
   std::chrono::milliseconds worker_timeout{0};           // 0 = none

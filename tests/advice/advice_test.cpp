@@ -252,6 +252,39 @@ TEST(Recommend, ReferencePassingWhereTorchCrashesBlamesTheBackend) {
   EXPECT_EQ(rec_for(a, "cuda:0")->id, "use-math-only");
 }
 
+// Our kernel source not compiling for the card is our defect: the finding says so, not "check the
+// device", and torch's backends are not blamed.
+TEST(Findings, OurKernelNotCompilingIsTheDoctorsDefect) {
+  Builder b;
+  b.all("flash", Status::pass).all("math", Status::pass);
+  for (const Case& c : Builder::cases()) {
+    b.add("ref-flash", c, Status::error, 1, Probe::reference);
+    b.report.results.back().reason = std::string(k_reference_compile_failure) +
+                                     " for gfx1201 (hipRTC 7.1): attention_gpu.cu:9:1: error: x";
+  }
+  const AdviceResult a = advise(b.report, {}, {});
+  const Finding* ours = nullptr;
+  for (const Finding& f : a.findings)
+    if (f.id == "variant-error") ours = &f;
+  ASSERT_NE(ours, nullptr);
+  EXPECT_NE(ours->message.find("ref-flash (reference) raised an error on cuda:0 in 4 of 4 cases: "
+                               "our reference kernel did not compile for gfx1201"),
+            std::string::npos)
+      << ours->message;
+  EXPECT_NE(ours->remedy.find("sdpa-doctor's own kernel source"), std::string::npos)
+      << ours->remedy;
+  EXPECT_EQ(ours->remedy.find("check the device"), std::string::npos) << ours->remedy;
+  EXPECT_EQ(rec_for(a, "cuda:0")->id, "keep-defaults");
+
+  for (CaseResult& r : b.report.results)
+    if (r.probe == Probe::reference) r.reason = "hipModuleLaunchKernel: hipErrorLaunchFailure";
+  for (const Finding& f : advise(b.report, {}, {}).findings) {
+    if (f.id == "variant-error") {
+      EXPECT_NE(f.remedy.find("check the device and driver"), std::string::npos) << f.remedy;
+    }
+  }
+}
+
 TEST(ExitCode, FollowsFailOn) {
   Builder b;
   b.all("flash", Status::pass).all("math", Status::unsupported);

@@ -246,7 +246,8 @@ TEST(Environment, ForwardsOnlyTheAllowList) {
                           "HSA_OVERRIDE_GFX_VERSION", "ROCR_VISIBLE_DEVICES", "AMD_SERIALIZE_KERNEL",
                           "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL", "PYTORCH_TUNABLEOP_ENABLED",
                           "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "SDPA_DOCTOR_TEST_FAULT",
-                          "LC_ALL"})
+                          "LC_ALL", "SDPA_DOCTOR_TORCH_LIB_DIRS", "SDPA_DOCTOR_KERNEL_CACHE",
+                          "XDG_CACHE_HOME", "CUDA_PATH", "CUDA_HOME"})
     EXPECT_TRUE(is_forwarded_variable(yes)) << yes;
   for (const char* no : {"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "http_proxy", "EDITOR", "HIP_",
                          "PATHX", "DISPLAY"})

@@ -4,6 +4,7 @@
 #include "kernels/attention_core.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
+#include "oracle_compare.hpp"
 #include "probes/tolerance.hpp"
 
 #include <gtest/gtest.h>
@@ -20,27 +21,6 @@
 
 namespace sdpa_doctor::kernels {
 namespace {
-
-struct Errors {
-  double max_abs = 0;
-  int64_t outside = 0;
-  int64_t nonfinite = 0;
-};
-
-Errors compare(const std::vector<float>& out, const std::vector<double>& ref, Tolerance tol) {
-  Errors e;
-  EXPECT_EQ(out.size(), ref.size());
-  for (size_t i = 0; i < std::min(out.size(), ref.size()); ++i) {
-    if (!std::isfinite(out[i])) {
-      ++e.nonfinite;
-      continue;
-    }
-    const double diff = std::abs(double(out[i]) - ref[i]);
-    e.max_abs = std::max(e.max_abs, diff);
-    if (diff > tol.atol + tol.rtol * std::abs(ref[i])) ++e.outside;
-  }
-  return e;
-}
 
 void expect_close(RefKernel kernel, const Case& c, const HostInputs& in,
                   const std::vector<double>& ref) {
@@ -565,31 +545,31 @@ TEST(KernelNames, RoundTrip) {
   EXPECT_FALSE(ref_kernel_from_string("flash"));
 }
 
-TEST(Hip, AnswersWhyItCannotRunWithoutADevice) {
+TEST(Gpu, AnswersWhyItCannotRunWithoutADevice) {
   // This test machine class has no GPU; on one with a GPU the reason is empty and we say so.
-  const std::string why = hip_unavailable_reason(0);
-  if (why.empty()) GTEST_SKIP() << "a HIP device is present";
-  if (hip_built_in())
-    EXPECT_EQ(why.rfind("no HIP device", 0), 0u) << why;
-  else
-    EXPECT_EQ(why, "HIP runtime not built in");
-  EXPECT_FALSE(hip_available(0));
+  const std::string why = gpu_unavailable_reason(0);
+  if (why.empty()) GTEST_SKIP() << "a GPU is present";
+  EXPECT_EQ(why.rfind("no GPU device: ", 0), 0u) << why;
+  EXPECT_FALSE(gpu_available(0));
   const Case c = *parse_case_spec("dtype=fp16,b=1,h=1,l=8,d=8");
-  auto run = run_hip(RefKernel::flash, 0, c, make_inputs(c), 0, 1);
+  auto run = run_gpu(RefKernel::flash, 0, c, make_inputs(c), 0, 1);
   ASSERT_FALSE(run);
   EXPECT_EQ(run.error().message, why);
-  EXPECT_NE(hip_health_check(0), "");
+  const GpuKernels& kernels = gpu_kernels(RefKernel::math, 0);
+  EXPECT_TRUE(kernels.refusal);
+  EXPECT_EQ(kernels.failure, why);
+  EXPECT_NE(gpu_health_check(0).problem, "");
 }
 
-TEST(Hip, MatchesTheOracleWhenADeviceIsPresent) {
-  if (!hip_available(0)) GTEST_SKIP() << hip_unavailable_reason(0);
+TEST(Gpu, MatchesTheOracleWhenADeviceIsPresent) {
+  if (!gpu_available(0)) GTEST_SKIP() << gpu_unavailable_reason(0);
   for (const Case& c : random_cases(24)) {
     SCOPED_TRACE(c.id());
     const HostInputs in = make_inputs(c);
     const auto ref = oracle_attention(c, in);
     for (RefKernel kernel : {RefKernel::math, RefKernel::flash}) {
-      auto run = run_hip(kernel, 0, c, in, 0, 1);
-      if (!run && run.error().message.rfind("no ", 0) == 0) continue; // no instance (D > 128)
+      auto run = run_gpu(kernel, 0, c, in, 0, 1);
+      if (!run && run.error().message.rfind("no ", 0) == 0) continue; // no instance (D > 256)
       ASSERT_TRUE(run) << run.error().message;
       const Errors e = compare(run->out, ref, probes::default_tolerance(c.dtype));
       EXPECT_EQ(e.nonfinite, 0) << to_string(kernel);

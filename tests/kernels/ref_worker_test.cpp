@@ -1,10 +1,14 @@
-// The reference worker binary end to end: protocol events on the results fd for the CPU, every
-// case `unsupported` with the reason on a HIP device that is not there, and --health-check.
+// The reference worker binary end to end: protocol events on the results fd for the CPU (where it
+// opens no GPU library), every case `unsupported` with the reason on a GPU that is not there,
+// --health-check, and the AMD path on a fake gfx1201 (fake/fake_hip.cpp, fake/fake_hiprtc.cpp:
+// the kernels compiled for its arch, cached, run; a source the compiler refuses is our error).
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 namespace {
@@ -19,7 +23,8 @@ const std::string k_cases =
     "\n";
 
 std::vector<nlohmann::json> run_worker(const std::string& device, const std::string& variant,
-                                       int* exit_code) {
+                                       int* exit_code, const sdpa_test::RunOptions& options = {},
+                                       std::string* err = nullptr) {
   sdpa_test::TempDir dir;
   sdpa_test::write_file(dir.file("cases.jsonl"), k_cases);
   // The worker writes to fd 3: a shell opens it on a file for us.
@@ -27,8 +32,10 @@ std::vector<nlohmann::json> run_worker(const std::string& device, const std::str
                           " --results-fd 3 --cases \"$1\" 3>\"$2\"";
   const auto r = sdpa_test::run_binary({"/bin/sh", "-c", cmd,
                                         sdpa_test::build_path("sdpa-doctor-ref-worker"),
-                                        dir.file("cases.jsonl"), dir.file("events.jsonl")});
+                                        dir.file("cases.jsonl"), dir.file("events.jsonl")},
+                                       options);
   *exit_code = r.exit_code;
+  if (err) *err = r.err;
   std::vector<nlohmann::json> events;
   std::istringstream lines(sdpa_test::read_file(dir.file("events.jsonl")));
   for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
@@ -58,29 +65,129 @@ TEST(RefWorker, CpuCasesFollowTheProtocol) {
   }
 }
 
-TEST(RefWorker, MissingHipDeviceMakesEveryCaseUnsupported) {
+TEST(RefWorker, MissingGpuMakesEveryCaseUnsupported) {
   int rc = -1;
   const auto ev = run_worker("cuda:0", "ref-flash", &rc);
   EXPECT_EQ(rc, 0);
   ASSERT_EQ(ev.size(), 8u);
-  if (ev[2]["status"] != "unsupported") GTEST_SKIP() << "a HIP device is present";
+  if (ev[2]["status"] != "unsupported") GTEST_SKIP() << "a GPU is present";
   for (size_t i : {2u, 4u, 6u}) {
     EXPECT_EQ(ev[i]["status"], "unsupported");
     const std::string reason = ev[i]["reason"];
-    EXPECT_TRUE(reason.rfind("no HIP device", 0) == 0 || reason == "HIP runtime not built in")
-        << reason;
+    EXPECT_EQ(reason.rfind("no GPU device: HIP", 0), 0u) << reason;
+    EXPECT_NE(reason.find("CUDA: "), std::string::npos) << reason;
   }
+}
+
+// The dynamic loader's own account (LD_DEBUG=files) of every library the worker opened.
+std::string libraries_opened(const std::string& device) {
+  sdpa_test::RunOptions options;
+  options.set_env = {{"LD_DEBUG", "files"}};
+  std::string err;
+  int rc = -1;
+  run_worker(device, "ref-flash", &rc, options, &err);
+  EXPECT_EQ(rc, 0);
+  return err;
+}
+
+TEST(RefWorker, OnTheCpuOpensNoGpuLibrary) {
+  const std::string cpu = libraries_opened("cpu");
+  ASSERT_NE(cpu.find("file=libc.so.6"), std::string::npos) << "LD_DEBUG said nothing";
+  for (const char* gpu_library : {"libamdhip64", "libhiprtc", "libcuda.so", "libnvrtc"})
+    EXPECT_EQ(cpu.find(gpu_library), std::string::npos) << gpu_library;
+  // The same account on a GPU device names the HIP runtime it opened, where the machine has one.
+  if (!std::filesystem::exists("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5"))
+    GTEST_SKIP() << "no Debian HIP runtime here to show the account would name it";
+  EXPECT_NE(libraries_opened("cuda:0").find("libamdhip64.so.5"), std::string::npos);
 }
 
 TEST(RefWorker, HealthCheck) {
   const std::string worker = sdpa_test::build_path("sdpa-doctor-ref-worker");
   EXPECT_EQ(sdpa_test::run_binary({worker, "--health-check", "--device", "cpu"}).exit_code, 0);
   const auto gpu = sdpa_test::run_binary({worker, "--health-check", "--device", "cuda:0"});
-  if (gpu.exit_code == 0) GTEST_SKIP() << "a healthy HIP device is present";
-  // Without HIP the worker cannot tell (77: no verdict); with it, no device here is unhealthy.
-  EXPECT_EQ(gpu.exit_code, SDPA_TEST_HIP_BUILT_IN ? 1 : 77) << gpu.err;
+  if (gpu.exit_code == 0) GTEST_SKIP() << "a healthy GPU is present";
+  // No GPU runtime opens at all: no verdict (77); one opens but has no such device: unhealthy.
+  const bool no_runtime = gpu.err.rfind("cannot check cuda:0: ", 0) == 0;
+  EXPECT_EQ(gpu.exit_code, no_runtime ? 77 : 1) << gpu.err;
   EXPECT_EQ(sdpa_test::line_count(gpu.err), 1) << gpu.err;
   EXPECT_EQ(sdpa_test::run_binary({worker, "--health-check", "--device", "gpu7"}).exit_code, 2);
+}
+
+// --- a fake AMD gfx1201 -------------------------------------------------------------------------
+sdpa_test::RunOptions fake_amd(const sdpa_test::TempDir& dir) {
+  sdpa_test::RunOptions options;
+  options.set_env = {{"SDPA_DOCTOR_TORCH_LIB_DIRS", SDPA_TEST_FAKE_AMD},
+                     {"SDPA_DOCTOR_KERNEL_CACHE", dir.file("cache")},
+                     {"FAKE_HIPRTC_RECORD", dir.file("hiprtc.log")}};
+  options.timeout_s = 600;
+  return options;
+}
+
+TEST(RefWorker, FakeAmdGpuRunsOurKernelsCompiledForItsArch) {
+  sdpa_test::TempDir dir;
+  for (const char* variant : {"ref-math", "ref-flash"}) {
+    int rc = -1;
+    std::string err;
+    const auto ev = run_worker("cuda:0", variant, &rc, fake_amd(dir), &err);
+    EXPECT_EQ(rc, 0) << err;
+    ASSERT_EQ(ev.size(), 8u) << variant << err;
+    const auto& facts = ev[0]["facts"];
+    EXPECT_EQ(facts["gpu_arch"], "gfx1201") << ev[0].dump();
+    EXPECT_EQ(facts["rtc_target"], "gfx1201 (hsaco)");
+    EXPECT_NE(facts["compile_ms"], "cached");
+    EXPECT_FALSE(ev[0].contains("unavailable")) << ev[0].dump();
+    EXPECT_EQ(ev[2]["status"], "pass") << ev[2].dump();
+    EXPECT_EQ(ev[2]["backend_chosen"], variant);
+    EXPECT_EQ(ev[2]["metrics"]["timed_runs"], 3);
+    EXPECT_EQ(ev[4]["status"], "pass") << ev[4].dump();
+    EXPECT_EQ(ev[6]["status"], "mismatch") << ev[6].dump();
+  }
+  const std::string compiles = sdpa_test::read_file(dir.file("hiprtc.log"));
+  EXPECT_EQ(std::count(compiles.begin(), compiles.end(), '\n'), 2) << compiles;
+  EXPECT_NE(compiles.find("--offload-arch=gfx1201"), std::string::npos) << compiles;
+
+  // A second worker finds the kernels in the cache: no compile.
+  int rc = -1;
+  const auto again = run_worker("cuda:0", "ref-flash", &rc, fake_amd(dir));
+  ASSERT_EQ(again.size(), 8u);
+  EXPECT_EQ(again[0]["facts"]["compile_ms"], "cached");
+  EXPECT_EQ(again[2]["status"], "pass");
+  EXPECT_EQ(sdpa_test::read_file(dir.file("hiprtc.log")), compiles);
+}
+
+TEST(RefWorker, FakeAmdGpuKeepsTheArchsFeatureFlags) {
+  sdpa_test::TempDir dir;
+  sdpa_test::RunOptions options = fake_amd(dir);
+  options.set_env["FAKE_GPU_ARCH"] = "gfx90a:sramecc+:xnack-";
+  int rc = -1;
+  const auto ev = run_worker("cuda:0", "ref-flash", &rc, options);
+  ASSERT_EQ(ev.size(), 8u);
+  EXPECT_EQ(ev[0]["facts"]["gpu_arch"], "gfx90a:sramecc+:xnack-");
+  EXPECT_EQ(ev[2]["status"], "pass") << ev[2].dump();
+}
+
+TEST(RefWorker, KernelThatDoesNotCompileIsOurErrorWithTheLog) {
+  sdpa_test::TempDir dir;
+  sdpa_test::RunOptions options = fake_amd(dir);
+  options.set_env["FAKE_HIPRTC_FAIL"] = "1";
+  int rc = -1;
+  std::string err;
+  const auto ev = run_worker("cuda:0", "ref-flash", &rc, options, &err);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(ev.size(), 8u);
+  EXPECT_FALSE(ev[0].contains("unavailable")) << "a defect of ours is no refusal";
+  const std::string reason = "our reference kernel did not compile for gfx1201 (hipRTC 7.1): "
+                             "attention_gpu.cu:1:2: error: the fake hipRTC refuses this source";
+  for (size_t i : {2u, 4u, 6u}) {
+    EXPECT_EQ(ev[i]["status"], "error") << ev[i].dump();
+    EXPECT_EQ(ev[i]["reason"], reason);
+    ASSERT_EQ(ev[i]["warnings"].size(), 1u) << ev[i].dump();
+    const std::string log = ev[i]["warnings"][0];
+    EXPECT_EQ(log.rfind("compiler log:\n", 0), 0u) << log;
+    EXPECT_NE(log.find("1 error generated when compiling for gfx1201"), std::string::npos) << log;
+  }
+  EXPECT_NE(err.find(reason), std::string::npos) << err;
+  EXPECT_NE(err.find("1 error generated"), std::string::npos) << err;
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <fstream>
 #include <map>
 
@@ -192,4 +193,19 @@ TEST(Execute, AWorkerTheLoaderRefusesIsOneFindingAndSkippedCellsNotErrors) {
   size_t said = 0;
   for (const Finding& f : r.findings) said += f.id == "worker-cannot-start";
   EXPECT_EQ(said, 1u) << "one finding for the probe, not one per variant or cell";
+}
+
+// Finding the interpreter also says where its torch keeps its libraries: the folder the
+// reference worker is told to search first for a GPU runtime and compiler.
+TEST(Preflight, SaysWhereTheTorchKeepsItsLibraries) {
+  const std::string python = SDPA_TEST_PYTHON;
+  if (python.empty() || ::access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no python with torch";
+  auto choice = locate_python(python, std::chrono::seconds(120));
+  ASSERT_TRUE(choice) << choice.error().message;
+  if (choice->path.empty()) GTEST_SKIP() << choice->reason;
+  const auto said = sdpa_test::run_binary(
+      {python, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"});
+  ASSERT_EQ(said.exit_code, 0) << said.err;
+  ASSERT_FALSE(choice->torch_lib_dirs.empty());
+  EXPECT_EQ(choice->torch_lib_dirs.front(), said.out.substr(0, said.out.find('\n')) + "/lib");
 }

@@ -1,10 +1,13 @@
 // The plan is pure data from the request and the inventory: no process, no file.
 #include "run/launch.hpp"
 #include "run/run.hpp"
+#include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 
 using namespace sdpa_doctor;
@@ -161,4 +164,32 @@ TEST(Verify, AVerifyRunSurvivesTheJournalsPlanAndStartsWithOnlyItsEnvironment) {
   EXPECT_EQ(forked.command->env,
             (std::vector<std::pair<std::string, std::string>>{
                 {"SDPA_DOCTOR_PROBE_SERVER", "/tmp/server.sock"}}));
+}
+
+// Where the diagnosed torch keeps its libraries reaches the reference worker, which looks there
+// first for the GPU runtime and compiler; the torch workers need no telling.
+TEST(Launch, TheReferenceWorkerLooksWhereTheTorchUnderTestKeepsItsLibraries) {
+  ::unsetenv("SDPA_DOCTOR_TORCH_LIB_DIRS");
+  sdpa_test::TempDir dir; // a worker folder with a stand-in reference worker
+  const std::string worker = dir.file("sdpa-doctor-ref-worker");
+  sdpa_test::write_file(worker, "#!/bin/sh\n");
+  std::filesystem::permissions(worker, std::filesystem::perms::owner_all);
+  ExecuteOptions exec;
+  exec.worker_dir = dir.path();
+  const PlannedRun reference{"cuda:0", Probe::reference, Variant{"ref-flash", {}}, std::nullopt};
+  const auto env_of = [&](const PlannedRun& run) {
+    const WorkerLaunch launch = worker_launch(run, exec);
+    EXPECT_TRUE(launch.command) << launch.why_not;
+    std::map<std::string, std::string> env;
+    if (launch.command) env.insert(launch.command->env.begin(), launch.command->env.end());
+    return env;
+  };
+  EXPECT_EQ(env_of(reference).count("SDPA_DOCTOR_TORCH_LIB_DIRS"), 0u);
+  exec.torch_lib_dirs = {"/venv/lib/python3.12/site-packages/torch/lib", "/opt/sdk/lib"};
+  EXPECT_EQ(env_of(reference)["SDPA_DOCTOR_TORCH_LIB_DIRS"],
+            "/venv/lib/python3.12/site-packages/torch/lib:/opt/sdk/lib");
+  // The user's own setting is not overridden: it reaches the worker from the environment.
+  ::setenv("SDPA_DOCTOR_TORCH_LIB_DIRS", "/mine", 1);
+  EXPECT_EQ(env_of(reference).count("SDPA_DOCTOR_TORCH_LIB_DIRS"), 0u);
+  ::unsetenv("SDPA_DOCTOR_TORCH_LIB_DIRS");
 }
