@@ -67,6 +67,27 @@ TEST(Loader, SearchesTorchsFoldersThenRocmPathThenOptRocmNewestFirstThenTheSyste
             std::vector<std::string>{""});
 }
 
+// NVRTC: torch's own folder, then PyPI's CUDA 13 and CUDA 12 packages beside it in
+// site-packages, then a CUDA toolkit, then the system.
+TEST(Loader, NvrtcIsLookedForBesideTheTorchWheelThenInTheCudaToolkit) {
+  sdpa_test::TempDir root;
+  for (const char* d : {"site/torch/lib", "site/nvidia/cu13/lib", "site/nvidia/cuda_nvrtc/lib",
+                        "cuda-13.0/lib64"})
+    fs::create_directories(fs::path(root.path()) / d);
+  loader::SearchContext context;
+  context.torch_lib_dirs = {root.file("site/torch/lib")};
+  context.cuda_path = root.file("cuda-13.0");
+  const auto places = loader::search_places(Library::nvrtc, context);
+  ASSERT_GE(places.size(), 5u);
+  const std::vector<std::string> searched = dirs(places);
+  EXPECT_EQ(std::vector<std::string>(searched.begin(), searched.begin() + 4),
+            (std::vector<std::string>{root.file("site/torch/lib"), root.file("site/nvidia/cu13/lib"),
+                                      root.file("site/nvidia/cuda_nvrtc/lib"),
+                                      root.file("cuda-13.0/lib64")}));
+  EXPECT_EQ(places[1].why, "PyPI's NVRTC beside the torch under test");
+  EXPECT_EQ(places.back().dir, "");
+}
+
 TEST(Loader, OpensTheFirstFileThatLoadsAndSaysWhichAndWhy) {
   sdpa_test::TempDir root;
   loader::SearchContext context;
