@@ -542,8 +542,8 @@ void add_speed_options(CLI::App& sub, CheckOptions& o) {
       ->check(finite_number(0.0, 86'400.0))
       ->default_str("2");
   sub.add_option("--oracle-cache", o.oracle_cache,
-                 "Where float64 oracles of big cases are kept across runs (default "
-                 "$XDG_CACHE_HOME/sdpa-doctor/oracle or ~/.cache/sdpa-doctor/oracle)")
+                 "Where float64 oracles of big cases are kept across runs (default: oracle/ in "
+                 "$SDPA_DOCTOR_CACHE_DIR, $XDG_CACHE_HOME/sdpa-doctor or ~/.cache/sdpa-doctor)")
       ->type_name("DIR");
   sub.add_option("--oracle-cache-size", o.oracle_cache_gib,
                  "GiB the oracle cache may hold; when full, what earlier runs used least recently goes")

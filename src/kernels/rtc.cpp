@@ -2,6 +2,7 @@
 // what they compiled.
 #include "kernels/rtc.hpp"
 #include "kernels/attn_params.hpp"
+#include "core/cache.hpp"
 #include "core/status.hpp"
 
 #include <fmt/format.h>
@@ -29,6 +30,10 @@ const std::vector<SourceFile>& kernel_sources() {
 }
 
 namespace {
+
+// A device's image is a few hundred KiB; this keeps every arch and compiler version a machine
+// or a shared home directory sees, and stops a cache that would grow with each upgrade.
+constexpr int64_t k_kernel_cache_bytes = int64_t{256} << 20;
 
 // hiprtcResult and nvrtcResult are C enums: 0 is success. Programs are opaque pointers.
 struct RtcApi {
@@ -281,11 +286,7 @@ std::string cache_file_name(const std::vector<SourceFile>& sources,
 std::string default_cache_dir() {
   if (const char* dir = std::getenv("SDPA_DOCTOR_KERNEL_CACHE"); dir && *dir)
     return std::string_view(dir) == "off" ? std::string{} : std::string(dir);
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/')
-    return (fs::path(xdg) / "sdpa-doctor" / "kernels").string();
-  if (const char* home = std::getenv("HOME"); home && *home == '/')
-    return (fs::path(home) / ".cache" / "sdpa-doctor" / "kernels").string();
-  return {};
+  return cache::folder("kernels");
 }
 
 Build build_kernels(const Compiler& compiler, const std::string& device_arch, Entries entries,
@@ -311,6 +312,7 @@ Build build_kernels(const Compiler& compiler, const std::string& device_arch, En
       build.image = CodeImage{std::move(*bytes), format, *target};
       build.from_cache = true;
       build.cache_file = file.string();
+      cache::mark_used(file);
       return build;
     }
   const auto start = std::chrono::steady_clock::now();
@@ -325,7 +327,12 @@ Build build_kernels(const Compiler& compiler, const std::string& device_arch, En
     return build;
   }
   build.image = std::move(out.image);
-  if (!file.empty() && store_file(file, build.image->bytes)) build.cache_file = file.string();
+  if (!file.empty()) {
+    const cache::FolderLock lock(cache_dir);
+    const auto stored = fs::file_time_type::clock::now();
+    if (store_file(file, build.image->bytes)) build.cache_file = file.string();
+    cache::trim(cache_dir, "." + format, k_kernel_cache_bytes, stored);
+  }
   return build;
 }
 

@@ -1,4 +1,5 @@
 #include "run/oracle_cache.hpp"
+#include "core/cache.hpp"
 #include "run/run.hpp"
 
 #include <fmt/format.h>
@@ -70,13 +71,7 @@ std::string oracle_cache_key(const Case& c, const HostInputs& inputs) {
   return fmt::format("{}-{:016x}", c.id(), hash.h);
 }
 
-std::string default_oracle_cache_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/')
-    return (fs::path(xdg) / "sdpa-doctor" / "oracle").string();
-  if (const char* home = std::getenv("HOME"); home && *home == '/')
-    return (fs::path(home) / ".cache" / "sdpa-doctor" / "oracle").string();
-  return {};
-}
+std::string default_oracle_cache_dir() { return cache::folder("oracle"); }
 
 OracleCache::OracleCache(std::string dir, int64_t max_bytes, fs::file_time_type run_started)
     : m_dir(std::move(dir)), m_max_bytes(max_bytes), m_run_started(run_started) {}
@@ -87,7 +82,7 @@ bool OracleCache::fetch(const std::string& key, int64_t bytes, const std::string
   std::error_code ec;
   if (int64_t(fs::file_size(file, ec)) != bytes || ec) return false;
   if (!place(file, dest)) return false;
-  fs::last_write_time(file, fs::file_time_type::clock::now(), ec); // most recently used
+  cache::mark_used(file);
   return true;
 }
 
@@ -96,39 +91,12 @@ bool OracleCache::store(const std::string& key, const std::string& file) const {
   std::error_code ec;
   fs::create_directories(m_dir, ec);
   const fs::path added = fs::path(m_dir) / (key + ".f64");
+  const cache::FolderLock lock(m_dir); // one run at a time makes room
   if (ec || !place(file, added)) return false; // a cache, never an error
-  fs::last_write_time(added, fs::file_time_type::clock::now(), ec); // a link keeps the source's time
-  if (make_room(added)) return true;
+  cache::mark_used(added); // a link keeps the source's time
+  if (cache::trim(m_dir, ".f64", m_max_bytes, m_run_started)) return true;
   fs::remove(added, ec);
   return false;
-}
-
-bool OracleCache::make_room(const fs::path& added) const {
-  struct Entry {
-    fs::file_time_type used;
-    int64_t bytes;
-    fs::path path;
-  };
-  std::vector<Entry> older_runs;
-  int64_t total = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(m_dir, ec)) {
-    if (e.path().extension() != ".f64") continue;
-    std::error_code ignored;
-    const auto bytes = int64_t(e.file_size(ignored));
-    const auto used = e.last_write_time(ignored);
-    if (ignored) continue;
-    total += bytes;
-    if (used < m_run_started && e.path() != added) older_runs.push_back({used, bytes, e.path()});
-  }
-  std::sort(older_runs.begin(), older_runs.end(),
-            [](const Entry& a, const Entry& b) { return a.used < b.used; });
-  for (const Entry& e : older_runs) {
-    if (total <= m_max_bytes) break;
-    std::error_code ignored;
-    if (fs::remove(e.path, ignored)) total -= e.bytes;
-  }
-  return total <= m_max_bytes;
 }
 
 } // namespace sdpa_doctor::run

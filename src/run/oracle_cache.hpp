@@ -37,7 +37,6 @@ public:
   bool store(const std::string& key, const std::string& file) const;
 
 private:
-  bool make_room(const std::filesystem::path& added) const;
   std::string m_dir;
   int64_t m_max_bytes;
   std::filesystem::file_time_type m_run_started;
