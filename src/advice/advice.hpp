@@ -169,6 +169,8 @@ void settle_gfx_truth(Report& report);
 void gfx_findings(const Report& report, std::vector<Finding>& out);
 // One `device-poisoned` finding per result whose canary failed.
 void poisoned_findings(const Report& report, std::vector<Finding>& out);
+// Workers that saw two or more HIP runtimes mapped in their own process: one finding per set.
+void mapped_runtime_findings(const Report& report, std::vector<Finding>& out);
 
 // ---- exit code -------------------------------------------------------------------------------
 

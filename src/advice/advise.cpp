@@ -11,6 +11,7 @@ AdviceResult advise(const Report& report, const KnownIssues& issues, const Advic
   detail::variant_findings(index, out.findings);
   gfx_findings(report, out.findings);
   poisoned_findings(report, out.findings);
+  mapped_runtime_findings(report, out.findings);
   for (const detail::DeviceIndex& device : index.devices) {
     detail::device_findings(device, out.findings);
     detail::recommend(report, device, options, out);

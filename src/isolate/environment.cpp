@@ -12,9 +12,9 @@ namespace {
 // compilers (the torch's lib folders, CUDA's) and keeps what they compiled. Anything else (tokens,
 // proxies, editor settings) stays behind so that a report is reproducible from the variables it
 // lists.
-constexpr std::array<std::string_view, 21> k_exact = {
+constexpr std::array<std::string_view, 22> k_exact = {
     "PATH",        "HOME",           "LANG",     "LANGUAGE",        "TMPDIR",
-    "USER",        "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",   "VIRTUAL_ENV",
+    "USER",        "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME",   "VIRTUAL_ENV",
     "CONDA_PREFIX", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
     "SDPA_DOCTOR_TEST_FAULT", "SDPA_DOCTOR_TORCH_LIB_DIRS", "SDPA_DOCTOR_KERNEL_CACHE",
     "SDPA_DOCTOR_CACHE_DIR", "XDG_CACHE_HOME", "CUDA_PATH", "CUDA_HOME"};

@@ -3,9 +3,11 @@
 #include "core/status.hpp"
 
 #include "kernels/kernels.hpp"
+#include "loader/loader.hpp"
 #include "probes/protocol_writer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -69,6 +71,15 @@ void set_timing(Metrics& metrics, std::vector<double> times_ms) {
 
 namespace {
 
+// Once torch or our kernels are loaded, every HIP runtime this process maps: two are a broken
+// install (the advice says so). Nothing is said where there is none (a CPU or CUDA torch).
+void add_mapped_hip_runtimes(std::map<std::string, std::string>& facts) {
+  const std::vector<std::string> files = loader::mapped_files("libamdhip64");
+  if (files.empty()) return;
+  facts["hip_runtime_count"] = std::to_string(files.size());
+  facts["hip_runtimes"] = fmt::format("{}", fmt::join(files, ", "));
+}
+
 ResultEvent evaluate(const CaseLine& line, CaseRun run, FaultAction corrupt) {
   ResultEvent ev;
   ev.case_id = line.id;
@@ -124,6 +135,7 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
   }
   auto lines = read_cases_file(args.cases_path);
   HelloInfo info = executor.hello();
+  add_mapped_hip_runtimes(info.facts);
   out.hello(info.worker, args.device, args.variant.name(), info.versions, info.facts);
   if (!lines) {
     std::fprintf(stderr, "%s\n", lines.error().message.c_str());

@@ -233,4 +233,42 @@ TEST(DevicePoisoned, AFailedCanaryNamesItsCaseOnce) {
   EXPECT_EQ(f[0].case_ids, std::vector<std::string>{bad.case_id});
 }
 
+// Two HIP runtimes in one worker's own process: one finding per set of files, naming each worker
+// that saw it; one runtime, or none (a CPU torch), says nothing.
+TEST(TwoHipRuntimes, EachSetOfFilesIsSaidOnceNamingItsWorkers) {
+  const auto worker = [](Probe probe, const std::string& variant, const std::string& count,
+                         const std::string& files) {
+    WorkerInfo w;
+    w.device = "cuda:0";
+    w.probe = probe;
+    w.variant = variant;
+    if (!count.empty()) {
+      w.facts["hip_runtime_count"] = count;
+      w.facts["hip_runtimes"] = files;
+    }
+    return w;
+  };
+  const std::string two = "/opt/rocm-6.4.0/lib/libamdhip64.so.6, /venv/torch/lib/libamdhip64.so";
+  Report r;
+  r.workers = {worker(Probe::torch, "flash", "2", two), worker(Probe::torch, "math", "2", two),
+               worker(Probe::reference, "ref-math", "1", "/venv/torch/lib/libamdhip64.so"),
+               worker(Probe::python, "flash", "", "")};
+  std::vector<Finding> f;
+  advice::mapped_runtime_findings(r, f);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].id, "two-hip-runtimes");
+  EXPECT_EQ(f[0].severity, Severity::problem);
+  EXPECT_NE(f[0].message.find("libtorch flash on cuda:0; libtorch math on cuda:0"),
+            std::string::npos)
+      << f[0].message;
+  EXPECT_NE(f[0].message.find(two), std::string::npos);
+  EXPECT_NE(f[0].remedy.find("pytorch/pytorch#141014"), std::string::npos);
+
+  r.workers.resize(2);
+  r.workers[1].facts["hip_runtimes"] = "/a/libamdhip64.so.6, /b/libamdhip64.so.7";
+  f.clear();
+  advice::mapped_runtime_findings(r, f);
+  EXPECT_EQ(f.size(), 2u) << "two different sets of files are two causes";
+}
+
 } // namespace

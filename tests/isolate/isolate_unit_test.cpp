@@ -242,7 +242,8 @@ TEST(Signatures, EachKnownTextMatchesItsId) {
 }
 
 TEST(Environment, ForwardsOnlyTheAllowList) {
-  for (const char* yes : {"PATH", "HOME", "LD_LIBRARY_PATH", "PYTHONPATH", "HIP_VISIBLE_DEVICES",
+  for (const char* yes : {"PATH", "HOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH",
+                          "HIP_VISIBLE_DEVICES",
                           "HSA_OVERRIDE_GFX_VERSION", "ROCR_VISIBLE_DEVICES", "AMD_SERIALIZE_KERNEL",
                           "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL", "PYTORCH_TUNABLEOP_ENABLED",
                           "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "SDPA_DOCTOR_TEST_FAULT",

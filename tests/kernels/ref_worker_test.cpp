@@ -123,6 +123,29 @@ sdpa_test::RunOptions fake_amd(const sdpa_test::TempDir& dir) {
   return options;
 }
 
+// A second HIP runtime in the worker's own process (here preloaded, as a stray LD_PRELOAD or an
+// extension linked against /opt/rocm does): the hello names both files, for the advice.
+TEST(RefWorker, TwoHipRuntimesInItsOwnProcessAreInItsHello) {
+  sdpa_test::TempDir dir;
+  const std::string stray = dir.file("opt-rocm/libamdhip64.so.7");
+  std::filesystem::create_directories(dir.file("opt-rocm"));
+  std::filesystem::copy_file(std::string(SDPA_TEST_FAKE_AMD) + "/libamdhip64.so.7", stray);
+  sdpa_test::RunOptions options = fake_amd(dir);
+  int rc = -1;
+  std::string err;
+  const auto one = run_worker("cuda:0", "ref-math", &rc, options, &err);
+  ASSERT_FALSE(one.empty()) << err;
+  EXPECT_EQ(one[0]["facts"]["hip_runtime_count"], "1") << one[0].dump();
+
+  options.set_env["LD_PRELOAD"] = stray;
+  const auto two = run_worker("cuda:0", "ref-math", &rc, options, &err);
+  ASSERT_FALSE(two.empty()) << err;
+  EXPECT_EQ(two[0]["facts"]["hip_runtime_count"], "2") << two[0].dump();
+  const std::string files = two[0]["facts"]["hip_runtimes"];
+  EXPECT_NE(files.find(stray), std::string::npos) << files;
+  EXPECT_NE(files.find("fake-amd/libamdhip64.so.7"), std::string::npos) << files;
+}
+
 TEST(RefWorker, FakeAmdGpuRunsOurKernelsCompiledForItsArch) {
   sdpa_test::TempDir dir;
   for (const char* variant : {"ref-math", "ref-flash"}) {
