@@ -62,7 +62,7 @@ done
 [ -f "$venv/share/sdpa-doctor/sdpa_probe.py" ] || fail "the Python probe is not in $venv/share/sdpa-doctor"
 "$(dirname "${BASH_SOURCE[0]}")/linkage_test.sh" --wheel "${files[@]}"
 runpath=$(LC_ALL=C readelf -d "$venv/bin/sdpa-doctor-torch-worker" | sed -n 's/.*R.*PATH.*\[\(.*\)\]/\1/p')
-torch_lib=$("$venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+torch_lib=$("$venv/bin/python" -W ignore -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 [ "$runpath" = "$torch_lib" ] || fail "the LibTorch worker's RUNPATH is '$runpath', not the venv's $torch_lib"
 
 # On the venv's PATH, as after `source venv/bin/activate`, and nothing else that imports torch
