@@ -48,7 +48,7 @@ build_and_test() { # build_and_test PRESET [CMAKE-ARG...]
   local preset=$1
   shift
   SDPA_DOCTOR_SKIP_PACKAGES=1 SDPA_DOCTOR_PRESET=$preset SDPA_DOCTOR_CMAKE_ARGS="$*" scripts/setup.sh &&
-    ctest --preset "$preset" -j "$jobs" -LE setup
+    ctest --preset "$preset" -j "$jobs" -LE 'setup|wheel'
 }
 stage "minimal build (no LibTorch): ctest" build_and_test minimal "${werror[@]}"
 [ "$asan" = 1 ] && stage "asan build (ASan + UBSan + LSan): ctest" build_and_test asan

@@ -586,7 +586,8 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--dtype", o.dtypes, "Only cases of these dtypes: fp16, bf16, fp32 (default all)")
       ->type_name("LIST");
   sub.add_option("--python", o.python,
-                 "Interpreter for the python probe (default: first python3 that imports torch)")
+                 "Interpreter for the python probe (default: the first that imports torch of "
+                 "$SDPA_DOCTOR_PYTHON, the doctor's own environment, the active venv, python3)")
       ->type_name("PATH");
   sub.add_flag("--no-python", o.no_python, "Skip the python probe");
   sub.add_option("--case-timeout", o.case_timeout_s,

@@ -108,9 +108,27 @@ struct PythonChoice {
   bool hung = false;
 };
 
+// What the default interpreter is chosen from (python_candidates), as this machine answers it.
+struct PythonSearch {
+  std::string env_python;   // $SDPA_DOCTOR_PYTHON; empty when unset
+  std::string exe_dir;      // the running doctor's directory
+  std::string virtual_env;  // $VIRTUAL_ENV (the active venv's root); empty when none
+  std::string path_python3; // the first python3 on PATH; empty when none
+  std::string build_python; // the interpreter this build was configured with; empty when none
+};
+// This process's PythonSearch: its environment, /proc/self/exe and build_info.
+PythonSearch python_search_here();
+
+// The interpreters to try when --python is not given, in order: $SDPA_DOCTOR_PYTHON; the
+// environment the doctor is installed in (a `python3` or `python` beside it whose parent folder
+// holds pyvenv.cfg or conda-meta: a pip install into a venv or conda env); the active venv's; the
+// first python3 on PATH; the build-time interpreter, only when the doctor runs from its build tree
+// (CMakeCache.txt beside it). No empty entry, no duplicate.
+std::vector<std::string> python_candidates(const PythonSearch& search);
+
 // `requested` (--python: a path, or a name looked up on PATH) must exist and be executable, else
-// an error. Empty: $SDPA_DOCTOR_PYTHON, the active venv, the first python3 on PATH whose torch can
-// be found, and the one the doctor was built against, in that order. Cheap: torch is found, not
+// an error. Empty: the first of python_candidates(python_search_here()) whose torch can be
+// found. Cheap: torch is found, not
 // imported (tens of milliseconds; each interpreter asked gets `deadline`, at most 20 s);
 // `torch_lib_dirs` is filled. No interpreter with torch is not an error: `path` is then empty and
 // `reason` says why.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -195,6 +196,44 @@ PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds dea
   return choice;
 }
 
+PythonSearch python_search_here() {
+  PythonSearch s;
+  if (const char* env = std::getenv("SDPA_DOCTOR_PYTHON")) s.env_python = env;
+  s.exe_dir = executable_dir().string();
+  if (const char* venv = std::getenv("VIRTUAL_ENV")) s.virtual_env = venv;
+  if (auto p = find_on_path("python3")) s.path_python3 = p->string();
+  s.build_python = build_info::k_python;
+  return s;
+}
+
+std::vector<std::string> python_candidates(const PythonSearch& search) {
+  std::vector<std::string> out;
+  const auto add = [&out](std::string path) {
+    if (!path.empty() && std::find(out.begin(), out.end(), path) == out.end())
+      out.push_back(std::move(path));
+  };
+  add(search.env_python);
+  std::error_code ec;
+  if (!search.exe_dir.empty()) {
+    // pip installs the doctor into <env>/bin beside that environment's interpreter: the torch it
+    // was installed for, and the one its LibTorch worker was built against.
+    const fs::path bin = search.exe_dir;
+    const fs::path env = bin.parent_path();
+    if (fs::exists(env / "pyvenv.cfg", ec) || fs::is_directory(env / "conda-meta", ec))
+      for (const char* name : {"python3", "python"})
+        if (::access((bin / name).c_str(), X_OK) == 0) {
+          add((bin / name).string());
+          break;
+        }
+  }
+  if (!search.virtual_env.empty()) add(search.virtual_env + "/bin/python");
+  add(search.path_python3);
+  // An installed doctor does not reach back into the machine it was built on.
+  if (!search.exe_dir.empty() && fs::exists(fs::path(search.exe_dir) / "CMakeCache.txt", ec))
+    add(search.build_python);
+  return out;
+}
+
 Expected<PythonChoice> locate_python(const std::string& requested,
                                      std::chrono::milliseconds deadline) {
   if (!requested.empty()) {
@@ -204,13 +243,7 @@ Expected<PythonChoice> locate_python(const std::string& requested,
                                    .value_or(std::vector<std::string>{});
     return chosen;
   }
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("SDPA_DOCTOR_PYTHON"); env && *env) candidates.push_back(env);
-  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv)
-    candidates.push_back(std::string(venv) + "/bin/python");
-  if (auto p = find_on_path("python3")) candidates.push_back(p->string());
-  if (*build_info::k_python) candidates.push_back(build_info::k_python);
-  for (const auto& c : candidates) {
+  for (const auto& c : python_candidates(python_search_here())) {
     if (::access(c.c_str(), X_OK) != 0) continue;
     if (auto dirs = torch_lib_dirs(c, deadline)) {
       PythonChoice choice;

@@ -1,30 +1,49 @@
 #!/usr/bin/env bash
 # Nothing of ROCm is fixed at link time: no executable or shared library of the build tree or of
 # an install NEEDS the HIP runtime, ROCm SMI or AMD SMI (the workers open them at run time), and
-# only the LibTorch worker NEEDS LibTorch. Usage: linkage_test.sh BUILD_DIR
+# only the LibTorch worker NEEDS LibTorch.
+#   linkage_test.sh BUILD_DIR          the build tree and its `cmake --install` into a scratch prefix
+#   linkage_test.sh --wheel FILE...    the files a wheel installed (wheel_install_test.sh): the same,
+#                                      and nothing NEEDS libfmt or libspdlog (they are built in)
 set -euo pipefail
-build=$1
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v readelf >/dev/null || { echo "readelf not found: skipped"; exit 77; }
 
-cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+rocm='^(libamdhip64|librocm_smi64|libamd_smi|libhiprtc)\.'
 checked=0
 torch_worker_needs=""
-while IFS= read -r -d '' file; do
+# check FILE FORBIDDEN-REGEX: what FILE NEEDS (nothing, if it is no ELF file)
+check() {
+  local file=$1 forbidden=$2 dynamic needed
   # Not an ELF file (scripts, data, archives): nothing is loaded from it.
-  dynamic=$(LC_ALL=C readelf -d "$file" 2>/dev/null) || continue
+  dynamic=$(LC_ALL=C readelf -d "$file" 2>/dev/null) || return 0
   checked=$((checked + 1))
   needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<<"$dynamic")
-  if grep -Eq '^(libamdhip64|librocm_smi64|libamd_smi|libhiprtc)\.' <<<"$needed"; then
-    fail "$file NEEDS $(grep -E '^(libamdhip64|librocm_smi64|libamd_smi|libhiprtc)\.' <<<"$needed" | tr '\n' ' ')(left from an older build? remove it)"
+  if grep -Eq "$forbidden" <<<"$needed"; then
+    fail "$file NEEDS $(grep -E "$forbidden" <<<"$needed" | tr '\n' ' ')(left from an older build? remove it)"
   fi
   if grep -Eq '^lib(torch|torch_cpu|c10)\.so' <<<"$needed"; then
     [ "$(basename "$file")" = sdpa-doctor-torch-worker ] ||
       fail "$file NEEDS LibTorch; only sdpa-doctor-torch-worker may"
     torch_worker_needs=$needed
   fi
+}
+
+if [ "${1:-}" = --wheel ]; then
+  shift
+  for file in "$@"; do check "$file" "$rocm|^lib(fmt|spdlog)\."; done
+  [ "$checked" -ge 3 ] || fail "only $checked ELF files among the wheel's $# files"
+  echo "linkage (wheel): $checked ELF files, none NEEDS a ROCm library, libfmt or libspdlog;" \
+    "LibTorch only in its worker${torch_worker_needs:+ ($(tr '\n' ' ' <<<"$torch_worker_needs"))}"
+  exit 0
+fi
+
+build=$1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+while IFS= read -r -d '' file; do
+  check "$file" "$rocm"
 done < <(find "$build" "$scratch/prefix" -type f ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' -print0)
 
 # The walk saw the doctor and its workers, and reads NEEDED entries where there are some.
