@@ -76,7 +76,7 @@ int run_cases(const CasesOptions& o, const GlobalOptions& global) {
     if (global.json_path == "-") {
       fmt::print("{}\n", text);
     } else if (auto w = write_file_atomically(global.json_path, text + "\n"); !w) {
-      throw Fatal{w.error().message, exit_code::usage};
+      throw Fatal{"cannot write " + w.error().message, exit_code::usage};
     }
   }
   return exit_code::ok;

@@ -118,7 +118,7 @@ Expected<int64_t> write_file_atomically(const std::string& path, std::string_vie
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
   const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return make_error("cannot write " + describe_write_failure(path, errno));
+  if (fd < 0) return make_error(describe_write_failure(path, errno));
   // mkstemp creates 0600; what the doctor writes is an ordinary file for whoever reads the
   // results (reading the umask would mean changing it, which races with other threads).
   ::fchmod(fd, 0644);
@@ -138,7 +138,7 @@ Expected<int64_t> write_file_atomically(const std::string& path, std::string_vie
   }
   if (!ok) {
     ::unlink(tmp.c_str());
-    return make_error("cannot write " + describe_write_failure(path, saved));
+    return make_error(describe_write_failure(path, saved));
   }
   if (durable) {
     // The rename is durable only once the directory entry is on disk too.

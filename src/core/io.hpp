@@ -29,8 +29,8 @@ std::string describe_write_failure(const std::string& path, int error_number);
 // a reader sees the old file or the whole new one, never a part. `durable`: the file and its
 // directory are synced before it returns (a report); a scratch file (a cases file, an oracle)
 // skips that. The test switch of write_own_file applies to `path`'s name. Returns the bytes
-// written; an error is one line, "cannot write " and describe_write_failure's line (also when no
-// temporary file can be made beside it).
+// written; an error is describe_write_failure's line (also when no temporary file can be made
+// beside it), for the caller to say what the file was.
 Expected<int64_t> write_file_atomically(const std::string& path, std::string_view data,
                                         bool durable = false);
 

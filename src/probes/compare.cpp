@@ -74,9 +74,11 @@ static_assert(std::endian::native == std::endian::little,
               "oracle files are little-endian float64; add byte swapping for this host");
 
 Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<double>& values) {
-  return write_file_atomically(
+  auto written = write_file_atomically(
       path, std::string_view(reinterpret_cast<const char*>(values.data()),
                              values.size() * sizeof(double)));
+  if (!written) return make_error("cannot write the oracle file " + written.error().message);
+  return written;
 }
 
 Expected<std::vector<double>> read_oracle_file(const std::string& path, size_t expected_count) {

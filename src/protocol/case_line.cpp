@@ -113,7 +113,9 @@ Expected<std::vector<CaseLine>> read_cases_file(const std::string& path) {
 Expected<int64_t> write_cases_file(const std::string& path, const std::vector<std::string>& lines) {
   std::string text;
   for (const auto& l : lines) text += l + "\n";
-  return write_file_atomically(path, text);
+  auto written = write_file_atomically(path, text);
+  if (!written) return make_error("cannot write the cases file " + written.error().message);
+  return written;
 }
 
 } // namespace sdpa_doctor::protocol

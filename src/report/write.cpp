@@ -60,7 +60,7 @@ Expected<Written> write_atomically(const std::string& path, std::string_view tex
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
     return write_in_place(path, text);
   auto written = write_file_atomically(path, text, /*durable=*/true);
-  if (!written) return written.error();
+  if (!written) return make_error("cannot write " + written.error().message);
   return Written{path};
 }
 

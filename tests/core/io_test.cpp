@@ -87,8 +87,7 @@ TEST(WriteFileAtomically, AFailedWriteLeavesTheOldFileAndNamesTheFileSystem) {
   ScopedEnv fault("SDPA_DOCTOR_TEST_WRITE_FAULT", "*.cases.*");
   auto written = write_file_atomically(path, "new\n");
   ASSERT_FALSE(written.has_value());
-  EXPECT_EQ(written.error().message.rfind("cannot write " + path + ": " + std::strerror(ENOSPC), 0),
-            0u)
+  EXPECT_EQ(written.error().message.rfind(path + ": " + std::strerror(ENOSPC) + " (", 0), 0u)
       << written.error().message;
   EXPECT_EQ(sdpa_test::read_file(path), "old\n");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
