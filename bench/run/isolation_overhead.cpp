@@ -4,6 +4,7 @@
 //                            [--side both|inproc|isolated]   (one side alone, e.g. under perf stat)
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
 #include "probes/reference_worker.hpp"
 #include "probes/tolerance.hpp"
 #include "probes/worker.hpp"
@@ -41,11 +42,11 @@ int main(int argc, char** argv) {
   for (const Case& c : *cases) {
     const std::string oracle = (dir / (c.id() + ".f64")).string();
     (void)probes::write_oracle_file(oracle, probes::compute_oracle(c));
-    lines.push_back(probes::make_case_line(c, probes::default_tolerance(c.dtype), oracle, 1, 3));
+    lines.push_back(protocol::make_case_line(c, probes::default_tolerance(c.dtype), oracle, 1, 3));
     planned.push_back({c.id(), lines.back(), std::chrono::seconds(120)});
   }
   const std::string cases_path = (dir / "cases.jsonl").string();
-  (void)probes::write_cases_file(cases_path, lines);
+  (void)protocol::write_cases_file(cases_path, lines);
   const std::string worker = (fs::path(argv[0]).parent_path().parent_path() /
                               "sdpa-doctor-ref-worker").string();
 

@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "core/case.hpp"
 #include "core/expected.hpp"
+#include "core/io.hpp"
 #include "core/status.hpp"
 #include "probes/probes.hpp"
 
@@ -74,8 +75,8 @@ int run_cases(const CasesOptions& o, const GlobalOptions& global) {
     const std::string text = to_json_list(plan, model).dump(2);
     if (global.json_path == "-") {
       fmt::print("{}\n", text);
-    } else if (auto w = probes::write_cases_file(global.json_path, {text}); !w) {
-      throw Fatal{w.error().message, exit_code::usage};
+    } else if (auto w = write_file_atomically(global.json_path, text + "\n"); !w) {
+      throw Fatal{"cannot write " + w.error().message, exit_code::usage};
     }
   }
   return exit_code::ok;

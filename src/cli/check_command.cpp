@@ -10,6 +10,7 @@
 #include "core/model_json.hpp"
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
 #include "report/report.hpp"
 #include "run/run.hpp"
 #include "run/shrink.hpp"
@@ -211,7 +212,7 @@ CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
   for (const auto& t : in.targets)
     if (!probes::is_valid_target(t))
       throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
-  if (o.repeat < 1 || o.repeat > probes::k_max_repeat || o.warmup < 1)
+  if (o.repeat < 1 || o.repeat > protocol::k_max_repeat || o.warmup < 1)
     throw Fatal{"--repeat must be in 1..1000 and --warmup at least 1"};
   if (auto b = run::parse_shrink_budget(o.shrink_budget); !b) throw Fatal{b.error().message};
   check_writable(global.json_path, "--json");

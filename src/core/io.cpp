@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -108,6 +109,46 @@ std::string describe_write_failure(const std::string& path, int error_number) {
   }
   return fmt::format("{}: {}{}", path, std::strerror(error_number),
                      where.empty() ? std::string{} : " (" + where + ")");
+}
+
+Expected<int64_t> write_file_atomically(const std::string& path, std::string_view data,
+                                        bool durable) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return make_error(describe_write_failure(path, errno));
+  // mkstemp creates 0600; what the doctor writes is an ordinary file for whoever reads the
+  // results (reading the umask would mean changing it, which races with other threads).
+  ::fchmod(fd, 0644);
+  bool ok = write_own_file(fd, data, path);
+  int saved = errno;
+  if (ok && durable && ::fsync(fd) != 0) {
+    ok = false;
+    saved = errno;
+  }
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    saved = errno;
+  }
+  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    saved = errno;
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return make_error(describe_write_failure(path, saved));
+  }
+  if (durable) {
+    // The rename is durable only once the directory entry is on disk too.
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+  return int64_t(data.size());
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {

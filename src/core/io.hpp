@@ -25,6 +25,15 @@ bool write_own_file(int fd, std::string_view data, const std::string& path);
 // device (tmpfs at /mnt/x, 0 B free of 256 KiB)".
 std::string describe_write_failure(const std::string& path, int error_number);
 
+// Replaces `path` with `data` through a temporary file beside it (mode 0644) renamed over it, so
+// a reader sees the old file or the whole new one, never a part. `durable`: the file and its
+// directory are synced before it returns (a report); a scratch file (a cases file, an oracle)
+// skips that. The test switch of write_own_file applies to `path`'s name. Returns the bytes
+// written; an error is describe_write_failure's line (also when no temporary file can be made
+// beside it), for the caller to say what the file was.
+Expected<int64_t> write_file_atomically(const std::string& path, std::string_view data,
+                                        bool durable = false);
+
 // Milliseconds from `start` to now on the monotonic clock.
 double ms_since(std::chrono::steady_clock::time_point start);
 

@@ -34,6 +34,31 @@ bool invisible_control(char32_t cp) {
          (cp >= 0x2066 && cp <= 0x2069);
 }
 
+// Printable UTF-8: an invalid byte becomes '?', a control character '?' or (on one line) a
+// space; tab always stays, newline where lines are kept.
+std::string clean(std::string_view text, bool keep_newlines) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = utf8_sequence_length(text, i);
+    if (n == 0) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    if (n == 1 && (c < 0x20 || c == 0x7F)) {
+      if (c == '\n' && keep_newlines) out += '\n';
+      else if (c == '\t') out += '\t';
+      else out += keep_newlines ? '?' : ' ';
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
 } // namespace
 
 std::string escape_to_one_line(std::string_view text) {
@@ -95,6 +120,15 @@ std::string_view fit_to_width(std::string_view line, std::size_t columns) {
 std::string shortened(std::string_view text, std::size_t max) {
   if (text.size() <= max) return std::string(text);
   return std::string(text.substr(0, max)) + "...";
+}
+
+std::string sanitize_text(std::string_view text) { return clean(text, true); }
+
+std::string excerpt(std::string_view text, std::size_t max) {
+  bool cut = text.size() > max;
+  std::string out = clean(text.substr(0, max), false);
+  if (cut) out += "...";
+  return out;
 }
 
 std::string json_error_text(std::string_view what) {

@@ -33,6 +33,13 @@ std::string_view fit_to_width(std::string_view line, std::size_t columns);
 // in an error line, which may be as long as the file it came from.
 std::string shortened(std::string_view text, std::size_t max = 60);
 
+// A printable, valid-UTF-8, single-line excerpt of at most `max` bytes (then "..."), for reasons
+// and logs: bytes that are not UTF-8 become '?', control characters but tab a space.
+std::string excerpt(std::string_view text, std::size_t max = 120);
+
+// Valid UTF-8 with NULs and other control characters but tab and newline replaced by '?'.
+std::string sanitize_text(std::string_view text);
+
 // A JSON parser's error as a user reads it: nlohmann's "[json.exception.parse_error.101] "
 // prefix dropped and a long token it quotes clipped, so "parse error at line 1, column 3: ..."
 // or "number overflow parsing '1e999'" stays one short line.

@@ -3,6 +3,7 @@
 #include "isolate/isolate.hpp"
 #include "core/status.hpp"
 #include "core/io.hpp"
+#include "protocol/protocol.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -48,28 +49,28 @@ const std::vector<FaultSpec>& fault_table() {
 namespace {
 
 
-// One write per event: a line reaches the runner whole or not at all, even if we die next.
-void emit(int fd, nlohmann::json event) {
-  event["v"] = 1;
-  write_all(fd, event.dump() + "\n");
-}
-
 [[noreturn]] void sleep_forever() {
   for (;;) ::pause();
 }
 
-void result(int fd, const std::string& id, const std::string& status, const std::string& reason) {
-  emit(fd, {{"event", "result"}, {"case", id}, {"status", status}, {"reason", reason},
-            {"metrics", {{"time_ms", 0.0}}}});
+// One write per event (protocol::ProtocolWriter): a line reaches the runner whole or not at all,
+// even if we die next.
+void result(int fd, const std::string& id, Status status, const std::string& reason) {
+  protocol::ResultEvent e;
+  e.case_id = id;
+  e.status = status;
+  e.reason = reason;
+  e.metrics.time_ms = 0.0;
+  protocol::ProtocolWriter(fd).result(e);
 }
 
 // Returns only for the faults that end in a result. UBSan stays out: a null write or a division
 // by zero must reach the runner as the signal it is, not as a sanitizer report.
 __attribute__((no_sanitize("undefined"))) void inject(const std::string& fault, const std::string& id, int fd) {
-  if (fault == "ok") return result(fd, id, "pass", "");
+  if (fault == "ok") return result(fd, id, Status::pass, "");
   if (fault == "unsupported")
-    return result(fd, id, "unsupported", "No available kernel. Aborting execution.");
-  if (fault == "error") return result(fd, id, "error", "RuntimeError: injected");
+    return result(fd, id, Status::unsupported, "No available kernel. Aborting execution.");
+  if (fault == "error") return result(fd, id, Status::error, "RuntimeError: injected");
   if (fault == "abort") std::abort();
   if (fault == "segv") {
     int* volatile target = nullptr;
@@ -121,7 +122,7 @@ __attribute__((no_sanitize("undefined"))) void inject(const std::string& fault, 
       block.back() = '\n';
       write_all(STDERR_FILENO, block);
     }
-    return result(fd, id, "pass", "");
+    return result(fd, id, Status::pass, "");
   }
   if (fault == "broken-line") {
     write_all(fd, "{\"v\":1,\"event\":\"result\",\"case\":\n");
@@ -150,7 +151,7 @@ __attribute__((no_sanitize("undefined"))) void inject(const std::string& fault, 
     std::fflush(stderr);
     std::abort();
   }
-  result(fd, id, "error", "unknown fault '" + fault + "'");
+  result(fd, id, Status::error, "unknown fault '" + fault + "'");
 }
 
 } // namespace
@@ -161,12 +162,8 @@ int run_fault_worker(int results_fd, const std::string& cases_path) {
     std::fprintf(stderr, "fault worker: cannot read %s\n", cases_path.c_str());
     return exit_code::usage;
   }
-  emit(results_fd, {{"event", "hello"},
-                    {"worker", "fault"},
-                    {"device", "cpu"},
-                    {"variant", "fault"},
-                    {"versions", nlohmann::json::object()},
-                    {"facts", {{"pid", ::getpid()}}}});
+  protocol::ProtocolWriter out(results_fd);
+  out.hello({"fault", "cpu", "fault", {}, {{"pid", std::to_string(::getpid())}}});
   std::string line;
   while (std::getline(cases, line)) {
     if (line.empty()) continue;
@@ -176,10 +173,10 @@ int run_fault_worker(int results_fd, const std::string& cases_path) {
       return exit_code::usage;
     }
     const std::string id = c["id"].get<std::string>();
-    emit(results_fd, {{"event", "begin"}, {"case", id}});
+    out.begin(id);
     inject(c.value("fault", std::string("ok")), id, results_fd);
   }
-  emit(results_fd, {{"event", "bye"}});
+  out.bye();
   return 0;
 }
 

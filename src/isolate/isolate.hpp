@@ -1,9 +1,11 @@
 // isolate: child processes. Spawns argv vectors (never a shell) in their own process group with a
 // clean environment, drains their output without deadlock, enforces deadlines, kills whole groups,
-// decodes wait statuses, parses the worker protocol (v1) and matches known stderr signatures; the
-// runner attributes a dead worker to the case it was running and resumes the rest in a fresh one.
-// Depends on core only. It knows nothing of attention: cases are opaque JSON lines, workers argv.
-// It must never include probes, kernels, devices or HIP/torch headers.
+// decodes wait statuses and matches known stderr signatures; the runner reads the worker's
+// `begin`, `result` and `bye` events (protocol v1, through protocol/), attributes a dead worker to
+// the case it was running and resumes the rest in a fresh one.
+// Depends on core and protocol only. It knows nothing of attention: cases are opaque JSON lines,
+// workers argv, and a result's metrics and canary are read by whoever asked for the run. It must
+// never include probes, kernels, devices or HIP/torch headers.
 #pragma once
 
 #include "core/expected.hpp"
@@ -178,22 +180,6 @@ public:
 // long-lived thread: the workers' parent-death signal is tied to the thread that spawned them.
 WorkerRunReport run_worker(const WorkerCommand& cmd, const std::vector<PlannedCase>& cases,
                            const RunnerOptions& options, RunObserver* observer = nullptr);
-
-// ---- result events ---------------------------------------------------------------------------
-
-// Folds a worker's `result` event (protocol v1: metrics, tolerance, backend_chosen, warnings)
-// into `out`. A field that is missing or of another type leaves `out` as it was: the event comes
-// from a process that may be half broken.
-void apply_result_event(const nlohmann::json& result, CaseResult& out);
-
-// Folds the event's `canary` into `out`: a failed canary means this case poisoned the device, so
-// a pass becomes `error` ("poisoned the device: canary failed after it: ...") and any other
-// status keeps its value with the canary's text added to the reason. Call after the status is set.
-void apply_canary(const nlohmann::json& result, CaseResult& out);
-
-// The entries of the object hello[key] as text (numbers and booleans as JSON); empty values and a
-// missing or non-object key give nothing.
-std::map<std::string, std::string> hello_strings(const nlohmann::json& hello, const char* key);
 
 // ---- the fault-injection worker ------------------------------------------------------------
 

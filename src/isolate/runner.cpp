@@ -1,12 +1,12 @@
 #include "isolate/isolate.hpp"
 #include "core/io.hpp"
 #include "core/paths.hpp"
+#include "core/text.hpp"
 #include "isolate/process.hpp"
-#include "isolate/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 #include <fmt/format.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -41,7 +41,7 @@ std::string tail_lines(std::string_view text) {
     pos = text.rfind('\n', pos - 1);
   if (pos != std::string_view::npos && pos < text.size() && text[pos] == '\n') ++pos;
   if (pos == std::string_view::npos) pos = 0;
-  return detail::sanitize_text(text.substr(pos));
+  return sanitize_text(text.substr(pos));
 }
 
 // The cases file and logs live here; a directory we made ourselves is removed at the end.
@@ -173,19 +173,14 @@ private:
 
   // The remaining cases, one line each, in a file for the worker; an error when it cannot be
   // written (a full disk), naming the file system.
-  Expected<std::string> write_cases_file(int attempt) {
+  Expected<std::string> write_remaining_cases(int attempt) {
     if (m_dir.path().empty())
       return make_error("cannot create a temporary directory: " + m_dir.error());
     std::string path = fmt::format("{}/{}.cases.{}.jsonl", m_dir.path(), m_options.name, attempt);
-    std::string lines;
+    std::vector<std::string> lines;
     for (std::size_t i = 0; i < m_cases.size(); ++i)
-      if (!m_done[i]) lines += m_cases[i].line + '\n';
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool written = fd >= 0 && write_own_file(fd, lines, path);
-    const int error = errno;
-    if (fd >= 0) written = ::close(fd) == 0 && written;
-    if (!written)
-      return make_error("cannot write the cases file " + describe_write_failure(path, error));
+      if (!m_done[i]) lines.push_back(m_cases[i].line);
+    if (auto written = protocol::write_cases_file(path, lines); !written) return written.error();
     return path;
   }
 
@@ -315,29 +310,29 @@ private:
 
   void on_line(std::string_view line, bool too_long) {
     if (!m_accepting) return;
-    detail::Event ev = too_long ? detail::Event{detail::EventKind::broken, {}, {},
+    protocol::Event ev = too_long ? protocol::Event{protocol::EventKind::broken, {}, {},
                                                 fmt::format("line longer than {} bytes: {}",
                                                             m_options.max_line_bytes,
-                                                            detail::excerpt(line, 60))}
-                                : detail::parse_event(line);
+                                                            excerpt(line, 60))}
+                                : protocol::parse_event(line);
     switch (ev.kind) {
-    case detail::EventKind::hello:
+    case protocol::EventKind::hello:
       if (!m_runner.m_report.hello) m_runner.m_report.hello = ev.body;
       if (m_runner.m_observer) m_runner.m_observer->on_hello(ev.body);
       break;
-    case detail::EventKind::begin:
+    case protocol::EventKind::begin:
       if (auto index = pending_case(ev.case_id)) on_begin(*index, ev.case_id);
       break;
-    case detail::EventKind::result:
+    case protocol::EventKind::result:
       if (auto index = pending_case(ev.case_id)) on_result(*index, ev);
       break;
-    case detail::EventKind::bye:
+    case protocol::EventKind::bye:
       m_saw_bye = true;
       break;
-    case detail::EventKind::unknown:
-    case detail::EventKind::blank:
+    case protocol::EventKind::unknown:
+    case protocol::EventKind::blank:
       break; // newer workers may send events this runner does not know; they change nothing
-    case detail::EventKind::broken:
+    case protocol::EventKind::broken:
       if (m_broken_problem.empty()) m_broken_problem = ev.problem;
       m_accepting = false; // a channel that carried garbage cannot be trusted for the rest
       break;
@@ -367,7 +362,7 @@ private:
     if (m_runner.m_observer) m_runner.m_observer->on_begin(case_id);
   }
 
-  void on_result(std::size_t index, const detail::Event& ev) {
+  void on_result(std::size_t index, const protocol::Event& ev) {
     CaseOutcome o;
     o.attempt = m_attempt;
     o.result = ev.body;
@@ -376,10 +371,10 @@ private:
     if (status && is_worker_status(*status)) {
       o.status = *status;
       if (auto r = ev.body.find("reason"); r != ev.body.end() && r->is_string())
-        o.reason = detail::excerpt(r->get<std::string>(), 2000);
+        o.reason = excerpt(r->get<std::string>(), 2000);
     } else {
       o.status = Status::error;
-      o.reason = fmt::format("worker reported an invalid status '{}'", detail::excerpt(status_text));
+      o.reason = fmt::format("worker reported an invalid status '{}'", excerpt(status_text));
     }
     if (m_running == index) {
       const std::string since = m_err.since(m_begin_offset);
@@ -501,8 +496,8 @@ private:
   detail::Child& m_child;
   const int m_attempt;
   detail::TailBuffer m_out, m_err;
-  detail::LineSplitter m_splitter;
-  const detail::LineSplitter::Handler m_handler = [this](std::string_view line, bool too_long) {
+  protocol::LineSplitter m_splitter;
+  const protocol::LineSplitter::Handler m_handler = [this](std::string_view line, bool too_long) {
     on_line(line, too_long);
   };
   const detail::Sink m_sink = [this](detail::Stream s, std::string_view data) {
@@ -530,7 +525,7 @@ private:
 };
 
 bool Runner::run_attempt(int attempt) {
-  const auto cases = write_cases_file(attempt);
+  const auto cases = write_remaining_cases(attempt);
   if (!cases) {
     // The doctor's own disk, not the worker: nothing ran, nothing is blamed on it.
     m_report.write_error = cases.error().message;

@@ -74,25 +74,11 @@ static_assert(std::endian::native == std::endian::little,
               "oracle files are little-endian float64; add byte swapping for this host");
 
 Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<double>& values) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    return make_error(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
-  const size_t bytes = values.size() * sizeof(double);
-  const bool written = write_all(fd, std::string_view(reinterpret_cast<const char*>(values.data()), bytes));
-  const int saved = errno;
-  const bool closed = ::close(fd) == 0;
-  if (!written || !closed) {
-    ::unlink(tmp.c_str());
-    return make_error(fmt::format("cannot write '{}': {}", path, std::strerror(saved)));
-  }
-  ::chmod(tmp.c_str(), 0644);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return make_error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(e)));
-  }
-  return int64_t(bytes);
+  auto written = write_file_atomically(
+      path, std::string_view(reinterpret_cast<const char*>(values.data()),
+                             values.size() * sizeof(double)));
+  if (!written) return make_error("cannot write the oracle file " + written.error().message);
+  return written;
 }
 
 Expected<std::vector<double>> read_oracle_file(const std::string& path, size_t expected_count) {

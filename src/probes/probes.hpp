@@ -1,8 +1,8 @@
 // probes: everything the SDPA probe workers share that needs no torch: the case suites and case
-// files, the float64 oracle cache, the comparison against it, the worker input (case lines), the
-// worker side of protocol v1, deadlines and the memory guard, and which variants to plan.
-// Depends on core and kernels only. Must not depend on torch, HIP, isolate or report: the doctor,
-// the libtorch worker and the reference worker all link it.
+// files, the float64 oracle cache, the comparison against it, deadlines and the memory guard, and
+// which variants to plan; the workers speak protocol v1 through protocol/.
+// Depends on core, kernels and protocol only. Must not depend on torch, HIP, isolate or report:
+// the doctor, the libtorch worker and the reference worker all link it.
 #pragma once
 
 #include "core/case.hpp"
@@ -132,31 +132,6 @@ std::vector<double> compute_oracle(const Case& c, const std::atomic<bool>* cance
 // The same on inputs already made (core::make_inputs of `c`).
 std::vector<double> compute_oracle(const Case& c, const HostInputs& inputs,
                                    const std::atomic<bool>* cancel = nullptr);
-
-// --- worker input: case lines (ARCHITECTURE.md, protocol v1) --------------------------------------
-
-struct CaseLine {
-  std::string id;          // used in every event about this case
-  Case kase;
-  Tolerance tolerance;
-  std::string oracle_path; // empty: the worker computes the oracle itself
-  int warmup = 1;          // untimed runs; the first of them is the checked run
-  int repeat = 3;          // timed runs, the median is reported
-  // Once the case's calls have taken this long, the warm-ups left are skipped and no timed run
-  // after the first starts (0 = none): a case of twenty seconds a call is timed once, not thrice.
-  int budget_ms = 0;
-};
-
-inline constexpr int k_max_repeat = 1000;
-inline constexpr int k_max_budget_ms = 86'400'000;
-
-std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
-                           int warmup, int repeat, int budget_ms = 0);
-Expected<CaseLine> parse_case_line(std::string_view line);
-// One case line per non-blank line; errors name the line number.
-Expected<std::vector<CaseLine>> read_cases_file(const std::string& path);
-// Writes the lines (each followed by '\n') atomically. Returns the bytes written.
-Expected<int64_t> write_cases_file(const std::string& path, const std::vector<std::string>& lines);
 
 // --- limits ---------------------------------------------------------------------------------------
 

@@ -59,7 +59,7 @@ public:
     return info;
   }
 
-  CaseRun run(const CaseLine& line, const HostInputs& inputs) override {
+  CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs) override {
     CaseRun run;
     if (m_device >= 0) {
       const kernels::GpuKernels& gpu = kernels::gpu_kernels(*m_kernel, m_device);

@@ -254,7 +254,7 @@ public:
     return info;
   }
 
-  CaseRun run(const CaseLine& line, const HostInputs& inputs) override {
+  CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs) override {
     CapturingHandler handler;
     c10::WarningUtils::WarningHandlerGuard guard(&handler);
     CaseRun r;
@@ -387,7 +387,7 @@ private:
     }
   }
 
-  CaseRun run_case(const CaseLine& line, const HostInputs& in) {
+  CaseRun run_case(const protocol::CaseLine& line, const HostInputs& in) {
     const Case& c = line.kase;
     const bool tr = c.layout == Layout::transposed;
     at::Tensor q = to_tensor(in.q, {c.b, c.hq, c.lq, c.d}, c.dtype, tr);

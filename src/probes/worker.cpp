@@ -4,7 +4,6 @@
 
 #include "kernels/kernels.hpp"
 #include "loader/loader.hpp"
-#include "probes/protocol_writer.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -80,8 +79,8 @@ void add_mapped_hip_runtimes(std::map<std::string, std::string>& facts) {
   facts["hip_runtimes"] = fmt::format("{}", fmt::join(files, ", "));
 }
 
-ResultEvent evaluate(const CaseLine& line, CaseRun run, FaultAction corrupt) {
-  ResultEvent ev;
+protocol::ResultEvent evaluate(const protocol::CaseLine& line, CaseRun run, FaultAction corrupt) {
+  protocol::ResultEvent ev;
   ev.case_id = line.id;
   ev.tolerance = line.tolerance;
   ev.backend_chosen = run.backend_chosen;
@@ -123,7 +122,7 @@ ResultEvent evaluate(const CaseLine& line, CaseRun run, FaultAction corrupt) {
 int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptions& options) {
   // A reader that went away must not kill us mid-case: the write fails and we stop instead.
   std::signal(SIGPIPE, SIG_IGN);
-  ProtocolWriter out(args.results_fd);
+  protocol::ProtocolWriter out(args.results_fd);
   std::vector<FaultSpec> faults;
   if (options.honour_test_fault) {
     auto f = fault_from_environment();
@@ -133,16 +132,16 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
     }
     faults = std::move(*f);
   }
-  auto lines = read_cases_file(args.cases_path);
+  auto lines = protocol::read_cases_file(args.cases_path);
   HelloInfo info = executor.hello();
   add_mapped_hip_runtimes(info.facts);
-  out.hello(info.worker, args.device, args.variant.name(), info.versions, info.facts);
+  out.hello({info.worker, args.device, args.variant.name(), info.versions, info.facts});
   if (!lines) {
     std::fprintf(stderr, "%s\n", lines.error().message.c_str());
     return exit_code::usage;
   }
   const std::string variant = args.variant.name();
-  for (const CaseLine& line : *lines) {
+  for (const protocol::CaseLine& line : *lines) {
     if (!out.begin(line.id)) return exit_code::failures;
     const FaultSpec* hit = matching_fault(faults, variant, line.kase, line.id);
     const bool faulty = hit != nullptr;
@@ -162,7 +161,7 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
         run.reason = e.what();
       }
     }
-    ResultEvent ev;
+    protocol::ResultEvent ev;
     try {
       ev = evaluate(line, std::move(run), faulty ? fault.action : FaultAction::none);
     } catch (const std::exception& e) {
@@ -174,7 +173,7 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
     if (faulty && fault.action == FaultAction::poison && !ev.canary.empty())
       ev.canary = "failed: injected deferred device error (SDPA_DOCTOR_TEST_FAULT action=poison)";
     if (!out.result(ev)) return exit_code::failures;
-    if (canary_failed(ev.canary)) return k_exit_canary_failed; // no bye: a fresh worker goes on
+    if (protocol::canary_failed(ev.canary)) return protocol::k_exit_canary_failed; // no bye: a fresh worker goes on
   }
   out.bye();
   return 0;

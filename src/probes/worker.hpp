@@ -1,7 +1,7 @@
 // probes/worker: the case loop every C++ probe worker runs (libtorch, reference): argument
 // parsing, reading the cases file, events in protocol order, inputs, oracle, test faults,
 // comparison and timing statistics. A worker supplies only a CaseExecutor that runs one case.
-// Depends on core, kernels and the rest of probes; must not depend on torch or HIP, so that each
+// Depends on core, kernels, protocol and the rest of probes; must not depend on torch or HIP, so that each
 // worker keeps its dependency in its own executor translation unit.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "core/status.hpp"
 #include "core/variant.hpp"
 #include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
 
 #include <functional>
 #include <map>
@@ -58,18 +59,12 @@ public:
   virtual ~CaseExecutor() = default;
   virtual HelloInfo hello() = 0;
   // Runs one case on `inputs` (core::make_inputs of line.kase). Must not throw.
-  virtual CaseRun run(const CaseLine& line, const HostInputs& inputs) = 0;
+  virtual CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs) = 0;
   // A tiny known op on the device after a case: "ok", "failed: <why>" when the device no longer
   // computes it (the case left a deferred error behind), or empty for executors without one.
   // Must not throw.
   virtual std::string canary() { return {}; }
 };
-
-// A worker whose canary failed writes the case's result and then exits with this code, so the
-// runner resumes the rest in a fresh process (ARCHITECTURE.md, worker protocol).
-inline constexpr int k_exit_canary_failed = 5;
-// Whether a canary answer says the device was poisoned.
-inline bool canary_failed(std::string_view canary) { return canary.rfind("failed", 0) == 0; }
 
 struct WorkerOptions {
   bool honour_test_fault = false; // SDPA_DOCTOR_TEST_FAULT (torch, python and reference workers)

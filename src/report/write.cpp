@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <filesystem>
 #include <sys/stat.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -60,41 +59,8 @@ Expected<Written> write_atomically(const std::string& path, std::string_view tex
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
     return write_in_place(path, text);
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0)
-    return make_error(fmt::format("cannot create a temporary file beside '{}': {}", path,
-                                  std::strerror(errno)));
-  // mkstemp creates 0600; a report is an ordinary file for whoever reads the results (reading
-  // the umask would mean changing it, which races with other threads).
-  ::fchmod(fd, 0644);
-  bool ok = write_all(fd, text);
-  int saved = errno;
-  if (ok && ::fsync(fd) != 0) {
-    ok = false;
-    saved = errno;
-  }
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    saved = errno;
-  }
-  if (ok && std::rename(tmpl.c_str(), path.c_str()) != 0) {
-    ok = false;
-    saved = errno;
-  }
-  if (!ok) {
-    ::unlink(tmpl.c_str());
-    return write_error(path, saved);
-  }
-  // The rename is durable only once the directory entry is on disk too.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  auto written = write_file_atomically(path, text, /*durable=*/true);
+  if (!written) return make_error("cannot write " + written.error().message);
   return Written{path};
 }
 

@@ -4,6 +4,7 @@
 #include "core/model_json.hpp"
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
 #include "run/journal.hpp"
 #include "run/launch.hpp"
 #include "run/oracle_feed.hpp"
@@ -83,7 +84,7 @@ isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const S
   const bool have_oracle = !oracle.empty();
   isolate::PlannedCase p;
   p.id = c.id();
-  p.line = probes::make_case_line(c, tol, oracle, s.options.warmup, s.options.repeat,
+  p.line = protocol::make_case_line(c, tol, oracle, s.options.warmup, s.options.repeat,
                                   int(s.options.call_budget.count()));
   p.deadline = s.options.case_timeout.value_or(probes::default_case_deadline(
       c, gpu, s.options.warmup + s.options.repeat, !have_oracle));
@@ -151,10 +152,7 @@ void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
     r.stderr_tail = o.stderr_tail;
     r.attempt = o.attempt;
     r.wall_ms = o.elapsed_ms;
-    if (o.result) {
-      isolate::apply_result_event(*o.result, r);
-      isolate::apply_canary(*o.result, r);
-    }
+    if (o.result) protocol::apply_result(*o.result, r);
   }
 }
 
@@ -275,8 +273,9 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
         out.unstartable.try_emplace(run.probe, why).second)
       s.journal.append({{"event", "finding"}, {"finding", to_json(unstartable_finding(run.probe, why))}});
     if (report.hello && info.versions.empty()) {
-      info.versions = isolate::hello_strings(*report.hello, "versions");
-      info.facts = isolate::hello_strings(*report.hello, "facts");
+      protocol::Hello hello = protocol::read_hello(*report.hello);
+      info.versions = std::move(hello.versions);
+      info.facts = std::move(hello.facts);
     }
     info.restarts += report.restarts;
     if (report.device_unhealthy || report.device_wedged) {

@@ -2,7 +2,7 @@
 // lines (decoded by isolate as the runner does), the verdict, its one finding, the known-issue
 // match from the shipped data/known_issues.json, and the line the console and Markdown print.
 #include "advice/advice.hpp"
-#include "isolate/isolate.hpp"
+#include "protocol/protocol.hpp"
 #include "report/report.hpp"
 #include "support/run_binary.hpp"
 
@@ -21,8 +21,9 @@ WorkerInfo worker_from_hello(const std::string& hello_line) {
   w.device = hello.at("device").get<std::string>();
   w.probe = hello.at("worker") == "python" ? Probe::python : Probe::torch;
   w.variant = hello.at("variant").get<std::string>();
-  w.versions = isolate::hello_strings(hello, "versions");
-  w.facts = isolate::hello_strings(hello, "facts");
+  const protocol::Hello h = protocol::read_hello(hello);
+  w.versions = h.versions;
+  w.facts = h.facts;
   return w;
 }
 

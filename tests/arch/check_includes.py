@@ -7,14 +7,17 @@ import sys
 
 ALLOWED = {
     "core": {"core"},
-    "isolate": {"core"},
-    "devices": {"core", "isolate"},
-    "kernels": {"core"},
-    "probes": {"core", "kernels"},
-    "run": {"core", "isolate", "probes"},
+    "protocol": {"core"},
+    "loader": {"core"},
+    "isolate": {"core", "protocol"},
+    "devices": {"core", "isolate", "loader"},
+    "kernels": {"core", "loader"},
+    "probes": {"core", "kernels", "protocol"},
+    "run": {"core", "protocol", "isolate", "probes"},
     "advice": {"core"},
     "report": {"core"},
-    "cli": {"core", "isolate", "devices", "kernels", "probes", "run", "advice", "report"},
+    "cli": {"core", "protocol", "loader", "isolate", "devices", "kernels", "probes", "run",
+            "advice", "report"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
+#include <iterator>
+#include <sys/stat.h>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -58,6 +61,37 @@ TEST(WriteOwnFile, TheTestSwitchFailsMatchingNamesAsAFullDiskDoes) {
   ::close(b);
   EXPECT_EQ(sdpa_test::read_file(cases), "line\n");
   EXPECT_EQ(sdpa_test::read_file(journal), "line\n");
+}
+
+TEST(WriteFileAtomically, ReplacesTheFileWholeAsAnOrdinaryFile) {
+  sdpa_test::TempDir dir;
+  const std::string path = dir.file("r.json");
+  sdpa_test::write_file(path, "old, and longer than the new text\n");
+  auto written = write_file_atomically(path, "new\n");
+  ASSERT_TRUE(written.has_value()) << written.error().message;
+  EXPECT_EQ(*written, 4);
+  EXPECT_EQ(sdpa_test::read_file(path), "new\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_TRUE(write_file_atomically(path, "durable\n", /*durable=*/true).has_value());
+  EXPECT_EQ(sdpa_test::read_file(path), "durable\n");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1)
+      << "no temporary file is left beside it";
+}
+
+TEST(WriteFileAtomically, AFailedWriteLeavesTheOldFileAndNamesTheFileSystem) {
+  sdpa_test::TempDir dir;
+  const std::string path = dir.file("w.cases.0.jsonl");
+  sdpa_test::write_file(path, "old\n");
+  ScopedEnv fault("SDPA_DOCTOR_TEST_WRITE_FAULT", "*.cases.*");
+  auto written = write_file_atomically(path, "new\n");
+  ASSERT_FALSE(written.has_value());
+  EXPECT_EQ(written.error().message.rfind(path + ": " + std::strerror(ENOSPC) + " (", 0), 0u)
+      << written.error().message;
+  EXPECT_EQ(sdpa_test::read_file(path), "old\n");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
+  EXPECT_FALSE(write_file_atomically(dir.file("no/such/dir/x"), "x").has_value());
 }
 
 TEST(DescribeWriteFailure, NamesTheFileTheErrorAndItsFileSystem) {

@@ -123,3 +123,16 @@ TEST(ReplaceWords, ReplacesEveryOccurrenceInTheOrderGiven) {
   sdpa_doctor::replace_words(loop, {{"a", "aa"}}); // a replacement is not searched again
   EXPECT_EQ(loop, "aaaaaa");
 }
+
+TEST(Excerpt, IsPrintableUtf8OnOneLine) {
+  using sdpa_doctor::excerpt;
+  EXPECT_EQ(excerpt(std::string("a\0b\nc", 5)), "a b c");
+  EXPECT_EQ(excerpt("\xff ok"), "? ok");
+  EXPECT_EQ(excerpt("\xc3\xa9"), "\xc3\xa9");
+  EXPECT_EQ(excerpt(std::string(300, 'x'), 10), std::string(10, 'x') + "...");
+}
+
+TEST(SanitizeText, KeepsLinesAndTabsAndReplacesOtherControls) {
+  EXPECT_EQ(sdpa_doctor::sanitize_text(std::string("a\tb\nc\0d\x1b", 8)), "a\tb\nc?d?");
+  EXPECT_EQ(sdpa_doctor::sanitize_text("\xff"), "?");
+}

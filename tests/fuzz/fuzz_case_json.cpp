@@ -1,6 +1,7 @@
 // Case-file objects and worker case lines: any JSON (or not JSON) must give a case or an error.
 #include "core/case.hpp"
 #include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
 
 #include "fuzz_check.hpp"
 
@@ -26,13 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(!c.error().message.empty());
     }
   }
-  if (auto line = probes::parse_case_line(input)) {
+  if (auto line = protocol::parse_case_line(input)) {
     check(!line->id.empty());
     check(validate(line->kase).empty());
     check(line->tolerance.atol >= 0 && line->tolerance.rtol >= 0);
-    check(line->repeat >= 0 && line->repeat <= probes::k_max_repeat);
+    check(line->repeat >= 0 && line->repeat <= protocol::k_max_repeat);
     // What the doctor writes, the worker reads back unchanged.
-    const auto back = probes::parse_case_line(probes::make_case_line(
+    const auto back = protocol::parse_case_line(protocol::make_case_line(
         line->kase, line->tolerance, line->oracle_path, line->warmup, line->repeat));
     check(back.has_value() && back->kase == line->kase && back->warmup == line->warmup &&
           back->repeat == line->repeat && back->oracle_path == line->oracle_path);

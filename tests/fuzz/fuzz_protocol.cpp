@@ -1,6 +1,7 @@
 // The runner reads whatever a dying worker wrote: every byte sequence must become events (or
 // `broken`), never an exception, a crash or unbounded memory.
-#include "isolate/protocol.hpp"
+#include "core/text.hpp"
+#include "protocol/protocol.hpp"
 
 #include "fuzz_check.hpp"
 
@@ -10,7 +11,8 @@
 #include <string>
 #include <string_view>
 
-using namespace sdpa_doctor::isolate::detail;
+using namespace sdpa_doctor;
+using namespace sdpa_doctor::protocol;
 using sdpa_fuzz::check;
 
 namespace {

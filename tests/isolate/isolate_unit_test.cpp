@@ -1,8 +1,7 @@
-// Unit tests for isolate's pure parts: wait-status decoding, protocol parsing, line splitting,
-// keep-last buffers, capped log files, signatures and the environment allow-list.
+// Unit tests for isolate's pure parts: wait-status decoding, keep-last buffers, capped log files,
+// signatures and the environment allow-list.
 #include "isolate/isolate.hpp"
 #include "isolate/process.hpp"
-#include "isolate/protocol.hpp"
 
 #include "support/run_binary.hpp"
 
@@ -57,105 +56,6 @@ TEST(WaitStatus, NamesAndDescriptions) {
   ProcessEnd killed = decode_wait_status(W_EXITCODE(0, SIGKILL));
   killed.killed_by_doctor = true;
   EXPECT_EQ(describe(killed), "killed by SIGKILL after the doctor stopped it");
-}
-
-using detail::EventKind;
-using detail::parse_event;
-
-TEST(Protocol, ParsesTheFourEvents) {
-  auto hello = parse_event(R"({"v":1,"event":"hello","worker":"fault"})");
-  EXPECT_EQ(hello.kind, EventKind::hello);
-  EXPECT_EQ(hello.body["worker"], "fault");
-  auto begin = parse_event(R"({"v":1,"event":"begin","case":"c1"})");
-  EXPECT_EQ(begin.kind, EventKind::begin);
-  EXPECT_EQ(begin.case_id, "c1");
-  auto result = parse_event("{\"v\":1,\"event\":\"result\",\"case\":\"c1\",\"status\":\"pass\"}\r");
-  EXPECT_EQ(result.kind, EventKind::result);
-  EXPECT_EQ(result.case_id, "c1");
-  EXPECT_EQ(parse_event(R"({"v":1,"event":"bye"})").kind, EventKind::bye);
-}
-
-TEST(Protocol, IsLenientWhereItIsSafe) {
-  EXPECT_EQ(parse_event(R"({"event":"bye"})").kind, EventKind::bye); // no "v" = v1
-  EXPECT_EQ(parse_event(R"({"v":1,"event":"progress","pct":5})").kind, EventKind::unknown);
-  EXPECT_EQ(parse_event("   ").kind, EventKind::blank);
-  EXPECT_EQ(parse_event("").kind, EventKind::blank);
-}
-
-TEST(Protocol, BrokenLinesNeverThrow) {
-  const std::string bad[] = {
-      "{not json",
-      "[1,2,3]",
-      "42",
-      R"({"v":2,"event":"bye"})",
-      R"({"v":"1","event":"bye"})",
-      R"({"v":1})",
-      R"({"v":1,"event":7})",
-      R"({"v":1,"event":"begin"})",
-      R"({"v":1,"event":"begin","case":""})",
-      R"({"v":1,"event":"result","case":"c1"})",
-      R"({"v":1,"event":"result","case":"c1","status":3})",
-      std::string("{\"v\":1,\"event\":\"bye\"}\0garbage", 30),
-      "\xff\xfe\xfd",
-      std::string(100'000, '{'),
-  };
-  for (const auto& line : bad) {
-    auto ev = parse_event(line);
-    EXPECT_EQ(ev.kind, EventKind::broken) << detail::excerpt(line);
-    EXPECT_FALSE(ev.problem.empty());
-    EXPECT_LE(ev.problem.size(), 200u);
-    EXPECT_EQ(ev.problem.find('\0'), std::string::npos);
-  }
-}
-
-TEST(Protocol, ExcerptIsPrintableUtf8) {
-  EXPECT_EQ(detail::excerpt(std::string("a\0b\nc", 5)), "a b c");
-  EXPECT_EQ(detail::excerpt("\xff ok"), "? ok");
-  EXPECT_EQ(detail::excerpt("\xc3\xa9"), "\xc3\xa9");
-  EXPECT_EQ(detail::excerpt(std::string(300, 'x'), 10), std::string(10, 'x') + "...");
-}
-
-struct Collected {
-  std::vector<std::string> lines;
-  std::vector<bool> too_long;
-  detail::LineSplitter::Handler handler() {
-    return [this](std::string_view line, bool over) {
-      lines.emplace_back(line);
-      too_long.push_back(over);
-    };
-  }
-};
-
-TEST(LineSplitter, JoinsPiecesAndSplitsLines) {
-  detail::LineSplitter s(100);
-  Collected c;
-  auto h = c.handler();
-  s.feed("ab", h);
-  s.feed("c\nde\nf", h);
-  s.feed("g\n\n", h);
-  s.feed("tail", h);
-  EXPECT_EQ(c.lines, (std::vector<std::string>{"abc", "de", "fg", ""}));
-  s.finish(h);
-  EXPECT_EQ(c.lines.back(), "tail");
-}
-
-TEST(LineSplitter, CapsLongLinesOnceAndRecovers) {
-  detail::LineSplitter s(16);
-  Collected c;
-  auto h = c.handler();
-  s.feed(std::string(10, 'a'), h);
-  s.feed(std::string(10, 'a'), h); // over the cap: reported now, once
-  s.feed(std::string(1000, 'a'), h);
-  s.feed("aaa\nnext\n", h);
-  ASSERT_EQ(c.lines.size(), 2u);
-  EXPECT_TRUE(c.too_long[0]);
-  EXPECT_FALSE(c.too_long[1]);
-  EXPECT_EQ(c.lines[1], "next");
-  // A single piece longer than the cap, with its newline in the same piece.
-  s.feed(std::string(40, 'b') + "\nok\n", h);
-  ASSERT_EQ(c.lines.size(), 4u);
-  EXPECT_TRUE(c.too_long[2]);
-  EXPECT_EQ(c.lines[3], "ok");
 }
 
 TEST(TailBuffer, KeepsTheLastBytes) {

@@ -5,6 +5,7 @@
 #include "core/case.hpp"
 #include "isolate/isolate.hpp"
 #include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
 #include "probes/tolerance.hpp"
 #include "support/run_binary.hpp"
 #include "worker_process.hpp"
@@ -41,8 +42,8 @@ protected:
   void SetUp() override {
     if (!python_has_torch()) GTEST_SKIP() << "no Python with torch";
     const Case c = *parse_case_spec("dtype=fp32,b=1,h=1,l=16,d=8");
-    ASSERT_TRUE(probes::write_cases_file(
-                    m_cases, {probes::make_case_line(c, probes::default_tolerance(c.dtype), "", 1, 1)})
+    ASSERT_TRUE(protocol::write_cases_file(
+                    m_cases, {protocol::make_case_line(c, probes::default_tolerance(c.dtype), "", 1, 1)})
                     .has_value());
     isolate::Command cmd;
     cmd.argv = {k_python, k_script, "--serve", m_socket};

@@ -2,6 +2,7 @@
 // processes with their results on a pipe, exactly as the runner starts them.
 #include "core/inputs.hpp"
 #include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
 #include "support/run_binary.hpp"
 #include "worker_process.hpp"
 
@@ -16,6 +17,8 @@
 
 using namespace sdpa_doctor;
 using namespace sdpa_doctor::probes;
+using sdpa_doctor::protocol::make_case_line;
+using sdpa_doctor::protocol::write_cases_file;
 using sdpa_test::WorkerRun;
 
 namespace {

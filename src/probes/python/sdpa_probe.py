@@ -50,6 +50,8 @@ MASK32 = 0xFFFFFFFF
 
 
 # --- protocol ----------------------------------------------------------------------------------
+# The doctor's side is src/protocol/; tests/protocol/golden holds lines that this Writer and
+# parse_case_line must write and read as it does (tests/protocol/protocol_golden_test.py).
 
 class Writer(object):
     """Writes whole lines with os.write loops: nothing is buffered when the worker dies."""

@@ -1,4 +1,5 @@
-#include "probes/probes.hpp"
+#include "protocol/protocol.hpp"
+
 #include "core/io.hpp"
 #include "core/text.hpp"
 
@@ -9,15 +10,12 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
-#include <sstream>
-#include <unistd.h>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::protocol {
 
 std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
                            int warmup, int repeat, int budget_ms) {
-  nlohmann::json j{{"v", 1},
+  nlohmann::json j{{"v", k_version},
                    {"id", c.id()},
                    {"case", to_json(c)},
                    {"tolerance", {{"atol", tolerance.atol}, {"rtol", tolerance.rtol}}},
@@ -113,19 +111,11 @@ Expected<std::vector<CaseLine>> read_cases_file(const std::string& path) {
 }
 
 Expected<int64_t> write_cases_file(const std::string& path, const std::vector<std::string>& lines) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return make_error(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
   std::string text;
   for (const auto& l : lines) text += l + "\n";
-  bool ok = write_all(fd, text);
-  if (::close(fd) != 0) ok = false;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return make_error(fmt::format("cannot write cases file '{}': {}", path, std::strerror(e)));
-  }
-  return int64_t(text.size());
+  auto written = write_file_atomically(path, text);
+  if (!written) return make_error("cannot write the cases file " + written.error().message);
+  return written;
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::protocol

@@ -1,35 +1,12 @@
-#include "isolate/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 #include "core/text.hpp"
 
 #include <fmt/format.h>
 
-namespace sdpa_doctor::isolate::detail {
+namespace sdpa_doctor::protocol {
 
 namespace {
-
-std::string clean(std::string_view text, bool keep_newlines) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t n = utf8_sequence_length(text, i);
-    if (n == 0) {
-      out += '?';
-      ++i;
-      continue;
-    }
-    if (n == 1 && (c < 0x20 || c == 0x7F)) {
-      if (c == '\n' && keep_newlines) out += '\n';
-      else if (c == '\t') out += '\t';
-      else out += keep_newlines ? '?' : ' ';
-    } else {
-      out.append(text.substr(i, n));
-    }
-    i += n;
-  }
-  return out;
-}
 
 Event broken(std::string problem) {
   Event e;
@@ -39,15 +16,6 @@ Event broken(std::string problem) {
 }
 
 } // namespace
-
-std::string sanitize_text(std::string_view text) { return clean(text, true); }
-
-std::string excerpt(std::string_view text, std::size_t max) {
-  bool cut = text.size() > max;
-  std::string out = clean(text.substr(0, max), false);
-  if (cut) out += "...";
-  return out;
-}
 
 Event parse_event(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -120,4 +88,4 @@ void LineSplitter::finish(const Handler& handler) {
   m_discarding = false;
 }
 
-} // namespace sdpa_doctor::isolate::detail
+} // namespace sdpa_doctor::protocol

@@ -1,13 +1,10 @@
-#include "probes/protocol_writer.hpp"
+#include "protocol/protocol.hpp"
+
 #include "core/io.hpp"
 
-#include <nlohmann/json.hpp>
-
-#include <cerrno>
 #include <cmath>
-#include <unistd.h>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::protocol {
 
 namespace {
 
@@ -16,7 +13,7 @@ nlohmann::json number_or_null(const std::optional<double>& v) {
   return *v;
 }
 
-nlohmann::json event(const char* name) { return nlohmann::json{{"v", 1}, {"event", name}}; }
+nlohmann::json event(const char* name) { return nlohmann::json{{"v", k_version}, {"event", name}}; }
 
 // Library messages may carry bytes that are not UTF-8; the line must still be valid JSON.
 std::string dump(const nlohmann::json& j) {
@@ -25,36 +22,23 @@ std::string dump(const nlohmann::json& j) {
 
 } // namespace
 
-ProtocolWriter::ProtocolWriter(int fd) : m_fd(fd) {}
-
-bool ProtocolWriter::write_line(const std::string& line) {
-  if (!m_ok) return false;
-  std::string text = line;
-  text.push_back('\n');
-  m_ok = write_all(m_fd, text);
-  return m_ok;
-}
-
-bool ProtocolWriter::hello(std::string_view worker, std::string_view device,
-                           std::string_view variant,
-                           const std::map<std::string, std::string>& versions,
-                           const std::map<std::string, std::string>& facts) {
+std::string hello_line(const Hello& hello) {
   auto j = event("hello");
-  j["worker"] = worker;
-  j["device"] = device;
-  j["variant"] = variant;
-  j["versions"] = versions;
-  j["facts"] = facts;
-  return write_line(dump(j));
+  j["worker"] = hello.worker;
+  j["device"] = hello.device;
+  j["variant"] = hello.variant;
+  j["versions"] = hello.versions;
+  j["facts"] = hello.facts;
+  return dump(j);
 }
 
-bool ProtocolWriter::begin(std::string_view case_id) {
+std::string begin_line(std::string_view case_id) {
   auto j = event("begin");
   j["case"] = case_id;
-  return write_line(dump(j));
+  return dump(j);
 }
 
-std::string ProtocolWriter::result_line(const ResultEvent& e) {
+std::string result_line(const ResultEvent& e) {
   auto j = event("result");
   j["case"] = e.case_id;
   j["status"] = to_string(e.status);
@@ -79,8 +63,24 @@ std::string ProtocolWriter::result_line(const ResultEvent& e) {
   return dump(j);
 }
 
+std::string bye_line() { return dump(event("bye")); }
+
+ProtocolWriter::ProtocolWriter(int fd) : m_fd(fd) {}
+
+bool ProtocolWriter::write_line(const std::string& line) {
+  if (!m_ok) return false;
+  std::string text = line;
+  text.push_back('\n');
+  m_ok = write_all(m_fd, text);
+  return m_ok;
+}
+
+bool ProtocolWriter::hello(const Hello& hello) { return write_line(hello_line(hello)); }
+
+bool ProtocolWriter::begin(std::string_view case_id) { return write_line(begin_line(case_id)); }
+
 bool ProtocolWriter::result(const ResultEvent& e) { return write_line(result_line(e)); }
 
-bool ProtocolWriter::bye() { return write_line(dump(event("bye"))); }
+bool ProtocolWriter::bye() { return write_line(bye_line()); }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::protocol

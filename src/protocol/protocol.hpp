@@ -1,0 +1,157 @@
+// protocol: worker protocol v1 (ARCHITECTURE.md), both directions and both sides, in one place:
+// the case lines the doctor writes for a worker and the worker reads, and the events a worker
+// writes on its results fd (`hello`, `begin`, `result`, `bye`) and the runner reads, with the
+// canary rule and the TFLOP/s a result implies. Parsing never throws: a malformed event is a
+// `broken` event, a malformed case line an error naming why.
+// Depends on core only (nlohmann-json for the wire format); never on isolate, probes or torch.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/model.hpp"
+#include "core/status.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::protocol {
+
+inline constexpr int k_version = 1;
+
+// --- worker input: case lines -------------------------------------------------------------------
+
+struct CaseLine {
+  std::string id;          // used in every event about this case
+  Case kase;
+  Tolerance tolerance;
+  std::string oracle_path; // empty: the worker computes the oracle itself
+  int warmup = 1;          // untimed runs; the first of them is the checked run
+  int repeat = 3;          // timed runs, the median is reported
+  // Once the case's calls have taken this long, the warm-ups left are skipped and no timed run
+  // after the first starts (0 = none): a case of twenty seconds a call is timed once, not thrice.
+  int budget_ms = 0;
+};
+
+inline constexpr int k_max_repeat = 1000;
+inline constexpr int k_max_budget_ms = 86'400'000;
+
+std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
+                           int warmup, int repeat, int budget_ms = 0);
+Expected<CaseLine> parse_case_line(std::string_view line);
+// One case line per non-blank line; errors name the line number.
+Expected<std::vector<CaseLine>> read_cases_file(const std::string& path);
+// Writes the lines (each followed by '\n') atomically (core::write_file_atomically). Returns the
+// bytes written; an error is one line naming the file system.
+Expected<int64_t> write_cases_file(const std::string& path, const std::vector<std::string>& lines);
+
+// --- worker output: events ----------------------------------------------------------------------
+
+struct Hello {
+  std::string worker;  // "libtorch", "python", "reference", "fault"
+  std::string device;  // "cpu", "cuda:N"
+  std::string variant; // a Variant::name()
+  std::map<std::string, std::string> versions; // free-form; empty values are dropped on reading
+  std::map<std::string, std::string> facts;    // flat; lists comma-separated
+};
+
+struct ResultEvent {
+  std::string case_id;
+  Status status = Status::error;
+  std::string reason;                 // one line; empty for pass
+  Metrics metrics;                    // unset fields and non-finite values are written as null
+  std::optional<Tolerance> tolerance; // the tolerance the verdict was judged with
+  std::string backend_chosen;         // empty when unknown
+  std::vector<std::string> warnings;  // captured library warnings, in order
+  std::string canary;                 // "ok" / "failed: <why>"; empty = none ran (not written)
+};
+
+// A worker whose canary failed writes the case's result and then exits with this code, without
+// `bye`, so the runner resumes the rest in a fresh process.
+inline constexpr int k_exit_canary_failed = 5;
+// Whether a canary answer says the device was poisoned ("failed: <why>").
+inline bool canary_failed(std::string_view canary) { return canary.rfind("failed", 0) == 0; }
+
+// The lines the events are written as, without the trailing newline.
+std::string hello_line(const Hello& hello);
+std::string begin_line(std::string_view case_id);
+std::string result_line(const ResultEvent& event);
+std::string bye_line();
+
+// Writes events to the results fd with write(2) loops and nothing buffered, so a line is on the
+// pipe before the worker touches the next thing (a crash cannot eat it).
+class ProtocolWriter {
+public:
+  // Does not take ownership of `fd`.
+  explicit ProtocolWriter(int fd);
+
+  bool hello(const Hello& hello);
+  bool begin(std::string_view case_id);
+  bool result(const ResultEvent& event);
+  bool bye();
+
+  // False once a write failed (the reader went away): later events are dropped.
+  bool ok() const { return m_ok; }
+
+private:
+  bool write_line(const std::string& line);
+
+  int m_fd;
+  bool m_ok = true;
+};
+
+// --- reading events -----------------------------------------------------------------------------
+
+enum class EventKind { hello, begin, result, bye, unknown, blank, broken };
+
+struct Event {
+  EventKind kind = EventKind::broken;
+  std::string case_id;  // begin and result
+  nlohmann::json body;  // the whole object, when it parsed
+  std::string problem;  // broken: why, one printable line
+};
+
+// One line of the results stream: a `result` has a case id and a status, a `begin` a case id; a
+// missing "v" reads as v1, any other version is broken.
+Event parse_event(std::string_view line);
+
+// The fields of a `hello` (numbers and booleans in versions and facts as JSON text). A field that
+// is missing or of another type is left empty.
+Hello read_hello(const nlohmann::json& hello);
+
+// The fields of a `result`. A field that is missing or of another type is left as a default
+// ResultEvent has it (the event comes from a process that may be half broken); `status` stays
+// `error` unless it names a status.
+ResultEvent read_result(const nlohmann::json& result);
+
+// Folds a worker's `result` event into `out`: metrics (and the TFLOP/s they imply for out.kase),
+// tolerance, backend_chosen, warnings, then the canary rule: a failed canary means this case
+// poisoned the device, so a pass becomes `error` ("poisoned the device: canary failed after it:
+// ...") and any other status keeps its value with the canary's text added to the reason. The
+// status itself is the runner's: call after it is set. A missing field leaves `out` as it was.
+void apply_result(const nlohmann::json& result, CaseResult& out);
+
+// Cuts a byte stream into lines. A line longer than the cap is reported once as too long and the
+// rest of it up to the next newline is dropped, so memory stays bounded by the cap.
+class LineSplitter {
+public:
+  using Handler = std::function<void(std::string_view line, bool too_long)>;
+  explicit LineSplitter(std::size_t max_line_bytes) : m_max(max_line_bytes) {}
+  void feed(std::string_view data, const Handler& handler);
+  // End of stream: a last line without a newline is handed over too.
+  void finish(const Handler& handler);
+
+private:
+  std::size_t m_max;
+  std::string m_partial;
+  bool m_discarding = false;
+};
+
+} // namespace sdpa_doctor::protocol

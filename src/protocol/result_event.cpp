@@ -1,0 +1,124 @@
+#include "protocol/protocol.hpp"
+
+#include "core/text.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace sdpa_doctor::protocol {
+
+namespace {
+
+std::optional<double> number_or_null(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::string scalar_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_null()) return "";
+  return value.dump();
+}
+
+std::string string_field(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+// The entries of the object obj[key] as text; empty values and a missing or non-object key give
+// nothing.
+std::map<std::string, std::string> string_map(const nlohmann::json& obj, const char* key) {
+  std::map<std::string, std::string> out;
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_object()) return out;
+  for (const auto& [k, v] : it->items())
+    if (auto text = scalar_text(v); !text.empty()) out[k] = text;
+  return out;
+}
+
+Metrics read_metrics(const nlohmann::json& m) {
+  Metrics out;
+  out.max_abs_err = number_or_null(m, "max_abs_err");
+  out.rel_l2_err = number_or_null(m, "rel_l2_err");
+  out.frac_outside_tol = number_or_null(m, "frac_outside_tol");
+  out.nan_count = int64_t(number_or_null(m, "nan_count").value_or(0));
+  out.inf_count = int64_t(number_or_null(m, "inf_count").value_or(0));
+  out.time_ms = number_or_null(m, "time_ms");
+  out.time_min_ms = number_or_null(m, "time_min_ms");
+  out.timed_runs = int(number_or_null(m, "timed_runs").value_or(0));
+  return out;
+}
+
+// The canary rule (ARCHITECTURE.md): a failed canary after a case means the case left the device
+// poisoned, whatever the case itself reported.
+void apply_canary(const std::string& canary, CaseResult& out) {
+  out.canary = excerpt(canary, 600);
+  if (!canary_failed(out.canary)) return;
+  std::string text = out.canary.substr(std::string_view("failed").size());
+  if (text.rfind(": ", 0) == 0) text.erase(0, 2);
+  const std::string why = "poisoned the device: canary failed after it: " + text;
+  if (out.status == Status::pass) {
+    out.status = Status::error;
+    out.reason = why;
+  } else {
+    out.reason += (out.reason.empty() ? "" : " | ") + why;
+  }
+}
+
+} // namespace
+
+Hello read_hello(const nlohmann::json& hello) {
+  Hello out;
+  if (!hello.is_object()) return out;
+  out.worker = string_field(hello, "worker");
+  out.device = string_field(hello, "device");
+  out.variant = string_field(hello, "variant");
+  out.versions = string_map(hello, "versions");
+  out.facts = string_map(hello, "facts");
+  return out;
+}
+
+ResultEvent read_result(const nlohmann::json& r) {
+  ResultEvent out;
+  if (!r.is_object()) return out;
+  out.case_id = string_field(r, "case");
+  if (auto status = status_from_string(string_field(r, "status"))) out.status = *status;
+  out.reason = string_field(r, "reason");
+  if (auto it = r.find("metrics"); it != r.end() && it->is_object()) out.metrics = read_metrics(*it);
+  // A bound that is not a number reads as NaN, which apply_result leaves alone and the writer
+  // writes back as null.
+  if (auto it = r.find("tolerance"); it != r.end() && it->is_object()) {
+    constexpr double k_none = std::numeric_limits<double>::quiet_NaN();
+    out.tolerance = Tolerance{number_or_null(*it, "atol").value_or(k_none),
+                              number_or_null(*it, "rtol").value_or(k_none)};
+  }
+  out.backend_chosen = string_field(r, "backend_chosen");
+  if (auto it = r.find("warnings"); it != r.end() && it->is_array())
+    for (const auto& w : *it)
+      if (w.is_string()) out.warnings.push_back(w.get<std::string>());
+  out.canary = string_field(r, "canary");
+  return out;
+}
+
+void apply_result(const nlohmann::json& r, CaseResult& out) {
+  if (!r.is_object()) return;
+  const ResultEvent e = read_result(r);
+  if (auto it = r.find("metrics"); it != r.end() && it->is_object()) {
+    const std::optional<double> tflops = out.metrics.tflops;
+    out.metrics = e.metrics;
+    out.metrics.tflops = tflops;
+  }
+  if (e.tolerance) {
+    if (std::isfinite(e.tolerance->atol)) out.tolerance.atol = e.tolerance->atol;
+    if (std::isfinite(e.tolerance->rtol)) out.tolerance.rtol = e.tolerance->rtol;
+  }
+  if (auto it = r.find("backend_chosen"); it != r.end() && it->is_string())
+    out.backend_chosen = e.backend_chosen;
+  out.warnings.insert(out.warnings.end(), e.warnings.begin(), e.warnings.end());
+  if (out.metrics.time_ms && *out.metrics.time_ms > 0)
+    out.metrics.tflops = out.kase.flops() / (*out.metrics.time_ms * 1e-3) / 1e12;
+  if (auto it = r.find("canary"); it != r.end() && it->is_string()) apply_canary(e.canary, out);
+}
+
+} // namespace sdpa_doctor::protocol
