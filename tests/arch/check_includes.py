@@ -12,7 +12,7 @@ ALLOWED = {
     "isolate": {"core", "protocol"},
     "devices": {"core", "isolate", "loader"},
     "kernels": {"core", "loader"},
-    "probes": {"core", "kernels", "protocol"},
+    "probes": {"core", "loader", "kernels", "protocol"},
     "run": {"core", "protocol", "isolate", "probes"},
     "advice": {"core"},
     "report": {"core"},
