@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -243,6 +244,12 @@ Expected<std::unique_ptr<Compiler>> open_hiprtc(const loader::SearchContext& con
 Expected<std::unique_ptr<Compiler>> open_nvrtc(const loader::SearchContext& context) {
   auto library = loader::open(loader::Library::nvrtc, context);
   if (!library) return make_error("no NVRTC: " + library.error().message);
+  // NVRTC opens its builtins by soname from its own folder ($ORIGIN). Where an interposed dlopen
+  // breaks that lookup (AddressSanitizer's), the copy already loaded from that folder is found.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(library->path).parent_path(), ec))
+    if (e.path().filename().string().rfind("libnvrtc-builtins.so", 0) == 0)
+      ::dlopen(e.path().c_str(), RTLD_NOW | RTLD_LOCAL); // kept for the process, as NVRTC is
   return make_compiler(Vendor::nvidia, std::move(*library), "nvrtc", "NVRTC");
 }
 

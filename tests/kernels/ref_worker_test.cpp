@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -138,6 +139,10 @@ TEST(RefWorker, TwoHipRuntimesInItsOwnProcessAreInItsHello) {
   EXPECT_EQ(one[0]["facts"]["hip_runtime_count"], "1") << one[0].dump();
 
   options.set_env["LD_PRELOAD"] = stray;
+  // An ASan build wants its runtime first in the library list; the preload goes before it.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string before = asan && *asan ? std::string(asan) + ":" : std::string{};
+  options.set_env["ASAN_OPTIONS"] = before + "verify_asan_link_order=0";
   const auto two = run_worker("cuda:0", "ref-math", &rc, options, &err);
   ASSERT_FALSE(two.empty()) << err;
   EXPECT_EQ(two[0]["facts"]["hip_runtime_count"], "2") << two[0].dump();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <list>
 #include <map>
 #include <string>
 
@@ -28,6 +29,8 @@ int sm() { return std::atoi(fake::env("FAKE_GPU_ARCH", "sm_90").c_str() + 3); }
 struct Module {
   std::string image;
 };
+// A driver owns the modules it loaded until the process ends, as the real one does.
+std::list<Module> g_modules;
 std::map<void*, fake::Kernel> g_functions;
 
 // A cubin's ELF e_flags carry its sm: bits 8-15 since CUDA 12.x, bits 0-7 before.
@@ -135,7 +138,7 @@ int cuModuleLoadDataEx(void** module, const void* image, unsigned, int*, void**)
     text = bytes;
   }
   if (!image_fits(text)) return CUDA_ERROR_NO_BINARY_FOR_GPU;
-  *module = new Module{text};
+  *module = &g_modules.emplace_back(Module{text});
   return CUDA_SUCCESS;
 }
 int cuModuleGetFunction(void** function, void* module, const char* name) {

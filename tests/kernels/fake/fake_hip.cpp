@@ -4,6 +4,7 @@
 #include "fake_device.hpp"
 
 #include <cstring>
+#include <list>
 #include <map>
 #include <string>
 
@@ -24,6 +25,8 @@ std::string arch() { return fake::env("FAKE_GPU_ARCH", "gfx1201"); }
 struct Module {
   std::string image;
 };
+// A runtime owns the modules it loaded until the process ends, as the real one does.
+std::list<Module> g_modules;
 std::map<void*, fake::Kernel> g_functions;
 
 } // namespace
@@ -95,7 +98,7 @@ int hipModuleLoadData(void** module, const void* image) {
   const std::string text(static_cast<const char*>(image));
   if (text.rfind("FAKE-HSACO ", 0) != 0) return hipErrorInvalidImage;
   if (text.substr(11, text.find(' ', 11) - 11) != arch()) return hipErrorNoBinaryForGpu;
-  *module = new Module{text};
+  *module = &g_modules.emplace_back(Module{text});
   return hipSuccess;
 }
 // A kernel the compile left out (-DSDPA_WITH_FLASH=0 / -DSDPA_WITH_MATH=0) is not in the module.
