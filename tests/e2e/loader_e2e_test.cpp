@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -128,6 +129,10 @@ TEST_F(FakeTorchVenv, TheEnumerationWorkerSeesTwoHipRuntimesMappedAtOnce) {
   // The system's runtime preloaded, torch's copy opened: the pytorch/pytorch#141014 situation.
   sdpa_test::RunOptions preload;
   preload.set_env = {{"LD_PRELOAD", k_system_hip}};
+  // An ASan build wants its runtime first in the library list; the preload goes before it.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string before = asan && *asan ? std::string(asan) + ":" : std::string{};
+  preload.set_env["ASAN_OPTIONS"] = before + "verify_asan_link_order=0";
   const auto r = run_binary(
       {sdpa_test::build_path("sdpa-doctor-enum-worker"), "--hip", "--torch-lib", m_torch_lib},
       preload);
