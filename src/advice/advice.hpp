@@ -172,14 +172,15 @@ void poisoned_findings(const Report& report, std::vector<Finding>& out);
 // Workers that saw two or more HIP runtimes mapped in their own process: one finding per set.
 void mapped_runtime_findings(const Report& report, std::vector<Finding>& out);
 
-// ---- exit code -------------------------------------------------------------------------------
+// ---- which statuses fail a check (its exit code is check::exit_code_for's) ---------------------
 
-// mismatch, nonfinite, error, crash, timeout (DESIGN.md contract).
+// mismatch, nonfinite, error, crash, timeout: the exit-code contract the README states.
 std::set<Status> default_fail_on();
 // "crash,timeout" -> {crash, timeout}; "default" and "all" -> default_fail_on(); "none" -> {}.
 // Any status name is accepted (e.g. "unsupported" to widen). Unknown names are an Error.
 Expected<std::set<Status>> parse_fail_on(std::string_view text);
-// 1 when any result's status is in `fail_on`, else 0.
-int exit_code_for(const Report& report, const std::set<Status>& fail_on = default_fail_on());
+// Whether any result's status is in `fail_on`.
+bool any_failing(const std::vector<CaseResult>& results,
+                 const std::set<Status>& fail_on = default_fail_on());
 
 } // namespace sdpa_doctor::advice

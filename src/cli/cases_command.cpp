@@ -1,4 +1,4 @@
-#include "cli/case_plan.hpp"
+#include "check/case_plan.hpp"
 #include "cli/commands.hpp"
 #include "core/case.hpp"
 #include "core/expected.hpp"
@@ -64,9 +64,9 @@ nlohmann::json to_json_list(const probes::PlannedCases& plan,
 }
 
 int run_cases(const CasesOptions& o, const GlobalOptions& global) {
-  const std::optional<probes::ModelShapes> model = loaded_model(o.model_config);
-  const probes::PlannedCases plan = planned_cases(
-      {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
+  const std::optional<probes::ModelShapes> model = check::loaded_model(o.model_config);
+  const probes::PlannedCases plan = check::planned_cases(
+      {o.suite, o.case_specs, o.case_file, model, o.max_len, check::listed_dtypes(o.dtypes)});
   if (global.json_path != "-") {
     if (model) fmt::print("model {}\n", model->describe());
     print_table(plan.cases);
@@ -88,7 +88,7 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
   auto options = std::make_shared<CasesOptions>();
   auto* sub = app.add_subcommand("cases", "List the cases a check would run (id, dtype, shape, "
                                           "FLOPs, memory of the math backend's scores)");
-  // The same flags as check's, planned by the same rule (cli/case_plan.hpp).
+  // The same flags as check's, planned by the same rule (check/case_plan.hpp).
   sub->add_option("--suite", options->suite,
                   fmt::format("Case suite: {}; runs by default only without --case, --case-file "
                               "and --model, beside them when given",

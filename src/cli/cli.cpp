@@ -34,8 +34,17 @@ ColorMode GlobalOptions::color_mode() const {
   return ::isatty(STDOUT_FILENO) && !dumb_terminal() ? ColorMode::always : ColorMode::never;
 }
 
-bool GlobalOptions::report_on_stdout() const {
-  return json_path == "-" || markdown_path == "-" || junit_path == "-";
+bool GlobalOptions::report_on_stdout() const { return check_outputs(*this).report_on_stdout(); }
+
+check::Outputs check_outputs(const GlobalOptions& global) {
+  check::Outputs out;
+  out.json_path = global.json_path;
+  out.markdown_path = global.markdown_path;
+  out.junit_path = global.junit_path;
+  out.redact = global.redact;
+  out.color = global.color_mode() == ColorMode::always;
+  out.quiet = global.quiet;
+  return out;
 }
 
 namespace {

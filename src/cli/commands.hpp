@@ -2,6 +2,8 @@
 // options struct, a setup_<name>(CLI::App&, ...) that declares its flags, and a run_<name>().
 #pragma once
 
+#include "check/outputs.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -63,6 +65,9 @@ void reject_junit(const GlobalOptions& global, const std::string& command);
 void print_and_write(const GlobalOptions& global, const std::function<std::string(bool)>& console,
                      const std::function<std::string()>& json,
                      const std::function<std::string()>& markdown);
+
+// Where the check pipeline writes its reports, from the global flags.
+check::Outputs check_outputs(const GlobalOptions& global);
 
 // Fatal (exit 2) when a report or the log file would be written over `input` (a journal, a
 // report read back), which `what` names.

@@ -1,4 +1,4 @@
-#include "cli/check.hpp"
+#include "check/check.hpp"
 #include "cli/commands.hpp"
 
 #include "core/status.hpp"
@@ -79,7 +79,7 @@ int run_self_test(const SelfTestOptions& options, bool quiet) {
   if (!options.run_dir.empty()) {
     auto dir = run::make_run_dir(options.run_dir);
     if (!dir) throw Fatal{dir.error().message};
-    lock = locked_run_dir(*dir, true);
+    lock = check::locked_run_dir(*dir, true);
   }
 
   isolate::WorkerCommand cmd;

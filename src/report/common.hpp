@@ -49,7 +49,7 @@ std::vector<std::pair<std::string, std::string>> environment_lines(const Report&
 // Known-issue matches that cover this result.
 std::vector<const KnownIssueMatch*> issues_for(const Report& report, const CaseResult& r);
 
-// Results whose status is a failure by default (DESIGN.md), in report order.
+// Results whose status is a failure by default (advice::default_fail_on), in report order.
 std::vector<const CaseResult*> failures(const Report& report);
 
 // "signal SIGABRT (core dumped)", "exit 3", "killed after the deadline"; empty when unknown.

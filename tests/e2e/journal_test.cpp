@@ -236,4 +236,32 @@ TEST(ReportJournal, BadInputsAreOneLineAndExit2) {
   EXPECT_EQ(none.exit_code, 2) << none.err;
 }
 
+// A journal written before the check request was typed (its header: the raw options and a
+// rendered report) still rebuilds; one of a header format this doctor does not know is refused
+// in one line naming the format.
+TEST(ReportJournal, AJournalOfTheEarlierFormatStillRebuilds) {
+  TempDir dir;
+  const auto run = run_binary({doctor(), "report", source_path("tests/fixtures/journal-format0"),
+                               "--json", dir.file("r.json")},
+                              RunOptions{{{"NO_COLOR", "1"}}, {}, {}, 120});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json report = json::parse(read_file(dir.file("r.json")));
+  EXPECT_EQ(report.at("exit_code"), 0);
+  EXPECT_EQ(report.at("suite"), "custom");
+  ASSERT_FALSE(report.at("results").empty());
+  for (const json& r : report.at("results")) EXPECT_EQ(r.at("probe"), "reference") << r.dump();
+}
+
+TEST(ReportJournal, AnUnknownHeaderFormatIsRefusedNamingIt) {
+  TempDir dir;
+  std::string journal = read_file(source_path("tests/fixtures/journal-format0/journal.jsonl"));
+  const std::string key = "\"header\":{";
+  journal.replace(journal.find(key), key.size(), key + "\"format\":9,");
+  write_file(dir.file("journal.jsonl"), journal);
+  const auto run = run_binary({doctor(), "report", dir.file("journal.jsonl")});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(line_count(run.err), 1) << run.err;
+  EXPECT_NE(run.err.find("format 9"), std::string::npos) << run.err;
+}
+
 } // namespace

@@ -1,11 +1,11 @@
-#include "cli/case_plan.hpp"
+#include "check/case_plan.hpp"
 
 #include "core/expected.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-namespace sdpa_doctor::cli {
+namespace sdpa_doctor::check {
 
 std::vector<std::string> split_list(const std::vector<std::string>& items) {
   std::vector<std::string> out;
@@ -52,4 +52,4 @@ probes::PlannedCases planned_cases(const probes::CaseSources& sources) {
   return std::move(*planned);
 }
 
-} // namespace sdpa_doctor::cli
+} // namespace sdpa_doctor::check

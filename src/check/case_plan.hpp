@@ -1,6 +1,6 @@
-// cli/case_plan: the flags `check` and `cases` share to plan cases, parsed the same way in both,
-// so `cases` lists exactly what `check` runs (the rule itself is probes::plan_cases). Internal to
-// cli; every problem is Fatal (exit 2).
+// check/case_plan: the flags `check` and `cases` share to plan cases, parsed the same way in both,
+// so `cases` lists exactly what `check` runs (the rule itself is probes::plan_cases). Every problem
+// is Fatal (exit 2).
 #pragma once
 
 #include "core/case.hpp"
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace sdpa_doctor::cli {
+namespace sdpa_doctor::check {
 
 // Comma-separated list flags, each repeatable, as one list; empty items dropped. A comma inside
 // brackets stays (variant names such as "flash[aotriton,experimental]").
@@ -25,4 +25,4 @@ std::optional<probes::ModelShapes> loaded_model(const std::string& path);
 // probes::plan_cases, its notes logged as warnings.
 probes::PlannedCases planned_cases(const probes::CaseSources& sources);
 
-} // namespace sdpa_doctor::cli
+} // namespace sdpa_doctor::check

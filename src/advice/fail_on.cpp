@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace sdpa_doctor::advice {
 
 std::set<Status> default_fail_on() {
@@ -43,11 +45,9 @@ Expected<std::set<Status>> parse_fail_on(std::string_view text) {
   return out;
 }
 
-int exit_code_for(const Report& report, const std::set<Status>& fail_on) {
-  for (const CaseResult& r : report.results) {
-    if (fail_on.count(r.status)) return exit_code::failures;
-  }
-  return exit_code::ok;
+bool any_failing(const std::vector<CaseResult>& results, const std::set<Status>& fail_on) {
+  return std::any_of(results.begin(), results.end(),
+                     [&](const CaseResult& r) { return fail_on.count(r.status) != 0; });
 }
 
 } // namespace sdpa_doctor::advice

@@ -1,0 +1,235 @@
+#include "check/request.hpp"
+
+#include "advice/advice.hpp"
+#include "check/case_plan.hpp"
+#include "protocol/protocol.hpp"
+#include "run/run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+namespace sdpa_doctor::check {
+
+namespace {
+
+using nlohmann::json;
+
+Millis millis(double seconds) { return Millis(int64_t(seconds * 1000)); }
+
+std::vector<Probe> planned_probes(const CheckOptions& o) {
+  std::vector<Probe> out;
+  for (const auto& name : split_list(o.probes)) {
+    auto p = probe_from_string(name);
+    if (!p || *p == Probe::fault)
+      throw Fatal{fmt::format("unknown probe '{}' (libtorch, python, reference)", name)};
+    out.push_back(*p);
+  }
+  // Both asked for: whichever wins, a plan the user did not mean would run (or nothing at all).
+  if (o.no_python && std::find(out.begin(), out.end(), Probe::python) != out.end())
+    throw Fatal{"--no-python contradicts --probe python: leave one out"};
+  if (out.empty()) out = {Probe::torch, Probe::python, Probe::reference};
+  if (o.no_python) std::erase(out, Probe::python);
+  return out;
+}
+
+// `--model`, checked; nullopt without it.
+std::optional<probes::ModelShapes> checked_model(const CheckOptions& o) {
+  if (o.train)
+    throw Fatal{"--train: backward cases are not supported yet (the workers run the forward pass "
+                "only)"};
+  return loaded_model(o.model_config);
+}
+
+std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
+  std::vector<std::string> filter = split_list(o.variants);
+  for (const auto& v : filter)
+    if (!parse_variant(v)) throw Fatal{parse_variant(v).error().message};
+  // A misspelt variant must not select nothing and pass.
+  if (auto unknown = run::unknown_variants(filter); !unknown.empty())
+    throw Fatal{fmt::format("unknown variant '{}' (known: {})", unknown.front(),
+                            fmt::join(run::known_variant_names(), ", "))};
+  return filter;
+}
+
+// The `--target` case, else the longest prompt of `--model`; nullopt with neither.
+std::optional<Case> advice_target(const CheckOptions& o,
+                                  const std::optional<probes::ModelShapes>& model) {
+  if (!o.target.empty()) {
+    auto t = parse_case_spec(o.target);
+    if (!t) throw Fatal{"--target: " + t.error().message};
+    return *t;
+  }
+  if (model) return probes::model_target_case(*model);
+  return std::nullopt;
+}
+
+template <typename T>
+T must(Expected<T> value) {
+  if (!value) throw Fatal{value.error().message};
+  return std::move(*value);
+}
+
+json tolerances_to_json(const probes::TolerancePolicy& t) {
+  const auto pair = [](const Tolerance& x) { return json::array({x.atol, x.rtol}); };
+  return {{"fp16", pair(t.fp16)}, {"bf16", pair(t.bf16)}, {"fp32", pair(t.fp32)}};
+}
+
+probes::TolerancePolicy tolerances_from_json(const json& j) {
+  probes::TolerancePolicy t;
+  for (auto [name, into] : {std::pair{"fp16", &t.fp16}, std::pair{"bf16", &t.bf16},
+                            std::pair{"fp32", &t.fp32}})
+    *into = Tolerance{j.at(name).at(0).get<double>(), j.at(name).at(1).get<double>()};
+  return t;
+}
+
+} // namespace
+
+bool CheckRequest::runs_python() const {
+  return std::find(probes.begin(), probes.end(), Probe::python) != probes.end();
+}
+
+CheckRequest parse_request(const CheckOptions& o) {
+  CheckRequest r;
+  const std::optional<probes::ModelShapes> model = checked_model(o);
+  probes::PlannedCases planned = planned_cases(
+      {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
+  r.cases = std::move(planned.cases);
+  r.suite = std::move(planned.label);
+  if (model) r.model = model->describe();
+  r.probes = planned_probes(o);
+  r.tolerances = must(probes::parse_tolerance_overrides(o.tolerance));
+  r.fail_on = must(advice::parse_fail_on(o.fail_on));
+  r.advice_target = advice_target(o, model);
+  r.known_issue_files = o.known_issue_files;
+  r.require_gpu = o.require_gpu;
+  r.variant_filter = checked_variant_filter(o);
+  r.targets = split_list(o.devices);
+  for (const auto& t : r.targets)
+    if (!probes::is_valid_target(t))
+      throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
+  if (o.repeat < 1 || o.repeat > protocol::k_max_repeat || o.warmup < 1)
+    throw Fatal{"--repeat must be in 1..1000 and --warmup at least 1"};
+  const run::ShrinkBudget budget = must(run::parse_shrink_budget(o.shrink_budget));
+  if (o.shrink) r.shrink = budget;
+  r.verify = o.verify;
+  if (o.sysfs_root != "/" && !std::filesystem::is_directory(o.sysfs_root))
+    throw Fatal{fmt::format("--sysfs-root {}: not a directory", o.sysfs_root)};
+  r.sysfs_root = o.sysfs_root;
+  r.run_dir = o.run_dir;
+  r.python = o.python;
+  r.case_timeout = millis(o.case_timeout_s);
+  r.worker_timeout = millis(o.worker_timeout_s);
+  r.startup_timeout = millis(o.startup_timeout_s);
+  r.max_worker_restarts = o.max_worker_restarts;
+  r.keep_core_dumps = o.keep_core_dumps;
+  r.repeat = o.repeat;
+  r.warmup = o.warmup;
+  r.call_budget = Millis(int64_t(std::ceil(o.time_budget_s * 1000)));
+  r.probe_server = !o.no_probe_server;
+  if (!o.no_oracle_cache)
+    r.oracle_cache_dir = o.oracle_cache.empty() ? run::default_oracle_cache_dir() : o.oracle_cache;
+  r.oracle_cache_bytes = int64_t(o.oracle_cache_gib * double(int64_t{1} << 30));
+  r.progress_interval = millis(o.progress_every_s);
+  return r;
+}
+
+json to_json(const CheckRequest& r) {
+  json cases = json::array();
+  for (const Case& c : r.cases) cases.push_back(to_json(c));
+  json probes = json::array();
+  for (Probe p : r.probes) probes.push_back(to_string(p));
+  json fail_on = json::array();
+  for (Status s : r.fail_on) fail_on.push_back(to_string(s));
+  json out{{"cases", cases},
+           {"suite", r.suite},
+           {"model", r.model},
+           {"probes", probes},
+           {"variant_filter", r.variant_filter},
+           {"targets", r.targets},
+           {"python", r.python},
+           {"case_timeout_ms", r.case_timeout.count()},
+           {"worker_timeout_ms", r.worker_timeout.count()},
+           {"startup_timeout_ms", r.startup_timeout.count()},
+           {"max_worker_restarts", r.max_worker_restarts},
+           {"keep_core_dumps", r.keep_core_dumps},
+           {"repeat", r.repeat},
+           {"warmup", r.warmup},
+           {"call_budget_ms", r.call_budget.count()},
+           {"probe_server", r.probe_server},
+           {"oracle_cache_dir", r.oracle_cache_dir},
+           {"oracle_cache_bytes", r.oracle_cache_bytes},
+           {"progress_interval_ms", r.progress_interval.count()},
+           {"sysfs_root", r.sysfs_root},
+           {"run_dir", r.run_dir},
+           {"tolerances", tolerances_to_json(r.tolerances)},
+           {"fail_on", fail_on},
+           {"advice_target", r.advice_target ? to_json(*r.advice_target) : json()},
+           {"known_issue_files", r.known_issue_files},
+           {"require_gpu", r.require_gpu},
+           {"shrink", r.shrink ? json{{"cases", r.shrink->cases}, {"seconds", r.shrink->seconds}}
+                               : json()},
+           {"verify", r.verify}};
+  return out;
+}
+
+Expected<CheckRequest> request_from_json(const json& j) {
+  CheckRequest r;
+  std::string field;
+  // Each field by name: a missing or mistyped one is named in the error.
+  const auto at = [&](const char* name) -> const json& {
+    field = name;
+    return j.at(name);
+  };
+  try {
+    if (!j.is_object()) return make_error("the check request is not a JSON object");
+    for (const json& c : at("cases")) r.cases.push_back(must(case_from_json(c)));
+    r.suite = at("suite").get<std::string>();
+    r.model = at("model").get<std::string>();
+    for (const json& p : at("probes")) {
+      auto probe = probe_from_string(p.get<std::string>());
+      if (!probe) return make_error("unknown probe " + p.dump());
+      r.probes.push_back(*probe);
+    }
+    r.variant_filter = at("variant_filter").get<std::vector<std::string>>();
+    r.targets = at("targets").get<std::vector<std::string>>();
+    r.python = at("python").get<std::string>();
+    r.case_timeout = Millis(at("case_timeout_ms").get<int64_t>());
+    r.worker_timeout = Millis(at("worker_timeout_ms").get<int64_t>());
+    r.startup_timeout = Millis(at("startup_timeout_ms").get<int64_t>());
+    r.max_worker_restarts = at("max_worker_restarts").get<int>();
+    r.keep_core_dumps = at("keep_core_dumps").get<bool>();
+    r.repeat = at("repeat").get<int>();
+    r.warmup = at("warmup").get<int>();
+    r.call_budget = Millis(at("call_budget_ms").get<int64_t>());
+    r.probe_server = at("probe_server").get<bool>();
+    r.oracle_cache_dir = at("oracle_cache_dir").get<std::string>();
+    r.oracle_cache_bytes = at("oracle_cache_bytes").get<int64_t>();
+    r.progress_interval = Millis(at("progress_interval_ms").get<int64_t>());
+    r.sysfs_root = at("sysfs_root").get<std::string>();
+    r.run_dir = at("run_dir").get<std::string>();
+    r.tolerances = tolerances_from_json(at("tolerances"));
+    for (const json& s : at("fail_on")) {
+      auto status = status_from_string(s.get<std::string>());
+      if (!status) return make_error("unknown status " + s.dump());
+      r.fail_on.insert(*status);
+    }
+    if (const json& t = at("advice_target"); !t.is_null()) r.advice_target = must(case_from_json(t));
+    r.known_issue_files = at("known_issue_files").get<std::vector<std::string>>();
+    r.require_gpu = at("require_gpu").get<bool>();
+    if (const json& s = at("shrink"); !s.is_null())
+      r.shrink = run::ShrinkBudget{s.at("cases").get<int>(), s.at("seconds").get<double>()};
+    r.verify = at("verify").get<bool>();
+  } catch (const json::exception&) {
+    return make_error(fmt::format("the check request's \"{}\" is missing or not what the doctor "
+                                  "writes",
+                                  field));
+  } catch (const Fatal& e) {
+    return make_error(fmt::format("the check request's \"{}\": {}", field, e.message));
+  }
+  return r;
+}
+
+} // namespace sdpa_doctor::check

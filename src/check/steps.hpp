@@ -1,0 +1,37 @@
+// check/steps: the steps of a check before its workers run, each from the request and what was
+// measured so far. Internal to check.
+#pragma once
+
+#include "check/outputs.hpp"
+#include "check/request.hpp"
+#include "core/model.hpp"
+#include "run/run.hpp"
+
+#include <atomic>
+
+namespace sdpa_doctor::check {
+
+// The python probe's interpreter, found (not imported) before the devices are enumerated. A bad
+// --python is an input error only where the python probe runs.
+run::PythonChoice located_python(const CheckRequest& request);
+
+// The report's header facts and the device inventory, asked where `python`'s torch keeps its own
+// HIP runtime first.
+Report started_report(const CheckRequest& request, const run::PythonChoice& python);
+
+// Everything the execution needs but the run directory. The python probe's interpreter is
+// pre-flighted here (its pre-flight imports torch once); the GPUs that torch sees join
+// `inventory`, so a device only torch can reach (another vendor's, or one whose ROCm only the
+// wheel carries) is a target too.
+run::ExecuteOptions execute_options(const CheckRequest& request, const Outputs& outputs,
+                                    const run::PythonChoice& located, DeviceInventory& inventory,
+                                    const std::atomic<bool>* interrupted);
+
+// The plan over what is here. A `--device` the inventory lacks, or a `--variant` that plans
+// nothing, is Fatal (exit 2) naming what is there.
+run::Plan checked_plan(const CheckRequest& request, const DeviceInventory& inventory);
+
+// The run's directory (journal, oracles, logs): the one named, or a new temporary one.
+std::string checked_run_dir(const std::string& named);
+
+} // namespace sdpa_doctor::check
