@@ -237,15 +237,20 @@ std::optional<std::vector<T>> read_all(const nlohmann::json& e, const char* key,
 }
 
 // Applies one journal line; false when it is not a journal event (torn, foreign, malformed).
+// `start_error`: why the first start event's plan did not read (an unknown variant, say), kept
+// for the error when no start reads.
 bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
-                 std::map<std::string, CaseResult>& results,
+                 std::string& start_error, std::map<std::string, CaseResult>& results,
                  std::map<std::string, WorkerInfo>& workers) {
   if (!e.is_object() || !e.contains("event") || !e["event"].is_string()) return false;
   const std::string event = e["event"].get<std::string>();
   if (event == "start") {
     if (!started) {
       auto plan = plan_from_json(e.value("plan", nlohmann::json::object()));
-      if (!plan) return false;
+      if (!plan) {
+        if (start_error.empty()) start_error = plan.error().message;
+        return false;
+      }
       out.plan = std::move(*plan);
       out.header = e.value("header", nlohmann::json());
       started = true;
@@ -320,6 +325,7 @@ Expected<JournalContents> read_journal(const std::string& path) {
   if (!in) return make_error(fmt::format("{}: cannot read: {}", file, std::strerror(errno)));
   JournalContents out;
   bool started = false;
+  std::string start_error;
   std::map<std::string, CaseResult> results;
   std::map<std::string, WorkerInfo> workers;
   std::string line;
@@ -331,8 +337,11 @@ Expected<JournalContents> read_journal(const std::string& path) {
       continue;
     }
     const auto e = nlohmann::json::parse(line, nullptr, false);
-    if (e.is_discarded() || !apply_event(e, out, started, results, workers)) ++out.lines_ignored;
+    if (e.is_discarded() || !apply_event(e, out, started, start_error, results, workers)) ++out.lines_ignored;
   }
+  if (!started && !start_error.empty())
+    return make_error(fmt::format("{}: its start event's plan does not read: {}", file,
+                                  start_error));
   if (!started) return make_error(fmt::format("{}: not an sdpa-doctor journal (no start event)", file));
   for (auto& [key, r] : results) out.results.push_back(std::move(r));
   for (auto& [key, w] : workers) out.workers.push_back(std::move(w));

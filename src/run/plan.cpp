@@ -95,9 +95,11 @@ Expected<Plan> plan_from_json(const nlohmann::json& j) {
   try {
     plan.targets = j.at("targets").get<std::vector<std::string>>();
     for (const auto& r : j.at("runs")) {
-      auto probe = probe_from_string(r.at("probe").get<std::string>());
+      const std::string probe_name = r.at("probe").get<std::string>();
+      auto probe = probe_from_string(probe_name);
+      if (!probe) return make_error(fmt::format("the plan names an unknown probe '{}'", probe_name));
       auto variant = parse_variant(r.at("variant").get<std::string>());
-      if (!probe || !variant) return make_error("the plan names an unknown probe or variant");
+      if (!variant) return make_error("the plan names an unknown variant: " + variant.error().message);
       PlannedRun run{r.at("target").get<std::string>(), *probe, *variant, std::nullopt};
       if (const auto v = r.find("verify"); v != r.end())
         run.verify = VerifyRun{v->at("id").get<std::string>(), v->at("snippet").get<std::string>(),

@@ -16,7 +16,7 @@ ALLOWED = {
     "run": {"core", "protocol", "isolate", "probes"},
     "advice": {"core"},
     "report": {"core"},
-    "check": {"core", "devices", "probes", "run", "advice", "report"},
+    "check": {"core", "protocol", "devices", "probes", "run", "advice", "report"},
     "cli": {"core", "protocol", "loader", "isolate", "devices", "kernels", "probes", "run",
             "advice", "report", "check"},
 }

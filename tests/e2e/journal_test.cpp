@@ -264,4 +264,19 @@ TEST(ReportJournal, AnUnknownHeaderFormatIsRefusedNamingIt) {
   EXPECT_NE(run.err.find("format 9"), std::string::npos) << run.err;
 }
 
+// A start event whose plan does not read says why (here a variant this doctor does not know),
+// not that there is no start event.
+TEST(ReportJournal, AStartWithAnUnknownVariantIsNamed) {
+  TempDir dir;
+  std::string journal = read_file(source_path("tests/fixtures/journal-format0/journal.jsonl"));
+  const std::string variant = "\"variant\":\"ref-math\"";
+  journal.replace(journal.find(variant), variant.size(), "\"variant\":\"flash[\"");
+  write_file(dir.file("journal.jsonl"), journal);
+  const auto run = run_binary({doctor(), "report", dir.file("journal.jsonl")});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(line_count(run.err), 1) << run.err;
+  EXPECT_NE(run.err.find("unknown variant"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("no start event"), std::string::npos) << run.err;
+}
+
 } // namespace
