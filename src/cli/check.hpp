@@ -7,7 +7,7 @@
 #include "advice/advice.hpp"
 #include "cli/commands.hpp"
 #include "core/model.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "run/run.hpp"
 
 #include <nlohmann/json.hpp>
@@ -24,7 +24,7 @@ struct CheckOptions {
   std::vector<std::string> case_specs;
   std::string case_file;
   std::string model_config;          // --model: a Hugging Face config.json
-  int64_t max_len = probes::k_default_model_max_len;
+  int64_t max_len = cases::k_default_model_max_len;
   bool train = false;                // refused: no backward cases yet
   std::vector<std::string> probes;   // libtorch, python, reference
   std::vector<std::string> variants; // filter

@@ -9,7 +9,7 @@
 #include "devices/devices.hpp"
 #include "core/model_json.hpp"
 #include "isolate/isolate.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "protocol/protocol.hpp"
 #include "report/report.hpp"
 #include "run/run.hpp"
@@ -158,16 +158,16 @@ int write_reports(const Report& report, const GlobalOptions& global) {
 struct CheckInputs {
   std::vector<Case> cases;
   std::vector<Probe> probes;
-  probes::TolerancePolicy tolerances;
+  cases::TolerancePolicy tolerances;
   AdviceInputs advice;
   std::vector<std::string> variant_filter;
   std::vector<std::string> targets;
-  std::optional<probes::ModelShapes> model; // --model
-  std::string suite;                        // the report's: probes::PlannedCases::label
+  std::optional<cases::ModelShapes> model; // --model
+  std::string suite;                        // the report's: cases::PlannedCases::label
 };
 
 // `--model`, checked; nullopt without it.
-std::optional<probes::ModelShapes> checked_model(const CheckOptions& o) {
+std::optional<cases::ModelShapes> checked_model(const CheckOptions& o) {
   if (o.train)
     throw Fatal{"--train: backward cases are not supported yet (the workers run the forward pass "
                 "only)"};
@@ -187,30 +187,30 @@ std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
 
 // The `--target` case, else the longest prompt of `--model`; nullopt with neither.
 std::optional<Case> advice_target(const CheckOptions& o,
-                                  const std::optional<probes::ModelShapes>& model) {
+                                  const std::optional<cases::ModelShapes>& model) {
   if (!o.target.empty()) {
     auto t = parse_case_spec(o.target);
     if (!t) throw Fatal{"--target: " + t.error().message};
     return *t;
   }
-  if (model) return probes::model_target_case(*model);
+  if (model) return cases::model_target_case(*model);
   return std::nullopt;
 }
 
 CheckInputs checked_inputs(const CheckOptions& o, const GlobalOptions& global) {
-  std::optional<probes::ModelShapes> model = checked_model(o);
-  probes::PlannedCases planned = planned_cases(
+  std::optional<cases::ModelShapes> model = checked_model(o);
+  cases::PlannedCases planned = planned_cases(
       {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
   CheckInputs in{std::move(planned.cases), planned_probes(o), {}, {}, {}, {}, model,
                  std::move(planned.label)};
-  auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
+  auto tolerances = cases::parse_tolerance_overrides(o.tolerance);
   if (!tolerances) throw Fatal{tolerances.error().message};
   in.tolerances = *tolerances;
   in.advice = advice_inputs(o, advice_target(o, model));
   in.variant_filter = checked_variant_filter(o);
   in.targets = split_list(o.devices);
   for (const auto& t : in.targets)
-    if (!probes::is_valid_target(t))
+    if (!cases::is_valid_target(t))
       throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
   if (o.repeat < 1 || o.repeat > protocol::k_max_repeat || o.warmup < 1)
     throw Fatal{"--repeat must be in 1..1000 and --warmup at least 1"};
@@ -352,7 +352,7 @@ std::string why_not_planned(const std::string& name, const std::vector<Probe>& p
   const auto is_name = [&](const Variant& v) { return name == v.name() || name == v.backend; };
   std::vector<std::string> theirs;
   for (Probe probe : probes) {
-    const std::vector<Variant> on_gpu = probes::plan_variants(probe, "cuda:0");
+    const std::vector<Variant> on_gpu = cases::plan_variants(probe, "cuda:0");
     if (std::any_of(on_gpu.begin(), on_gpu.end(), is_name))
       return fmt::format("{} runs on a GPU only: no cuda:N target among {}", name,
                          fmt::join(targets, ", "));
@@ -575,7 +575,7 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--max-len", o.max_len,
                  "Longest sequence --model plans (prefill length and decode KV length)")
       ->check(CLI::Range(int64_t{1}, k_max_dim))
-      ->default_str(std::to_string(probes::k_default_model_max_len));
+      ->default_str(std::to_string(cases::k_default_model_max_len));
   sub.add_flag("--train", o.train, "Also plan backward cases (not supported yet: refused)");
   sub.add_option("--probe", o.probes, "Probes to run: libtorch, python, reference (default all)")
       ->type_name("LIST");

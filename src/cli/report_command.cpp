@@ -27,7 +27,7 @@ constexpr const char* k_not_measured = "not measured: the run ended before this 
 
 // The journal's cells, with a `skipped` result for each one it never got to.
 std::vector<CaseResult> every_planned_cell(const run::JournalContents& journal,
-                                           const probes::TolerancePolicy& tolerances) {
+                                           const cases::TolerancePolicy& tolerances) {
   std::set<std::string> have;
   for (const CaseResult& r : journal.results)
     have.insert(run::cell_key(r));
@@ -99,7 +99,7 @@ int run_report(const std::string& path, const GlobalOptions& global) {
   auto started = report::read_measured_report(header.at("report"));
   if (!started) throw Fatal{fmt::format("{}: its report header: {}", path, started.error().message)};
   Report report = std::move(*started);
-  auto tolerances = probes::parse_tolerance_overrides(o.tolerance);
+  auto tolerances = cases::parse_tolerance_overrides(o.tolerance);
   if (!tolerances) throw Fatal{tolerances.error().message};
 
   report.results = every_planned_cell(*journal, *tolerances);

@@ -1,11 +1,11 @@
 // sdpa-doctor-torch-worker: runs SDPA cases through LibTorch and reports them on the results fd.
-#include "probes/torch_worker.hpp"
+#include "workers/torch_worker.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 
 int main(int argc, char** argv) {
-  using namespace sdpa_doctor::probes;
+  using namespace sdpa_doctor::workers;
   const int code =
       worker_main(argc, argv, make_torch_executor, WorkerOptions{.honour_test_fault = true});
   // Every event is written and `bye` sent: LibTorch's static teardown (thread pools, allocator

@@ -1,4 +1,4 @@
-#include "probes/reference_worker.hpp"
+#include "workers/reference_worker.hpp"
 #include "core/status.hpp"
 
 #include "kernels/kernels.hpp"
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string_view>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::workers {
 namespace {
 
 // The compiler's log as a case warning: its start, the rest left to the worker's stderr log.
@@ -134,4 +134,4 @@ int run_health_check(int argc, const char* const* argv) {
   return exit_code::failures;
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::workers

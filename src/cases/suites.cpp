@@ -1,4 +1,4 @@
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include "core/io.hpp"
 #include "core/text.hpp"
@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::cases {
 
 namespace {
 
@@ -234,4 +234,4 @@ Expected<std::vector<Case>> load_case_file(const std::string& path) {
   return cases;
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::cases

@@ -1,13 +1,13 @@
-// probes/reference_worker: the reference probe's executor (our own ref-math / ref-flash kernels on
+// workers/reference_worker: the reference probe's executor (our own ref-math / ref-flash kernels on
 // the CPU or a GPU, compiled for it at run time) and the worker's --health-check mode. Depends on
-// probes/worker.hpp and kernels; never on torch.
+// workers/worker.hpp and kernels; never on torch.
 #pragma once
 
-#include "probes/worker.hpp"
+#include "workers/worker.hpp"
 
 #include <memory>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::workers {
 
 // Every case of a variant other than ref-math/ref-flash, or on a GPU that cannot run our kernels
 // (no device, runtime or compiler), is reported unsupported with the reason (hello's
@@ -21,4 +21,4 @@ bool is_health_check(int argc, const char* const* argv);
 // opens here, 2 for a usage error.
 int run_health_check(int argc, const char* const* argv);
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::workers

@@ -1,4 +1,4 @@
-// probes/tolerance: the one place where the per-dtype tolerances of the oracle comparison live,
+// cases/tolerance: the one place where the per-dtype tolerances of the oracle comparison live,
 // with the parser for user overrides ("bf16=atol:rtol,fp16=atol:rtol").
 // Depends on core only; knows nothing of torch or of processes.
 //
@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::cases {
 
 inline constexpr Tolerance k_tolerance_fp32{1e-5, 1e-5};
 inline constexpr Tolerance k_tolerance_fp16{2e-3, 2e-3};
@@ -48,4 +48,4 @@ Expected<TolerancePolicy> parse_tolerance_overrides(std::string_view text,
 // "fp16=0.002:0.002,bf16=0.016:0.016,fp32=1e-05:1e-05": parseable back by the function above.
 std::string to_string(const TolerancePolicy& policy);
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::cases

@@ -1,4 +1,4 @@
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <charconv>
 #include <cmath>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::cases {
 
 std::chrono::milliseconds default_case_deadline(const Case& c, bool gpu, int runs,
                                                 bool worker_computes_oracle) {
@@ -100,7 +100,7 @@ std::vector<Variant> plan_variants(Probe probe, std::string_view target) {
 const std::vector<std::string_view>& backend_refusals() {
   // Generated at configure time from data/backend_refusals.json, which the Python worker reads.
   static const std::vector<std::string_view> k_refusals = {
-#include "probes/backend_refusals.inc"
+#include "cases/backend_refusals.inc"
   };
   return k_refusals;
 }
@@ -111,4 +111,4 @@ bool is_backend_refusal(std::string_view message) {
   return false;
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::cases

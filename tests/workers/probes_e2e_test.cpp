@@ -1,8 +1,9 @@
-// The real workers (LibTorch 2.x CPU, sdpa_probe.py with the configured interpreter) run as child
-// processes with their results on a pipe, exactly as the runner starts them.
+// The real workers (LibTorch 2.x CPU, the sdpa_probe package with the configured interpreter) run
+// as child processes with their results on a pipe, exactly as the runner starts them.
 #include "core/inputs.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "protocol/protocol.hpp"
+#include "workers/oracle_file.hpp"
 #include "support/run_binary.hpp"
 #include "worker_process.hpp"
 
@@ -16,7 +17,8 @@
 #include <map>
 
 using namespace sdpa_doctor;
-using namespace sdpa_doctor::probes;
+using namespace sdpa_doctor::cases;
+using namespace sdpa_doctor::workers;
 using sdpa_doctor::protocol::make_case_line;
 using sdpa_doctor::protocol::write_cases_file;
 using sdpa_test::WorkerRun;
@@ -270,8 +272,8 @@ TEST(PythonWorker, RefusalsAreTheCppList) {
   const std::string dir = std::filesystem::path(k_script).parent_path().string();
   auto r = sdpa_test::run_binary(
       {python, "-c",
-       "import json,sys; sys.path.insert(0, sys.argv[1]); import sdpa_probe; "
-       "print(json.dumps(list(sdpa_probe.REFUSALS)))",
+       "import json,sys; sys.path.insert(0, sys.argv[1]); from sdpa_probe import backends; "
+       "print(json.dumps(list(backends.REFUSALS)))",
        dir});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");

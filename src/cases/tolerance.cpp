@@ -1,11 +1,11 @@
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 
 #include <fmt/format.h>
 
 #include <charconv>
 #include <cmath>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::cases {
 
 Tolerance default_tolerance(DType dtype) { return TolerancePolicy{}.for_dtype(dtype); }
 
@@ -76,4 +76,4 @@ std::string to_string(const TolerancePolicy& p) {
                      p.bf16.rtol, p.fp32.atol, p.fp32.rtol);
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::cases

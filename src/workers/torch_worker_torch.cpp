@@ -2,7 +2,7 @@
 // TORCH_VERSION guard or detected with a requires-expression, so that one source builds against
 // LibTorch 2.1 and later. No fmt here: torch ships its own fmt headers, which shadow the system
 // ones in this translation unit and do not link against the system library.
-#include "probes/torch_worker.hpp"
+#include "workers/torch_worker.hpp"
 #include "core/io.hpp"
 
 #include <ATen/ATen.h>
@@ -33,7 +33,7 @@
 #define SDPA_DOCTOR_TORCH_AT_LEAST(major, minor)                                                  \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::workers {
 namespace {
 
 // Torch's warnings say why a backend refused; TORCH_WARN_ONCE ones only with warnAlways.
@@ -206,7 +206,7 @@ public:
       : m_args(args), m_sdpa_threads(at::get_num_threads()),
         m_check_threads(k_resizable_pool ? 1 : m_sdpa_threads) {
     c10::WarningUtils::set_warnAlways(true);
-    if (is_gpu_target(args.device)) {
+    if (cases::is_gpu_target(args.device)) {
       m_gpu_index = std::stoi(args.device.substr(5));
       m_device = at::Device(at::kCUDA, c10::DeviceIndex(m_gpu_index));
     }
@@ -465,10 +465,10 @@ private:
   static CaseRun refused_or_failed(const std::string& what, const std::vector<std::string>& warnings) {
     CaseRun r;
     std::string reason = one_line(what);
-    bool refusal = is_backend_refusal(reason);
+    bool refusal = cases::is_backend_refusal(reason);
     for (const auto& w : warnings) {
       reason += " | " + one_line(w);
-      refusal = refusal || is_backend_refusal(w);
+      refusal = refusal || cases::is_backend_refusal(w);
     }
     r.status = refusal ? Status::unsupported : Status::error;
     r.reason = std::move(reason);
@@ -488,4 +488,4 @@ std::unique_ptr<CaseExecutor> make_torch_executor(const WorkerArgs& args) {
   return std::make_unique<TorchExecutor>(args);
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::workers

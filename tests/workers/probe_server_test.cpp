@@ -1,12 +1,12 @@
-// The Python probe's start-up server (sdpa_probe.py --serve), started the way the runner starts it
+// The Python probe's start-up server (sdpa_probe --serve), started the way the runner starts it
 // (isolate::Service), with real workers forked from it: each child has its own variant environment
 // and FA library, a crash or a kill of one takes no other down, and without a server the worker
 // runs itself. Through the binary: a check forks every Python worker and leaves no server behind.
 #include "core/case.hpp"
 #include "isolate/isolate.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "protocol/protocol.hpp"
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 #include "support/run_binary.hpp"
 #include "worker_process.hpp"
 
@@ -43,7 +43,7 @@ protected:
     if (!python_has_torch()) GTEST_SKIP() << "no Python with torch";
     const Case c = *parse_case_spec("dtype=fp32,b=1,h=1,l=16,d=8");
     ASSERT_TRUE(protocol::write_cases_file(
-                    m_cases, {protocol::make_case_line(c, probes::default_tolerance(c.dtype), "", 1, 1)})
+                    m_cases, {protocol::make_case_line(c, cases::default_tolerance(c.dtype), "", 1, 1)})
                     .has_value());
     isolate::Command cmd;
     cmd.argv = {k_python, k_script, "--serve", m_socket};

@@ -1,4 +1,4 @@
-#include "probes/probes.hpp"
+#include "workers/planted_fault.hpp"
 
 #include <fmt/format.h>
 
@@ -9,14 +9,14 @@
 #include <optional>
 #include <unistd.h>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::workers {
 
-bool FaultSpec::matches(std::string_view variant_name, std::string_view id) const {
+bool PlantedFault::matches(std::string_view variant_name, std::string_view id) const {
   if (action == FaultAction::none) return false;
   return (variant == "*" || variant == variant_name) && (case_id == "*" || case_id == id);
 }
 
-bool FaultSpec::matches(std::string_view variant_name, std::string_view id, const Case& c) const {
+bool PlantedFault::matches(std::string_view variant_name, std::string_view id, const Case& c) const {
   if (!matches(variant_name, id)) return false;
   for (const FaultCondition& w : when)
     if (!w.holds(c)) return false;
@@ -84,7 +84,7 @@ bool FaultCondition::holds(const Case& c) const {
   }
 }
 
-bool FaultSpec::fires() const {
+bool PlantedFault::fires() const {
   if (once.empty()) return true;
   // Whoever creates the marker first fires; every later match, in any process, does not.
   const int fd = ::open(once.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -93,29 +93,29 @@ bool FaultSpec::fires() const {
   return true;
 }
 
-const FaultSpec* matching_fault(const std::vector<FaultSpec>& specs, std::string_view variant_name,
+const PlantedFault* matching_fault(const std::vector<PlantedFault>& specs, std::string_view variant_name,
                                 const Case& c, std::string_view id) {
-  for (const FaultSpec& s : specs)
+  for (const PlantedFault& s : specs)
     if (s.matches(variant_name, id, c)) return s.fires() ? &s : nullptr;
   return nullptr;
 }
 
-Expected<std::vector<FaultSpec>> parse_fault_specs(std::string_view text) {
-  std::vector<FaultSpec> specs;
+Expected<std::vector<PlantedFault>> parse_planted_faults(std::string_view text) {
+  std::vector<PlantedFault> specs;
   while (!text.empty()) {
     const size_t semi = text.find(';');
     const std::string_view one = text.substr(0, semi);
     text = semi == std::string_view::npos ? std::string_view{} : text.substr(semi + 1);
     if (one.empty()) continue;
-    auto spec = parse_fault_spec(one);
+    auto spec = parse_planted_fault(one);
     if (!spec) return make_error(spec.error().message);
     specs.push_back(std::move(*spec));
   }
   return specs;
 }
 
-Expected<FaultSpec> parse_fault_spec(std::string_view text) {
-  FaultSpec spec;
+Expected<PlantedFault> parse_planted_fault(std::string_view text) {
+  PlantedFault spec;
   bool have_action = false;
   while (!text.empty()) {
     const size_t comma = text.find(',');
@@ -164,10 +164,10 @@ Expected<FaultSpec> parse_fault_spec(std::string_view text) {
   return spec;
 }
 
-Expected<std::vector<FaultSpec>> fault_from_environment() {
+Expected<std::vector<PlantedFault>> planted_faults_from_environment() {
   const char* text = std::getenv("SDPA_DOCTOR_TEST_FAULT");
-  if (!text || !*text) return std::vector<FaultSpec>{};
-  return parse_fault_specs(text);
+  if (!text || !*text) return std::vector<PlantedFault>{};
+  return parse_planted_faults(text);
 }
 
 // The faults are the point: UBSan must not turn the null write into a report of its own.
@@ -199,4 +199,4 @@ void corrupt_output(FaultAction action, std::vector<float>& output) {
   if (action == FaultAction::perturb) output[at] += 0.5f;
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::workers

@@ -1,6 +1,6 @@
 #include "core/inputs.hpp"
-#include "probes/probes.hpp"
-#include "probes/worker.hpp"
+#include "cases/cases.hpp"
+#include "workers/worker.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 using namespace sdpa_doctor;
-using namespace sdpa_doctor::probes;
+using namespace sdpa_doctor::cases;
+using namespace sdpa_doctor::workers;
 
 namespace {
 
@@ -416,28 +417,28 @@ TEST(Plan, RefusalsAreTheDataFilesList) {
 
 TEST(Fault, OnceFiresForTheFirstMatchOnlyAcrossProcesses) {
   sdpa_test::TempDir dir;
-  auto specs = parse_fault_specs("variant=math,once=" + dir.file("marker") + ",action=abort");
+  auto specs = parse_planted_faults("variant=math,once=" + dir.file("marker") + ",action=abort");
   ASSERT_TRUE(specs.has_value()) << specs.error().message;
   const Case c = *parse_case_spec("dtype=fp32,h=1,l=8,d=8");
   EXPECT_NE(matching_fault(*specs, "math", c, c.id()), nullptr);
   EXPECT_TRUE(std::filesystem::exists(dir.file("marker")));
   EXPECT_EQ(matching_fault(*specs, "math", c, c.id()), nullptr); // the marker is there: no more
-  EXPECT_FALSE(parse_fault_spec("once=relative/marker,action=abort").has_value());
+  EXPECT_FALSE(parse_planted_fault("once=relative/marker,action=abort").has_value());
 }
 
 TEST(Fault, SpecParsesAndMatches) {
-  auto f = parse_fault_spec("variant=flash,case=fp16-b1-h2-q8-k8-d16,action=perturb");
+  auto f = parse_planted_fault("variant=flash,case=fp16-b1-h2-q8-k8-d16,action=perturb");
   ASSERT_TRUE(f.has_value()) << f.error().message;
   EXPECT_EQ(f->action, FaultAction::perturb);
   EXPECT_TRUE(f->matches("flash", "fp16-b1-h2-q8-k8-d16"));
   EXPECT_FALSE(f->matches("math", "fp16-b1-h2-q8-k8-d16"));
   EXPECT_FALSE(f->matches("flash", "other"));
-  auto any = parse_fault_spec("action=nan");
+  auto any = parse_planted_fault("action=nan");
   ASSERT_TRUE(any.has_value());
   EXPECT_TRUE(any->matches("x", "y"));
-  EXPECT_FALSE(parse_fault_spec("variant=flash").has_value());
-  EXPECT_FALSE(parse_fault_spec("action=explode").has_value());
-  EXPECT_FALSE(parse_fault_spec("colour=red,action=nan").has_value());
+  EXPECT_FALSE(parse_planted_fault("variant=flash").has_value());
+  EXPECT_FALSE(parse_planted_fault("action=explode").has_value());
+  EXPECT_FALSE(parse_planted_fault("colour=red,action=nan").has_value());
   std::vector<float> out = {1, 2, 3, 4};
   corrupt_output(FaultAction::perturb, out);
   EXPECT_EQ(out[2], 3.5f);

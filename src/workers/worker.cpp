@@ -1,5 +1,5 @@
 #include <malloc.h>
-#include "probes/worker.hpp"
+#include "workers/worker.hpp"
 #include "core/status.hpp"
 
 #include "kernels/kernels.hpp"
@@ -16,7 +16,7 @@
 #include <exception>
 #include <fcntl.h>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::workers {
 
 Expected<WorkerArgs> parse_worker_args(int argc, const char* const* argv) {
   WorkerArgs args;
@@ -26,7 +26,7 @@ Expected<WorkerArgs> parse_worker_args(int argc, const char* const* argv) {
     if (i + 1 >= argc) return make_error(fmt::format("'{}' needs a value", flag));
     const std::string_view value = argv[++i];
     if (flag == "--device") {
-      if (!is_valid_target(value))
+      if (!cases::is_valid_target(value))
         return make_error(fmt::format("invalid --device '{}' (cpu or cuda:N)", value));
       args.device = std::string(value);
     } else if (flag == "--variant") {
@@ -109,7 +109,8 @@ protocol::ResultEvent evaluate(const protocol::CaseLine& line, CaseRun run, Faul
   } else {
     oracle = compute_oracle(line.kase);
   }
-  Comparison cmp = compare_to_oracle(run.output.data(), oracle.data(), n, line.tolerance);
+  cases::Comparison cmp =
+      cases::compare_to_oracle(run.output.data(), oracle.data(), n, line.tolerance);
   ev.status = cmp.status;
   ev.reason = cmp.reason;
   ev.metrics = cmp.metrics;
@@ -119,13 +120,13 @@ protocol::ResultEvent evaluate(const protocol::CaseLine& line, CaseRun run, Faul
 
 } // namespace
 
-int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptions& options) {
+int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptions& options) {
   // A reader that went away must not kill us mid-case: the write fails and we stop instead.
   std::signal(SIGPIPE, SIG_IGN);
   protocol::ProtocolWriter out(args.results_fd);
-  std::vector<FaultSpec> faults;
+  std::vector<PlantedFault> faults;
   if (options.honour_test_fault) {
-    auto f = fault_from_environment();
+    auto f = planted_faults_from_environment();
     if (!f) {
       std::fprintf(stderr, "%s\n", f.error().message.c_str());
       return exit_code::usage;
@@ -143,9 +144,9 @@ int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptio
   const std::string variant = args.variant.name();
   for (const protocol::CaseLine& line : *lines) {
     if (!out.begin(line.id)) return exit_code::failures;
-    const FaultSpec* hit = matching_fault(faults, variant, line.kase, line.id);
+    const PlantedFault* hit = matching_fault(faults, variant, line.kase, line.id);
     const bool faulty = hit != nullptr;
-    const FaultSpec fault = faulty ? *hit : FaultSpec{};
+    const PlantedFault fault = faulty ? *hit : PlantedFault{};
     if (faulty) trigger_process_fault(fault.action);
     CaseRun run;
     if (!info.unavailable.empty()) {
@@ -197,11 +198,11 @@ int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_e
   ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
   try {
     auto executor = make_executor(*args);
-    return run_worker(*args, *executor, options);
+    return serve_cases(*args, *executor, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worker failed: %s\n", e.what());
     return exit_code::internal;
   }
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::workers

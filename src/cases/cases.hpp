@@ -1,28 +1,26 @@
-// probes: everything the SDPA probe workers share that needs no torch: the case suites and case
-// files, the float64 oracle cache, the comparison against it, deadlines and the memory guard, and
-// which variants to plan; the workers speak protocol v1 through protocol/.
-// Depends on core, kernels and protocol only. Must not depend on torch, HIP, isolate or report:
-// the doctor, the libtorch worker and the reference worker all link it.
+// cases: what a check plans and how it judges it, as plain data: the case suites and case files,
+// model configs, the planned cases, tolerances, the comparison with the oracle, deadlines and the
+// memory guard, targets, which variants to plan and the backends' refusal texts.
+// Depends on core only. Must not depend on kernels, protocol, torch, HIP, isolate or report: the
+// doctor and every worker read the same plan data.
 #pragma once
 
 #include "core/case.hpp"
 #include "core/expected.hpp"
-#include "core/inputs.hpp"
 #include "core/model.hpp"
 #include "core/status.hpp"
 #include "core/variant.hpp"
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 
 #include <chrono>
 #include <optional>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::cases {
 
 // --- suites and case files ----------------------------------------------------------------------
 
@@ -119,20 +117,6 @@ struct Comparison {
 // the oracle is finite; mismatch: any element outside the tolerance.
 Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol);
 
-// --- oracle cache ---------------------------------------------------------------------------------
-
-// Raw little-endian float64, logical (B,Hq,Lq,D) order. Written atomically (temporary file in the
-// same directory, then rename). Returns the bytes written.
-Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<double>& values);
-// Refuses a file whose size is not exactly `expected_count` values.
-Expected<std::vector<double>> read_oracle_file(const std::string& path, size_t expected_count);
-// The oracle of a case, computed in float64 from core::make_inputs (kernels::oracle_attention).
-// `cancel` (may be null) stops it early; the result is then incomplete.
-std::vector<double> compute_oracle(const Case& c, const std::atomic<bool>* cancel = nullptr);
-// The same on inputs already made (core::make_inputs of `c`).
-std::vector<double> compute_oracle(const Case& c, const HostInputs& inputs,
-                                   const std::atomic<bool>* cancel = nullptr);
-
 // --- limits ---------------------------------------------------------------------------------------
 
 // How long the runner waits for a case's result after its `begin`: a fixed allowance for start-up
@@ -171,49 +155,4 @@ const std::vector<std::string_view>& backend_refusals();
 // "not compiled", unsupported dtype/arch, ...): such a case is `unsupported`, not `error`.
 bool is_backend_refusal(std::string_view message);
 
-// --- test-only fault injection (SDPA_DOCTOR_TEST_FAULT, ARCHITECTURE.md) --------------------------
-
-enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison };
-
-// A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N or NAME=N. NAME is b, hq,
-// hkv, lq, lkv, d, causal (0/1), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
-// transposed (0/1) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
-struct FaultCondition {
-  std::string name;
-  char op = 0;        // '>', '<', '=' or 0 for a bare NAME
-  int64_t value = 0;
-  std::string text;   // the dtype name for dtype=...
-  bool holds(const Case& c) const;
-};
-
-struct FaultSpec {
-  std::string variant = "*"; // a Variant::name() or "*"
-  std::string case_id = "*"; // a case id or "*"
-  FaultAction action = FaultAction::none;
-  std::vector<FaultCondition> when; // all must hold; empty = every case
-  std::string once; // a marker file: the fault fires only for the match that creates it (flaky)
-
-  bool matches(std::string_view variant_name, std::string_view id) const;
-  // True unless `once` is set and its marker exists already (then it is made).
-  bool fires() const;
-  bool matches(std::string_view variant_name, std::string_view id, const Case& c) const;
-};
-
-// "variant=<name|*>,case=<id|*>,when=<cond>,...,once=<path>,action=<abort|segv|hang|nan|perturb|
-// exit3|poison>".
-// poison leaves the case alone and makes the canary after it fail, as a deferred asynchronous GPU
-// error would. `when` may repeat (all must hold).
-Expected<FaultSpec> parse_fault_spec(std::string_view text);
-// Several specs separated by ';'; the first that matches a case decides its fault.
-Expected<std::vector<FaultSpec>> parse_fault_specs(std::string_view text);
-// The first spec matching (variant, case), or nullptr (also when that one does not fire: `once`).
-const FaultSpec* matching_fault(const std::vector<FaultSpec>& specs, std::string_view variant_name,
-                                const Case& c, std::string_view id);
-// From the environment; empty when unset or empty. A malformed value is an error.
-Expected<std::vector<FaultSpec>> fault_from_environment();
-// abort, segv, hang and exit3 happen here, for real (this function does not return for them).
-void trigger_process_fault(FaultAction action);
-// nan and perturb corrupt the output before it is compared (element n/2: NaN, resp. +0.5).
-void corrupt_output(FaultAction action, std::vector<float>& output);
-
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::cases

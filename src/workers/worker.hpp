@@ -1,8 +1,8 @@
-// probes/worker: the case loop every C++ probe worker runs (libtorch, reference): argument
+// workers/worker: the case loop every C++ probe worker runs (libtorch, reference): argument
 // parsing, reading the cases file, events in protocol order, inputs, oracle, test faults,
 // comparison and timing statistics. A worker supplies only a CaseExecutor that runs one case.
-// Depends on core, kernels, protocol and the rest of probes; must not depend on torch or HIP, so that each
-// worker keeps its dependency in its own executor translation unit.
+// Depends on core, kernels, protocol, cases and the rest of workers; must not depend on torch or
+// HIP, so that each worker keeps its dependency in its own executor translation unit.
 #pragma once
 
 #include "core/case.hpp"
@@ -10,8 +10,10 @@
 #include "core/inputs.hpp"
 #include "core/status.hpp"
 #include "core/variant.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "protocol/protocol.hpp"
+#include "workers/oracle_file.hpp"
+#include "workers/planted_fault.hpp"
 
 #include <functional>
 #include <map>
@@ -20,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::workers {
 
 // `--device cpu|cuda:N --variant NAME --results-fd N --cases FILE`.
 struct WorkerArgs {
@@ -72,10 +74,10 @@ struct WorkerOptions {
 
 // The whole worker: hello, then for each case begin -> run -> compare -> result, then bye.
 // Returns the process exit code (0; 2 for an unreadable cases file or bad fault spec).
-int run_worker(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptions& options);
+int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptions& options);
 
 // Parses argv, makes the executor for those arguments (after the variant's environment has been
-// applied to this process, so libraries that read it once see it) and calls run_worker. Usage
+// applied to this process, so libraries that read it once see it) and calls serve_cases. Usage
 // errors go to stderr with exit 2.
 using ExecutorFactory = std::function<std::unique_ptr<CaseExecutor>(const WorkerArgs&)>;
 int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_executor,
@@ -84,4 +86,4 @@ int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_e
 // Median and minimum of the timings, written into `metrics` (time_ms, time_min_ms, timed_runs).
 void set_timing(Metrics& metrics, std::vector<double> times_ms);
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::workers

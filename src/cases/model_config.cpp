@@ -1,6 +1,6 @@
 // A Hugging Face config.json -> the attention shapes that model runs (`check --model`).
 #include "core/text.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,7 +10,7 @@
 #include <optional>
 #include <set>
 
-namespace sdpa_doctor::probes {
+namespace sdpa_doctor::cases {
 
 namespace {
 
@@ -181,4 +181,4 @@ Case model_target_case(const ModelShapes& model) {
   return model_case(model, l, l, true);
 }
 
-} // namespace sdpa_doctor::probes
+} // namespace sdpa_doctor::cases
