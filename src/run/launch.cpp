@@ -22,6 +22,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t k_max_socket_path = 108; // sockaddr_un::sun_path, with its terminating NUL
+// The Python probe package, run as a script: Python writes no bytecode cache for a script, so
+// nothing is written into the data directory (its modules are imported without one too).
+constexpr const char* k_python_probe = "sdpa_probe/__main__.py";
 
 std::optional<fs::path> locate_worker(const std::string& name, const ExecuteOptions& options) {
   if (options.worker_dir.empty()) return find_worker(name);
@@ -46,9 +49,9 @@ WorkerLaunch probe_executable(Probe probe, const ExecuteOptions& options) {
   case Probe::python: {
     const auto data = data_dir();
     if (options.python.empty()) launch.why_not = options.python_reason;
-    else if (!data || !fs::exists(*data / "sdpa_probe" / "__main__.py"))
+    else if (!data || !fs::exists(*data / k_python_probe))
       launch.why_not = "the Python probe sdpa_probe is missing from the doctor's data directory";
-    else cmd.argv = {options.python, (*data / "sdpa_probe").string()}; // runs its __main__.py
+    else cmd.argv = {options.python, (*data / k_python_probe).string()};
     break;
   }
   case Probe::fault: launch.why_not = "not a probe"; break;

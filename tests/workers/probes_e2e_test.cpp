@@ -269,9 +269,10 @@ TEST(PythonWorker, WithoutTorchEveryCaseIsUnsupported) {
 TEST(PythonWorker, RefusalsAreTheCppList) {
   // The Python worker reads the installed data file; it must hold what the C++ side compiled.
   const std::string python = k_python.empty() ? "/usr/bin/python3" : k_python;
-  const std::string dir = std::filesystem::path(k_script).parent_path().string();
+  // The data directory: k_script is sdpa_probe/__main__.py there.
+  const std::string dir = std::filesystem::path(k_script).parent_path().parent_path().string();
   auto r = sdpa_test::run_binary(
-      {python, "-c",
+      {python, "-B", "-c",
        "import json,sys; sys.path.insert(0, sys.argv[1]); from sdpa_probe import backends; "
        "print(json.dumps(list(backends.REFUSALS)))",
        dir});

@@ -27,7 +27,7 @@ def fault_value(name, c):
 
 
 def parse_condition(text):
-    """`when=NAME`, NAME>N, NAME<N, NAME=N: (name, op, value); the same grammar as planted_fault.cpp."""
+    """`when=NAME`, NAME>N, NAME<N, NAME=N: (name, op, value); as planted_fault.cpp reads it."""
     m = re.match(r"^([a-z]+)(?:([<>=])(.*))?$", text)
     bad = ValueError("SDPA_DOCTOR_TEST_FAULT: bad condition '%s'" % text)
     if not m:
@@ -51,7 +51,7 @@ def condition_holds(cond, c):
 
 
 def parse_fault(text):
-    """SDPA_DOCTOR_TEST_FAULT: specs separated by ';', each as workers::parse_planted_fault reads it."""
+    """SDPA_DOCTOR_TEST_FAULT: specs separated by ';', each as parse_planted_fault reads it."""
     specs = []
     for one in (text or "").split(";"):
         if not one:

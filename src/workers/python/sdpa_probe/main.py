@@ -64,7 +64,7 @@ def main(argv, started="exec"):
     try:
         args = parse_args(argv)
     except ValueError as e:
-        sys.stderr.write("sdpa_probe.py: %s\n" % e)
+        sys.stderr.write("sdpa_probe: %s\n" % e)
         return 2
     if "dump" in args:
         dump_inputs(args["dump"][0], args["dump"][1])
@@ -72,10 +72,10 @@ def main(argv, started="exec"):
     try:
         os.fstat(args["results_fd"])
     except OSError:
-        sys.stderr.write("sdpa_probe.py: --results-fd %d is not open\n" % args["results_fd"])
+        sys.stderr.write("sdpa_probe: --results-fd %d is not open\n" % args["results_fd"])
         return 2
     if "snippet" in args and not os.access(args["snippet"], os.R_OK):
-        sys.stderr.write("sdpa_probe.py: --snippet %s cannot be read\n" % args["snippet"])
+        sys.stderr.write("sdpa_probe: --snippet %s cannot be read\n" % args["snippet"])
         return 2
     server = os.environ.get(SERVER_ENV, "")
     if server and started == "exec":
