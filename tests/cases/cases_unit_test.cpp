@@ -23,12 +23,6 @@ std::vector<Case> suite(std::string_view name) {
   return s ? *s : std::vector<Case>{};
 }
 
-Case small_case() {
-  auto c = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
-  EXPECT_TRUE(c.has_value());
-  return *c;
-}
-
 } // namespace
 
 TEST(Suites, QuickCoversEveryGateAndStaysSmall) {
@@ -317,7 +311,9 @@ TEST(Compare, NanAndInfAreNonfinite) {
 }
 
 TEST(Limits, DeadlineGrowsWithSizeAndIsClamped) {
-  Case small = small_case();
+  auto parsed = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
+  ASSERT_TRUE(parsed.has_value());
+  const Case small = *parsed;
   auto big = parse_case_spec("dtype=bf16,b=1,h=32,l=8192,d=128");
   ASSERT_TRUE(big.has_value());
   EXPECT_EQ(default_case_deadline(small, false), std::chrono::milliseconds(15'000));

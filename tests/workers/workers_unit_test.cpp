@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
@@ -15,16 +16,6 @@
 
 using namespace sdpa_doctor;
 using namespace sdpa_doctor::workers;
-
-namespace {
-
-Case small_case() {
-  auto c = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
-  EXPECT_TRUE(c.has_value());
-  return *c;
-}
-
-} // namespace
 
 TEST(OracleFile, RoundTripAndSizeCheck) {
   sdpa_test::TempDir dir;
@@ -46,7 +37,9 @@ TEST(OracleFile, RoundTripAndSizeCheck) {
 }
 
 TEST(OracleFile, ComputedOracleMatchesShape) {
-  const Case c = small_case();
+  const auto small = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
+  ASSERT_TRUE(small.has_value());
+  const Case c = *small;
   const auto o = compute_oracle(c);
   ASSERT_EQ(o.size(), size_t(c.q_elements()));
   for (double x : o) {
