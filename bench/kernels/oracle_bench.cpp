@@ -13,7 +13,7 @@
 // usage: oracle_bench [--suite quick|full] [--reference|--both] [--level L] [--threads N]
 //                     [--only TEXT] [--quiet]
 #include "kernels/kernels.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto cases = probes::suite_cases(suite);
+  auto cases = cases::suite_cases(suite);
   if (!cases) {
     std::fprintf(stderr, "%s\n", cases.error().message.c_str());
     return 2;

@@ -3,11 +3,11 @@
 //   bench_isolation_overhead [--variant ref-flash] [--suite quick] [--rounds 3]
 //                            [--side both|inproc|isolated]   (one side alone, e.g. under perf stat)
 #include "isolate/isolate.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "protocol/protocol.hpp"
-#include "probes/reference_worker.hpp"
-#include "probes/tolerance.hpp"
-#include "probes/worker.hpp"
+#include "workers/reference_worker.hpp"
+#include "cases/tolerance.hpp"
+#include "workers/worker.hpp"
 
 #include <fmt/format.h>
 
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--side")) side = argv[i + 1];
   }
-  auto cases = probes::suite_cases(suite);
+  auto cases = cases::suite_cases(suite);
   if (!cases) return fmt::print(stderr, "{}\n", cases.error().message), 2;
   const fs::path dir = fs::temp_directory_path() / fmt::format("sdpa-bench-{}", getpid());
   fs::create_directories(dir);
@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
   std::vector<isolate::PlannedCase> planned;
   for (const Case& c : *cases) {
     const std::string oracle = (dir / (c.id() + ".f64")).string();
-    (void)probes::write_oracle_file(oracle, probes::compute_oracle(c));
-    lines.push_back(protocol::make_case_line(c, probes::default_tolerance(c.dtype), oracle, 1, 3));
+    (void)workers::write_oracle_file(oracle, workers::compute_oracle(c));
+    lines.push_back(protocol::make_case_line(c, cases::default_tolerance(c.dtype), oracle, 1, 3));
     planned.push_back({c.id(), lines.back(), std::chrono::seconds(120)});
   }
   const std::string cases_path = (dir / "cases.jsonl").string();
@@ -54,14 +54,14 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     if (side != "isolated") {
       int sink = ::open("/dev/null", O_WRONLY);
-      probes::WorkerArgs wa;
+      workers::WorkerArgs wa;
       wa.device = "cpu";
       wa.variant = *parse_variant(variant);
       wa.results_fd = sink;
       wa.cases_path = cases_path;
-      auto executor = probes::make_reference_executor(wa);
+      auto executor = workers::make_reference_executor(wa);
       const auto t0 = Clock::now();
-      probes::run_worker(wa, *executor, {});
+      workers::serve_cases(wa, *executor, {});
       inproc.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       ::close(sink);
     }

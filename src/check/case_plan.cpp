@@ -38,15 +38,15 @@ std::vector<DType> listed_dtypes(const std::vector<std::string>& list) {
   return out;
 }
 
-std::optional<probes::ModelShapes> loaded_model(const std::string& path) {
+std::optional<cases::ModelShapes> loaded_model(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  auto model = probes::load_model_config(path);
+  auto model = cases::load_model_config(path);
   if (!model) throw Fatal{model.error().message};
   return *model;
 }
 
-probes::PlannedCases planned_cases(const probes::CaseSources& sources) {
-  auto planned = probes::plan_cases(sources);
+cases::PlannedCases planned_cases(const cases::CaseSources& sources) {
+  auto planned = cases::plan_cases(sources);
   if (!planned) throw Fatal{planned.error().message};
   for (const std::string& note : planned->notes) spdlog::warn("{}", note);
   return std::move(*planned);

@@ -1,10 +1,10 @@
 // check/case_plan: the flags `check` and `cases` share to plan cases, parsed the same way in both,
-// so `cases` lists exactly what `check` runs (the rule itself is probes::plan_cases). Every problem
+// so `cases` lists exactly what `check` runs (the rule itself is cases::plan_cases). Every problem
 // is Fatal (exit 2).
 #pragma once
 
 #include "core/case.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <optional>
 #include <string>
@@ -20,9 +20,9 @@ std::vector<std::string> split_list(const std::vector<std::string>& items);
 std::vector<DType> listed_dtypes(const std::vector<std::string>& list);
 
 // `--model CONFIG`, loaded and checked; nullopt when `path` is empty.
-std::optional<probes::ModelShapes> loaded_model(const std::string& path);
+std::optional<cases::ModelShapes> loaded_model(const std::string& path);
 
-// probes::plan_cases, its notes logged as warnings.
-probes::PlannedCases planned_cases(const probes::CaseSources& sources);
+// cases::plan_cases, its notes logged as warnings.
+cases::PlannedCases planned_cases(const cases::CaseSources& sources);
 
 } // namespace sdpa_doctor::check

@@ -22,7 +22,7 @@ constexpr const char* k_not_measured = "not measured: the run ended before this 
 
 // The journal's cells, with a `skipped` result for each one it never got to.
 std::vector<CaseResult> every_planned_cell(const run::JournalContents& journal,
-                                           const probes::TolerancePolicy& tolerances) {
+                                           const cases::TolerancePolicy& tolerances) {
   std::set<std::string> have;
   for (const CaseResult& r : journal.results)
     have.insert(run::cell_key(r));

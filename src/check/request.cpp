@@ -36,7 +36,7 @@ std::vector<Probe> planned_probes(const CheckOptions& o) {
 }
 
 // `--model`, checked; nullopt without it.
-std::optional<probes::ModelShapes> checked_model(const CheckOptions& o) {
+std::optional<cases::ModelShapes> checked_model(const CheckOptions& o) {
   if (o.train)
     throw Fatal{"--train: backward cases are not supported yet (the workers run the forward pass "
                 "only)"};
@@ -56,13 +56,13 @@ std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
 
 // The `--target` case, else the longest prompt of `--model`; nullopt with neither.
 std::optional<Case> advice_target(const CheckOptions& o,
-                                  const std::optional<probes::ModelShapes>& model) {
+                                  const std::optional<cases::ModelShapes>& model) {
   if (!o.target.empty()) {
     auto t = parse_case_spec(o.target);
     if (!t) throw Fatal{"--target: " + t.error().message};
     return *t;
   }
-  if (model) return probes::model_target_case(*model);
+  if (model) return cases::model_target_case(*model);
   return std::nullopt;
 }
 
@@ -72,13 +72,13 @@ T must(Expected<T> value) {
   return std::move(*value);
 }
 
-json tolerances_to_json(const probes::TolerancePolicy& t) {
+json tolerances_to_json(const cases::TolerancePolicy& t) {
   const auto pair = [](const Tolerance& x) { return json::array({x.atol, x.rtol}); };
   return {{"fp16", pair(t.fp16)}, {"bf16", pair(t.bf16)}, {"fp32", pair(t.fp32)}};
 }
 
-probes::TolerancePolicy tolerances_from_json(const json& j) {
-  probes::TolerancePolicy t;
+cases::TolerancePolicy tolerances_from_json(const json& j) {
+  cases::TolerancePolicy t;
   for (auto [name, into] : {std::pair{"fp16", &t.fp16}, std::pair{"bf16", &t.bf16},
                             std::pair{"fp32", &t.fp32}})
     *into = Tolerance{j.at(name).at(0).get<double>(), j.at(name).at(1).get<double>()};
@@ -93,14 +93,14 @@ bool CheckRequest::runs_python() const {
 
 CheckRequest parse_request(const CheckOptions& o) {
   CheckRequest r;
-  const std::optional<probes::ModelShapes> model = checked_model(o);
-  probes::PlannedCases planned = planned_cases(
+  const std::optional<cases::ModelShapes> model = checked_model(o);
+  cases::PlannedCases planned = planned_cases(
       {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
   r.cases = std::move(planned.cases);
   r.suite = std::move(planned.label);
   if (model) r.model = model->describe();
   r.probes = planned_probes(o);
-  r.tolerances = must(probes::parse_tolerance_overrides(o.tolerance));
+  r.tolerances = must(cases::parse_tolerance_overrides(o.tolerance));
   r.fail_on = must(advice::parse_fail_on(o.fail_on));
   r.advice_target = advice_target(o, model);
   r.known_issue_files = o.known_issue_files;
@@ -108,7 +108,7 @@ CheckRequest parse_request(const CheckOptions& o) {
   r.variant_filter = checked_variant_filter(o);
   r.targets = split_list(o.devices);
   for (const auto& t : r.targets)
-    if (!probes::is_valid_target(t))
+    if (!cases::is_valid_target(t))
       throw Fatal{fmt::format("--device '{}': expected cpu or cuda:N", t)};
   if (o.repeat < 1 || o.repeat > protocol::k_max_repeat || o.warmup < 1)
     throw Fatal{"--repeat must be in 1..1000 and --warmup at least 1"};

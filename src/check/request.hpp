@@ -6,7 +6,7 @@
 #include "core/case.hpp"
 #include "core/expected.hpp"
 #include "core/model.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "run/shrink.hpp"
 
 #include <nlohmann/json.hpp>
@@ -26,7 +26,7 @@ struct CheckOptions {
   std::vector<std::string> case_specs;
   std::string case_file;
   std::string model_config;          // --model: a Hugging Face config.json
-  int64_t max_len = probes::k_default_model_max_len;
+  int64_t max_len = cases::k_default_model_max_len;
   bool train = false;                // refused: no backward cases yet
   std::vector<std::string> probes;   // libtorch, python, reference
   std::vector<std::string> variants; // filter
@@ -68,7 +68,7 @@ struct CheckRequest {
   // What runs: the planned cases themselves (a case file is read once), on which probes,
   // variants and targets.
   std::vector<Case> cases;
-  std::string suite; // the report's label: probes::PlannedCases::label
+  std::string suite; // the report's label: cases::PlannedCases::label
   std::string model; // --model's description; empty without it
   std::vector<Probe> probes;
   std::vector<std::string> variant_filter;
@@ -92,7 +92,7 @@ struct CheckRequest {
   std::string run_dir; // empty: a new temporary directory
 
   // How it is judged and advised.
-  probes::TolerancePolicy tolerances;
+  cases::TolerancePolicy tolerances;
   std::set<Status> fail_on;
   std::optional<Case> advice_target; // --target, else --model's longest prompt
   std::vector<std::string> known_issue_files;

@@ -3,7 +3,7 @@
 #include "core/build_info.hpp"
 #include "core/io.hpp"
 #include "devices/devices.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "report/report.hpp"
 
 #include <fmt/format.h>
@@ -39,7 +39,7 @@ std::string why_not_planned(const std::string& name, const std::vector<Probe>& p
   const auto is_name = [&](const Variant& v) { return name == v.name() || name == v.backend; };
   std::vector<std::string> theirs;
   for (Probe probe : probes) {
-    const std::vector<Variant> on_gpu = probes::plan_variants(probe, "cuda:0");
+    const std::vector<Variant> on_gpu = cases::plan_variants(probe, "cuda:0");
     if (std::any_of(on_gpu.begin(), on_gpu.end(), is_name))
       return fmt::format("{} runs on a GPU only: no cuda:N target among {}", name,
                          fmt::join(targets, ", "));

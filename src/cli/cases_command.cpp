@@ -4,7 +4,7 @@
 #include "core/expected.hpp"
 #include "core/io.hpp"
 #include "core/status.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -21,7 +21,7 @@ struct CasesOptions {
   std::vector<std::string> case_specs;
   std::string case_file;
   std::string model_config; // --model: a Hugging Face config.json
-  int64_t max_len = probes::k_default_model_max_len;
+  int64_t max_len = cases::k_default_model_max_len;
   std::vector<std::string> dtypes; // --dtype
 };
 
@@ -46,8 +46,8 @@ void print_table(const std::vector<Case>& cases) {
   fmt::print("{} cases, {:.1f} GFLOP per variant\n", cases.size(), flops / 1e9);
 }
 
-nlohmann::json to_json_list(const probes::PlannedCases& plan,
-                            const std::optional<probes::ModelShapes>& model) {
+nlohmann::json to_json_list(const cases::PlannedCases& plan,
+                            const std::optional<cases::ModelShapes>& model) {
   nlohmann::json list = nlohmann::json::array();
   for (const Case& c : plan.cases) {
     nlohmann::json j = to_json(c);
@@ -64,8 +64,8 @@ nlohmann::json to_json_list(const probes::PlannedCases& plan,
 }
 
 int run_cases(const CasesOptions& o, const GlobalOptions& global) {
-  const std::optional<probes::ModelShapes> model = check::loaded_model(o.model_config);
-  const probes::PlannedCases plan = check::planned_cases(
+  const std::optional<cases::ModelShapes> model = check::loaded_model(o.model_config);
+  const cases::PlannedCases plan = check::planned_cases(
       {o.suite, o.case_specs, o.case_file, model, o.max_len, check::listed_dtypes(o.dtypes)});
   if (global.json_path != "-") {
     if (model) fmt::print("model {}\n", model->describe());
@@ -92,9 +92,9 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
   sub->add_option("--suite", options->suite,
                   fmt::format("Case suite: {}; runs by default only without --case, --case-file "
                               "and --model, beside them when given",
-                              fmt::join(std::begin(probes::k_suites), std::end(probes::k_suites), ", ")))
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(probes::k_suites),
-                                                     std::end(probes::k_suites))))
+                              fmt::join(std::begin(cases::k_suites), std::end(cases::k_suites), ", ")))
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(cases::k_suites),
+                                                     std::end(cases::k_suites))))
       ->type_name("NAME");
   sub->add_option("--case", options->case_specs,
                   "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
@@ -108,7 +108,7 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
       ->type_name("CONFIG");
   sub->add_option("--max-len", options->max_len, "Longest sequence --model plans")
       ->check(CLI::Range(int64_t{1}, k_max_dim))
-      ->default_str(std::to_string(probes::k_default_model_max_len));
+      ->default_str(std::to_string(cases::k_default_model_max_len));
   sub->add_option("--dtype", options->dtypes,
                   "Only cases of these dtypes: fp16, bf16, fp32 (default all)")
       ->type_name("LIST");

@@ -2,7 +2,7 @@
 // the pipeline itself is src/check/.
 #include "check/check.hpp"
 #include "cli/commands.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <fmt/format.h>
 
@@ -56,7 +56,7 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--max-len", o.max_len,
                  "Longest sequence --model plans (prefill length and decode KV length)")
       ->check(CLI::Range(int64_t{1}, k_max_dim))
-      ->default_str(std::to_string(probes::k_default_model_max_len));
+      ->default_str(std::to_string(cases::k_default_model_max_len));
   sub.add_flag("--train", o.train, "Also plan backward cases (not supported yet: refused)");
   sub.add_option("--probe", o.probes, "Probes to run: libtorch, python, reference (default all)")
       ->type_name("LIST");

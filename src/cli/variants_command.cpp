@@ -3,7 +3,7 @@
 #include "cli/commands.hpp"
 #include "core/status.hpp"
 #include "core/variant.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <fmt/format.h>
 
@@ -49,7 +49,7 @@ int run_variants() {
   std::map<std::string, size_t> index;
   for (const char* target : {"cpu", "cuda:0"})
     for (Probe probe : {Probe::torch, Probe::python, Probe::reference})
-      for (const Variant& v : probes::plan_variants(probe, target)) {
+      for (const Variant& v : cases::plan_variants(probe, target)) {
         auto [it, fresh] = index.try_emplace(v.name(), rows.size());
         if (fresh) rows.push_back({v, {}, {}});
         rows[it->second].probes.insert(std::string(to_string(probe)));

@@ -1,8 +1,9 @@
 // core/inputs: the deterministic inputs every worker builds for a case, bit for bit the same in
-// C++ (torch and reference workers) and Python (sdpa_probe.py mirrors this file exactly).
+// C++ (torch and reference workers) and Python (the probe's sdpa_probe/inputs.py mirrors this
+// file exactly).
 // Depends on the standard library only.
 //
-// Definition (keep sdpa_probe.py in step with it):
+// Definition (keep sdpa_probe/inputs.py in step with it):
 //   hash32(x) = x ^= x >> 16; x *= 0x45d9f3b; x ^= x >> 16; x *= 0x45d9f3b; x ^= x >> 16  (mod 2^32)
 //   key(seed, t) = hash32(hash32(seed mod 2^32) ^ (t * 0x9e3779b9 mod 2^32)),  t: q=0 k=1 v=2 mask=3
 //   u(i) = hash32((i + key) mod 2^32) for the element at logical row-major index i

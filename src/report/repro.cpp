@@ -15,9 +15,10 @@ using namespace detail;
 
 namespace {
 
-// The input generator below must stay bit-identical to src/core/inputs.hpp (a test compares
-// the --checksum output with core's make_inputs). Every @NAME@ is replaced by a Python literal
-// (repro_values), never by raw text: what a report says is data, and stays data in the script.
+// The input generator is the Python probe's own inputs.py, pasted in at configure time
+// (repro_inputs.inc, src/report/CMakeLists.txt); a test compares the --checksum output with core's
+// make_inputs. Every @NAME@ is replaced by a Python literal (repro_values), never by raw text:
+// what a report says is data, and stays data in the script.
 constexpr const char* k_template = R"PY(#!/usr/bin/env python3
 # sdpa-doctor repro for one case, standalone: it needs only torch.
 # The case, device and variant are CASE, DEVICE and VARIANT below; what the doctor measured for
@@ -46,63 +47,9 @@ BACKEND = @BACKEND@  # math, flash, mem_efficient, cudnn or default (no forcing)
 FA_LIBRARY = @FA_LIBRARY@  # torch.backends.cuda.preferred_rocm_fa_library, where torch has it
 ATOL, RTOL = @ATOL@, @RTOL@  # outside when |out - ref| > ATOL + RTOL * |ref|
 
-M32 = 0xFFFFFFFF
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-
-
-def hash32_int(x):
-    x &= M32
-    x ^= x >> 16
-    x = (x * 0x45D9F3B) & M32
-    x ^= x >> 16
-    x = (x * 0x45D9F3B) & M32
-    x ^= x >> 16
-    return x
-
-
-def hash32(x):
-    # int64 tensor holding values below 2**32; products stay below 2**59.
-    x = x ^ (x >> 16)
-    x = (x * 0x45D9F3B) & M32
-    x = x ^ (x >> 16)
-    x = (x * 0x45D9F3B) & M32
-    return x ^ (x >> 16)
-
-
-def input_key(seed, tensor):  # tensor: q=0 k=1 v=2 mask=3
-    return hash32_int(hash32_int(seed & M32) ^ ((tensor * 0x9E3779B9) & M32))
-
-
-def bits(key, count):
-    i = torch.arange(count, dtype=torch.int64)
-    return hash32(((i & M32) + key) & M32)
-
-
-def unit(u):
-    # (u >> 8) * 2**-23 - 1 in [-1, 1), exact in float32
-    return (u >> 8).to(torch.float32) * (2.0 ** -23) - 1.0
-
-
-def make_inputs(c):
-    dt = DTYPES[c["dtype"]]
-    b, hq, hkv, lq, lkv, d = c["b"], c["hq"], c["hkv"], c["lq"], c["lkv"], c["d"]
-    q = (4.0 * unit(bits(input_key(c["seed"], 0), b * hq * lq * d))).to(dt).view(b, hq, lq, d)
-    k = unit(bits(input_key(c["seed"], 1), b * hkv * lkv * d)).to(dt).view(b, hkv, lkv, d)
-    v = unit(bits(input_key(c["seed"], 2), b * hkv * lkv * d)).to(dt).view(b, hkv, lkv, d)
-    mask = None
-    if c["mask"] != "none":
-        count = b * lq * lkv
-        u = bits(input_key(c["seed"], 3), count)
-        if c["mask"] == "bool":
-            first_key = (torch.arange(count, dtype=torch.int64) % lkv) == 0
-            mask = (((u & 3) != 0) | first_key).view(b, 1, lq, lkv)
-        else:
-            mask = (-2.0 * (unit(u) + 1.0)).to(dt).view(b, 1, lq, lkv)
-    if c["layout"] == "transposed":
-        # a (B, L, H, D) buffer seen as (B, H, L, D), as x.view(B, L, H, D).transpose(1, 2) gives
-        q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
-    return q, k, v, mask
-
+)PY"
+#include "report/repro_inputs.inc"
+R"PY(
 
 def reference(q, k, v, mask, c):
     # float64 math on the CPU: QK^T * scale -> mask -> softmax -> PV; fully masked rows -> 0
@@ -144,7 +91,8 @@ def run_sdpa(q, k, v, mask, c):
 
 
 def main():
-    q, k, v, mask = make_inputs(CASE)
+    q, k, v, mask = make_inputs(torch, CASE)
+    q, k, v = (laid_out(t, CASE["layout"]) for t in (q, k, v))
     if "--checksum" in sys.argv[1:]:
         for name, t in (("q", q), ("k", k), ("v", v), ("mask", mask)):
             if t is not None:

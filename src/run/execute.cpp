@@ -3,7 +3,7 @@
 #include "core/io.hpp"
 #include "core/model_json.hpp"
 #include "isolate/isolate.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "protocol/protocol.hpp"
 #include "run/journal.hpp"
 #include "run/launch.hpp"
@@ -75,7 +75,7 @@ std::string skip_reason(size_t index, const PlannedRun& run, const SharedState& 
   if (s.options.interrupted && s.options.interrupted->load()) return "interrupted";
   if (!unhealthy_reason.empty()) return unhealthy_reason;
   if (std::string host = s.feed.host_skip(index); !host.empty()) return host;
-  return probes::memory_guard(s.plan.cases[index], budget, uses_math_scores(run.variant));
+  return cases::memory_guard(s.plan.cases[index], budget, uses_math_scores(run.variant));
 }
 
 isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const SharedState& s) {
@@ -86,7 +86,7 @@ isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const S
   p.id = c.id();
   p.line = protocol::make_case_line(c, tol, oracle, s.options.warmup, s.options.repeat,
                                   int(s.options.call_budget.count()));
-  p.deadline = s.options.case_timeout.value_or(probes::default_case_deadline(
+  p.deadline = s.options.case_timeout.value_or(cases::default_case_deadline(
       c, gpu, s.options.warmup + s.options.repeat, !have_oracle));
   return p;
 }
@@ -95,7 +95,7 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
                     const WorkerLaunch& launch, const std::string& unhealthy_reason,
                     RunJournal& observer, SharedState& s) {
   RunCases out;
-  const bool gpu = probes::is_gpu_target(run.target);
+  const bool gpu = cases::is_gpu_target(run.target);
   const int64_t budget = device_memory_budget(run.target, s.inventory);
   for (size_t index : batch) {
     const Case& c = s.plan.cases[index];

@@ -1,7 +1,7 @@
 #include "run/launch.hpp"
 
 #include "core/paths.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,6 +22,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t k_max_socket_path = 108; // sockaddr_un::sun_path, with its terminating NUL
+// The Python probe package, run as a script: Python writes no bytecode cache for a script, so
+// nothing is written into the data directory (its modules are imported without one too).
+constexpr const char* k_python_probe = "sdpa_probe/__main__.py";
 
 std::optional<fs::path> locate_worker(const std::string& name, const ExecuteOptions& options) {
   if (options.worker_dir.empty()) return find_worker(name);
@@ -46,9 +49,9 @@ WorkerLaunch probe_executable(Probe probe, const ExecuteOptions& options) {
   case Probe::python: {
     const auto data = data_dir();
     if (options.python.empty()) launch.why_not = options.python_reason;
-    else if (!data || !fs::exists(*data / "sdpa_probe.py"))
-      launch.why_not = "sdpa_probe.py is missing from the doctor's data directory";
-    else cmd.argv = {options.python, (*data / "sdpa_probe.py").string()};
+    else if (!data || !fs::exists(*data / k_python_probe))
+      launch.why_not = "the Python probe sdpa_probe is missing from the doctor's data directory";
+    else cmd.argv = {options.python, (*data / k_python_probe).string()};
     break;
   }
   case Probe::fault: launch.why_not = "not a probe"; break;
@@ -87,7 +90,7 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
 
 std::optional<isolate::Command> health_check_for(const std::string& target,
                                                  const DeviceInventory& inventory) {
-  if (!probes::is_gpu_target(target)) return std::nullopt;
+  if (!cases::is_gpu_target(target)) return std::nullopt;
   const int index = std::stoi(target.substr(5));
   for (const Device& d : inventory.devices)
     if (d.index == index && d.sources.count("seen_by") && d.sources.at("seen_by").count("torch"))
@@ -110,7 +113,7 @@ int64_t host_memory_budget() {
 }
 
 int64_t device_memory_budget(const std::string& target, const DeviceInventory& inventory) {
-  if (!probes::is_gpu_target(target)) return host_memory_budget();
+  if (!cases::is_gpu_target(target)) return host_memory_budget();
   const int index = std::stoi(target.substr(5));
   for (const Device& d : inventory.devices)
     if (d.index == index && d.vram_total_bytes) return *d.vram_total_bytes;

@@ -3,7 +3,8 @@
 #include "core/inputs.hpp"
 #include "core/io.hpp"
 #include "run/oracle_cache.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
+#include "workers/oracle_file.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -68,7 +69,7 @@ OracleFeed::~OracleFeed() {
 void OracleFeed::compute_case(size_t index) {
   const Case& c = m_cases[index];
   const std::string id = c.id();
-  if (auto guard = probes::memory_guard(c, m_options.host_budget, false); !guard.empty()) {
+  if (auto guard = cases::memory_guard(c, m_options.host_budget, false); !guard.empty()) {
     std::lock_guard lock(m_mutex);
     m_skips[index] = "host: " + guard;
     return;
@@ -84,9 +85,9 @@ void OracleFeed::compute_case(size_t index) {
   const bool cached = cache.enabled() &&
                       cache.fetch(key, c.q_elements() * int64_t(sizeof(double)), file);
   if (!cached) {
-    const std::vector<double> oracle = probes::compute_oracle(c, inputs, m_options.interrupted);
+    const std::vector<double> oracle = workers::compute_oracle(c, inputs, m_options.interrupted);
     if (interrupted()) return;
-    auto written = probes::write_oracle_file(file, oracle);
+    auto written = workers::write_oracle_file(file, oracle);
     if (!written) {
       // The workers compute their own: slower, never wrong. Said once: a full disk fails them all.
       if (!m_write_failed)

@@ -1,6 +1,6 @@
 #include "run/run.hpp"
 
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include <fmt/format.h>
 
@@ -25,9 +25,9 @@ std::vector<std::string> known_variant_names() {
   };
   // A GPU target plans a superset of the CPU's variants.
   for (Probe probe : {Probe::torch, Probe::reference})
-    for (const Variant& v : probes::plan_variants(probe, "cuda:0")) add(v.name());
+    for (const Variant& v : cases::plan_variants(probe, "cuda:0")) add(v.name());
   for (Probe probe : {Probe::torch, Probe::reference})
-    for (const Variant& v : probes::plan_variants(probe, "cuda:0")) add(v.backend);
+    for (const Variant& v : cases::plan_variants(probe, "cuda:0")) add(v.backend);
   return names;
 }
 
@@ -53,7 +53,7 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
   }
   for (const std::string& target : plan.targets)
     for (Probe probe : request.probes)
-      for (const Variant& v : probes::plan_variants(probe, target))
+      for (const Variant& v : cases::plan_variants(probe, target))
         if (selected(v, request.variant_filter))
           plan.runs.push_back({target, probe, v, std::nullopt});
   return plan;

@@ -11,7 +11,7 @@
 #include "core/model.hpp"
 #include "core/variant.hpp"
 #include "isolate/isolate.hpp"
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -184,7 +184,7 @@ RunDirClaim claim_run_dir(const std::string& dir);
 
 // ---- the execution --------------------------------------------------------------------------
 
-// The Python probe's start-up server (sdpa_probe.py --serve): one `import torch` that Python
+// The Python probe's start-up server (sdpa_probe --serve): one `import torch` that Python
 // workers fork from, never touching a GPU itself. Stops when the last copy of `service` goes.
 struct ProbeServer {
   std::shared_ptr<isolate::Service> service; // null: none runs (off, no python, cannot start)
@@ -203,7 +203,7 @@ struct ExecuteOptions {
   // The torch under test's library folders: the reference worker looks there first for the GPU
   // runtime and compiler (SDPA_DOCTOR_TORCH_LIB_DIRS). Empty: its own environment decides.
   std::vector<std::string> torch_lib_dirs;
-  probes::TolerancePolicy tolerances;
+  cases::TolerancePolicy tolerances;
   std::optional<std::chrono::milliseconds> case_timeout; // overrides the size-based default
   std::chrono::milliseconds worker_timeout{0};           // 0 = none
   // Spawn to first `begin` (interpreter start, `import torch`) and between cases.
@@ -214,7 +214,7 @@ struct ExecuteOptions {
   int repeat = 3;
   // A case's calls stop warming up and repeating once they have taken this long (0 = never).
   std::chrono::milliseconds call_budget{2'000};
-  // The Python workers fork from one start-up server that imported torch once (sdpa_probe.py
+  // The Python workers fork from one start-up server that imported torch once (sdpa_probe
   // --serve); false: each starts its own interpreter.
   bool probe_server = true;
   // A start-up server the caller started (start_probe_server), shared by several execute_plan

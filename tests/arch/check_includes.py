@@ -12,13 +12,14 @@ ALLOWED = {
     "isolate": {"core", "protocol"},
     "devices": {"core", "isolate", "loader"},
     "kernels": {"core", "loader"},
-    "probes": {"core", "loader", "kernels", "protocol"},
-    "run": {"core", "protocol", "isolate", "probes"},
+    "cases": {"core"},
+    "workers": {"core", "loader", "kernels", "protocol", "cases"},
+    "run": {"core", "protocol", "isolate", "cases", "workers"},
     "advice": {"core"},
     "report": {"core"},
-    "check": {"core", "protocol", "devices", "probes", "run", "advice", "report"},
-    "cli": {"core", "protocol", "loader", "isolate", "devices", "kernels", "probes", "run",
-            "advice", "report", "check"},
+    "check": {"core", "protocol", "devices", "cases", "run", "advice", "report"},
+    "cli": {"core", "protocol", "loader", "isolate", "devices", "kernels", "cases", "workers",
+            "run", "advice", "report", "check"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -9,7 +9,7 @@
 using namespace sdpa_doctor;
 
 TEST(Inputs, HashMatchesTheDocumentedDefinition) {
-  // Fixed values: sdpa_probe.py's mirror is checked against the same numbers.
+  // Fixed values: sdpa_probe/inputs.py, the mirror, is checked against the same numbers.
   EXPECT_EQ(hash32(0), 0u);
   EXPECT_EQ(hash32(1), 0x31251ba7u);
   EXPECT_EQ(hash32(0xdeadbeef), 0x5353e2e9u);

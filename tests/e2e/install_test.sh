@@ -31,7 +31,7 @@ smoke() { # prefix: run the installed doctor from there
   said=$("$1/bin/sdpa-doctor-ref-worker" --health-check --device cuda:0 2>&1) || rc=$?
   [ "$rc" -eq 0 ] || grep -Eq "^(cannot check cuda:0: )?no GPU device" <<<"$said" \
     || fail "installed reference worker's health check on cuda:0: $said"
-  [ -f "$1/share/sdpa-doctor/sdpa_probe.py" ] || fail "python probe not installed under $1"
+  [ -f "$1/share/sdpa-doctor/sdpa_probe/__main__.py" ] || fail "python probe not installed under $1"
   [ -f "$1/share/sdpa-doctor/report.schema.json" ] || fail "schema not installed under $1"
   [ -f "$1/share/sdpa-doctor/models/llama-3-8b.json" ] || fail "model configs not installed under $1"
 }

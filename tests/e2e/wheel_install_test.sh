@@ -59,7 +59,7 @@ for exe in sdpa-doctor sdpa-doctor-ref-worker sdpa-doctor-enum-worker sdpa-docto
   [ -x "$venv/bin/$exe" ] || fail "$exe not installed in $venv/bin (the LibTorch worker is built when the venv's torch is importable)"
   printf '%s\n' "${files[@]}" | grep -qx "$venv/bin/$exe" || fail "$exe is not among the wheel's files"
 done
-[ -f "$venv/share/sdpa-doctor/sdpa_probe.py" ] || fail "the Python probe is not in $venv/share/sdpa-doctor"
+[ -f "$venv/share/sdpa-doctor/sdpa_probe/__main__.py" ] || fail "the Python probe is not in $venv/share/sdpa-doctor"
 "$(dirname "${BASH_SOURCE[0]}")/linkage_test.sh" --wheel "${files[@]}"
 runpath=$(LC_ALL=C readelf -d "$venv/bin/sdpa-doctor-torch-worker" | sed -n 's/.*R.*PATH.*\[\(.*\)\]/\1/p')
 torch_lib=$("$venv/bin/python" -W ignore -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')

@@ -1,5 +1,5 @@
 // `--case-file` through the public loader: the input is written to a file, as a user's would be.
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 
 #include "fuzz_check.hpp"
 
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!f) return 0;
   if (size) std::fwrite(data, 1, size, f);
   std::fclose(f);
-  auto cases = probes::load_case_file(path);
+  auto cases = cases::load_case_file(path);
   if (cases) {
     check(!cases->empty());
     for (const Case& c : *cases) check(validate(c).empty());

@@ -1,6 +1,6 @@
 // Case-file objects and worker case lines: any JSON (or not JSON) must give a case or an error.
 #include "core/case.hpp"
-#include "probes/probes.hpp"
+#include "cases/cases.hpp"
 #include "protocol/protocol.hpp"
 
 #include "fuzz_check.hpp"

@@ -6,7 +6,7 @@
 #include "kernels/gpu_launch.hpp"
 #include "kernels/kernels.hpp"
 #include "oracle_compare.hpp"
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
@@ -47,7 +47,7 @@ void expect_matches_oracle(RefKernel kernel, const Case& c, const HostInputs& in
   auto run = run_gpu(kernel, 0, c, in, 1, 2);
   ASSERT_TRUE(run) << run.error().message;
   EXPECT_EQ(run->times_ms.size(), 2u);
-  const Errors e = compare(run->out, oracle_attention(c, in), probes::default_tolerance(c.dtype));
+  const Errors e = compare(run->out, oracle_attention(c, in), cases::default_tolerance(c.dtype));
   EXPECT_EQ(e.nonfinite, 0);
   EXPECT_EQ(e.outside, 0) << "max abs " << e.max_abs;
 }

@@ -5,7 +5,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
 #include "oracle_compare.hpp"
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ void expect_close(RefKernel kernel, const Case& c, const HostInputs& in,
                   const std::vector<double>& ref) {
   auto run = run_cpu(kernel, c, in, 0, 1);
   ASSERT_TRUE(run) << run.error().message;
-  const Errors e = compare(run->out, ref, probes::default_tolerance(c.dtype));
+  const Errors e = compare(run->out, ref, cases::default_tolerance(c.dtype));
   EXPECT_EQ(e.nonfinite, 0) << to_string(kernel) << " " << c.id();
   EXPECT_EQ(e.outside, 0) << to_string(kernel) << " " << c.id() << " max abs " << e.max_abs;
 }
@@ -259,7 +259,7 @@ TEST(CpuKernels, FullyMaskedRowsAreZeroNotNan) {
     for (RefKernel kernel : {RefKernel::math, RefKernel::flash}) {
       auto run = run_cpu(kernel, c, in, 0, 1);
       ASSERT_TRUE(run);
-      const Errors e = compare(run->out, ref, probes::default_tolerance(c.dtype));
+      const Errors e = compare(run->out, ref, cases::default_tolerance(c.dtype));
       EXPECT_EQ(e.nonfinite, 0) << to_string(kernel);
       EXPECT_EQ(e.outside, 0) << to_string(kernel);
       for (int64_t h = 0; h < c.hq; ++h)
@@ -407,7 +407,7 @@ TEST(CpuFlash, EveryPathMatchesTheOracle) {
         if (path == CpuFlashPath::avx512_bf16 && dtype != DType::bf16) continue;
         const auto out = run_flash_path(c, in, path);
         if (!out) continue;
-        const Errors e = compare(*out, ref, probes::default_tolerance(c.dtype));
+        const Errors e = compare(*out, ref, cases::default_tolerance(c.dtype));
         EXPECT_EQ(e.nonfinite, 0) << to_string(path);
         EXPECT_EQ(e.outside, 0) << to_string(path) << " max abs " << e.max_abs;
       }
@@ -430,7 +430,7 @@ TEST(CpuFlash, EveryPathGivesZerosForFullyMaskedRows) {
         if (path == CpuFlashPath::avx512_bf16 && dtype != DType::bf16) continue;
         const auto out = run_flash_path(c, in, path);
         if (!out) continue;
-        const Errors e = compare(*out, ref, probes::default_tolerance(c.dtype));
+        const Errors e = compare(*out, ref, cases::default_tolerance(c.dtype));
         EXPECT_EQ(e.nonfinite, 0) << to_string(path);
         EXPECT_EQ(e.outside, 0) << to_string(path);
         for (int64_t h = 0; h < c.hq; ++h)
@@ -491,11 +491,11 @@ TEST(CpuFlash, Bf16PathRoundsTheProbabilities) {
   for (CpuFlashPath path : {CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
     const auto f32 = raw(path);
     ASSERT_TRUE(f32);
-    EXPECT_EQ(compare(*f32, ref, probes::default_tolerance(DType::f32)).outside, 0)
+    EXPECT_EQ(compare(*f32, ref, cases::default_tolerance(DType::f32)).outside, 0)
         << to_string(path);
   }
-  EXPECT_EQ(compare(*bf16, ref, probes::default_tolerance(DType::bf16)).outside, 0);
-  EXPECT_GT(compare(*bf16, ref, probes::default_tolerance(DType::f32)).outside, 0);
+  EXPECT_EQ(compare(*bf16, ref, cases::default_tolerance(DType::bf16)).outside, 0);
+  EXPECT_GT(compare(*bf16, ref, cases::default_tolerance(DType::f32)).outside, 0);
 }
 
 TEST(ParallelFor, TwoPhaseRunsEveryItemOnceAndPhaseAFirst) {
@@ -571,7 +571,7 @@ TEST(Gpu, MatchesTheOracleWhenADeviceIsPresent) {
       auto run = run_gpu(kernel, 0, c, in, 0, 1);
       if (!run && run.error().message.rfind("no ", 0) == 0) continue; // no instance (D > 256)
       ASSERT_TRUE(run) << run.error().message;
-      const Errors e = compare(run->out, ref, probes::default_tolerance(c.dtype));
+      const Errors e = compare(run->out, ref, cases::default_tolerance(c.dtype));
       EXPECT_EQ(e.nonfinite, 0) << to_string(kernel);
       EXPECT_EQ(e.outside, 0) << to_string(kernel) << " max abs " << e.max_abs;
     }

@@ -1,7 +1,7 @@
 // Test support: a kernel's output held against the float64 oracle under a tolerance, counted.
 #pragma once
 
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 
 #include <gtest/gtest.h>
 

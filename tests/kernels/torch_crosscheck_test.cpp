@@ -2,7 +2,7 @@
 // the documented generator): checks the oracle, the input generator and our kernels against a
 // witness we did not write. Skips when the configured Python has no torch.
 #include "kernels/kernels.hpp"
-#include "probes/tolerance.hpp"
+#include "cases/tolerance.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
@@ -64,7 +64,7 @@ TEST(TorchCrossCheck, OracleAndKernelsAgreeWithTorchMath) {
     for (size_t i = 0; i < oracle.size(); ++i)
       oracle_diff = std::max(oracle_diff, std::abs(oracle[i] - torch_out[i]));
     EXPECT_LT(oracle_diff, 1e-12) << "oracle vs torch float64 math";
-    const Tolerance tol = probes::default_tolerance(c.dtype);
+    const Tolerance tol = cases::default_tolerance(c.dtype);
     for (RefKernel kernel : {RefKernel::math, RefKernel::flash}) {
       auto run = run_cpu(kernel, c, in, 0, 1);
       ASSERT_TRUE(run) << run.error().message;

@@ -3,12 +3,12 @@
 writer writes the same event lines for the same fields, and its reader takes the doctor's case
 lines (and refuses the ones the doctor refuses). protocol_test.cpp holds the C++ side.
 
-    protocol_golden_test.py SDPA_PROBE_PY GOLDEN_DIR
+    protocol_golden_test.py SDPA_PROBE_PACKAGE GOLDEN_DIR
 
 The Python writer spaces its JSON as json.dumps does and keeps its fields in the order it builds
 them; the doctor's writer is compact with sorted keys. The lines are compared in that one
 canonical form: the same objects, the same values, the same numbers as text."""
-import importlib.util
+import importlib
 import json
 import math
 import os
@@ -16,10 +16,10 @@ import sys
 
 
 def load_probe(path):
-    spec = importlib.util.spec_from_file_location("sdpa_probe", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The probe package's protocol module; `path` is the package folder (no torch needed)."""
+    sys.dont_write_bytecode = True  # nothing written into the build tree's data directory
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    return importlib.import_module("sdpa_probe.protocol")
 
 
 def canonical(line):

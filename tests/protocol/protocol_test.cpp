@@ -65,7 +65,7 @@ std::vector<std::string> capture(const std::function<void(ProtocolWriter&)>& wri
 
 } // namespace
 
-// --- golden lines: the same file is read and written by sdpa_probe.py's test ----------------------
+// --- golden lines: the same file is read and written by sdpa_probe's test -------------------------
 
 TEST(Golden, EveryEventLineIsReadAndWrittenBackIdentically) {
   std::set<EventKind> seen;

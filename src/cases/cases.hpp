@@ -1,0 +1,158 @@
+// cases: what a check plans and how it judges it, as plain data: the case suites and case files,
+// model configs, the planned cases, tolerances, the comparison with the oracle, deadlines and the
+// memory guard, targets, which variants to plan and the backends' refusal texts.
+// Depends on core only. Must not depend on kernels, protocol, torch, HIP, isolate or report: the
+// doctor and every worker read the same plan data.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/model.hpp"
+#include "core/status.hpp"
+#include "core/variant.hpp"
+#include "cases/tolerance.hpp"
+
+#include <chrono>
+#include <optional>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::cases {
+
+// --- suites and case files ----------------------------------------------------------------------
+
+inline constexpr std::string_view k_suites[] = {"quick", "full"};
+inline constexpr std::string_view k_default_suite = "quick";
+
+// The cases of a named suite, in a fixed order. "quick": a few dozen small cases that cover every
+// backend gate (dtypes, head dims 64/128/256, odd lengths, decode, Lq != Lkv, GQA, causal, masks,
+// transposed layout), seconds on a CPU. "full": hundreds, head dims 32..512, lengths up to 8k.
+// Unknown names are an error that lists the known suites.
+Expected<std::vector<Case>> suite_cases(std::string_view suite);
+
+// Refused above this size: a case file is a list of shapes, not data.
+inline constexpr int64_t k_max_case_file_bytes = int64_t{64} << 20;
+
+// Reads a JSON-lines case file (one core::case_from_json object per line; blank lines and lines
+// starting with '#' are skipped); "-" reads stdin, and a FIFO or pipe is read as a stream. Errors
+// name the file and line; binary, empty and oversized files are refused.
+Expected<std::vector<Case>> load_case_file(const std::string& path);
+
+// Reads a small text input (a case file, a model config; "-" is stdin): directories, unreadable,
+// oversized (k_max_case_file_bytes, a stream too) and binary files are refused; `what` names it
+// in the error.
+Expected<std::string> read_input_file(const std::string& path, std::string_view what);
+
+// --- model configs (`check --model`) ----------------------------------------------------------------
+
+// The attention shape of a model, from its Hugging Face config.json.
+struct ModelShapes {
+  std::string name;          // _name_or_path, else the config file's name (with its folder when
+                             // that name is config.json)
+  int64_t heads = 0;         // num_attention_heads
+  int64_t kv_heads = 0;      // num_key_value_heads (default: heads)
+  int64_t head_dim = 0;      // head_dim, else hidden_size / num_attention_heads
+  int64_t max_positions = 0; // max_position_embeddings
+  DType dtype = DType::bf16; // torch_dtype (float16, bfloat16, float32; default bfloat16)
+  int64_t sliding_window = 0; // tokens; 0 = none (null, absent, or use_sliding_window false)
+
+  // "meta-llama/Meta-Llama-3-8B (32 heads, 8 kv heads, d=128)", plus ", window 4096" if any.
+  std::string describe() const;
+};
+
+// The default --max-len: prefill and decode lengths small enough for a CPU to run in seconds.
+inline constexpr int64_t k_default_model_max_len = 256;
+
+// Reads and checks a config.json; every error is one line naming the file and the field. A
+// multimodal config keeps its language model's attention settings under `text_config`: they are
+// read from there when the top level has no num_attention_heads.
+Expected<ModelShapes> load_model_config(const std::string& path);
+// The cases such a model runs, batch 1, its dtype and GQA: causal prefill at 64, 128 and
+// `max_len` (those <= max_len, never past max_positions), then decode (Lq = 1) against a KV of
+// max_len. A sliding window is not a Case mask kind: cases longer than it run full causal
+// attention, and describe() records the window.
+std::vector<Case> model_cases(const ModelShapes& model, int64_t max_len);
+// The model's own longest prefill (L = max_positions), the shape for the advice's memory note.
+Case model_target_case(const ModelShapes& model);
+
+// --- the planned cases (`check` and `cases` share this rule) -------------------------------------
+
+// Where a plan's cases come from: the flags of `check` and `cases`, parsed.
+struct CaseSources {
+  std::string suite;                 // --suite; empty: not given
+  std::vector<std::string> specs;    // --case, in order
+  std::string case_file;             // --case-file; empty: none
+  std::optional<ModelShapes> model;  // --model, loaded
+  int64_t max_len = k_default_model_max_len;
+  std::vector<DType> dtypes;         // --dtype; empty: every dtype
+};
+
+struct PlannedCases {
+  std::vector<Case> cases;        // unique by id, in planned order
+  std::string label;              // the report's `suite`: quick, full, custom, model, quick+custom
+  std::vector<std::string> notes; // what the plan leaves out (a model's sliding window)
+};
+
+// The suite's cases when --suite is given or no --case, --case-file or --model is (then the quick
+// suite); then each --case, the --case-file's cases and --model's (in each --dtype given, else in
+// the config's dtype). A case planned twice runs once; with --dtype, only cases of those dtypes.
+// Errors: a bad spec or file, a --dtype no planned case has, and a causal case with an explicit
+// mask (torch refuses is_causal together with attn_mask).
+Expected<PlannedCases> plan_cases(const CaseSources& sources);
+
+// --- comparison -----------------------------------------------------------------------------------
+
+struct Comparison {
+  Metrics metrics;     // error metrics only; timing fields are left empty
+  Status status = Status::pass; // pass, mismatch or nonfinite
+  std::string reason;  // empty for pass; otherwise one line with the numbers
+};
+
+// Compares `n` output values with the oracle. An element is outside when
+// |out - ref| > atol + rtol * |ref| (non-finite outputs are outside). max_abs_err and rel_l2_err
+// are taken over the elements where both are finite. nonfinite: a NaN or Inf in the output where
+// the oracle is finite; mismatch: any element outside the tolerance.
+Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol);
+
+// --- limits ---------------------------------------------------------------------------------------
+
+// How long the runner waits for a case's result after its `begin`: a fixed allowance for start-up
+// and first-call kernel loading, plus `runs` executions at a pessimistic throughput (CPU: 1 GFLOP/s,
+// GPU: 200 GFLOP/s), plus the float64 oracle when the worker has to compute it. Clamped to
+// [15 s, 1 h].
+std::chrono::milliseconds default_case_deadline(const Case& c, bool gpu, int runs = 4,
+                                                bool worker_computes_oracle = false);
+
+// Bytes a case needs where it runs: inputs and output in the case dtype, plus (with
+// `math_scores`) the math backend's B*Hq*Lq*Lkv fp32 scores and probabilities.
+int64_t case_memory_bytes(const Case& c, bool math_scores = true);
+// Bytes the host needs besides: float inputs, float64 oracle and float output copies.
+int64_t case_host_bytes(const Case& c);
+// Empty when the case fits in `budget_bytes`; otherwise the skip reason, with the numbers.
+std::string memory_guard(const Case& c, int64_t budget_bytes, bool math_scores = true);
+
+// --- plan helpers ---------------------------------------------------------------------------------
+
+// "cpu" or "cuda:N" (N >= 0). ROCm builds of PyTorch expose HIP devices as cuda:N.
+bool is_valid_target(std::string_view target);
+bool is_gpu_target(std::string_view target);
+
+// The variants the libtorch and python probes run on a target: math, flash, mem_efficient,
+// cudnn, default everywhere, plus flash[ck], flash[aotriton], flash[aotriton,experimental] and
+// mem_efficient[aotriton,experimental] on a GPU target. Variants that cannot exist in a build are
+// still planned: the worker answers `unsupported` with the reason.
+std::vector<Variant> torch_variants(std::string_view target);
+// ref-math, ref-flash.
+std::vector<Variant> reference_variants();
+std::vector<Variant> plan_variants(Probe probe, std::string_view target);
+
+// The refusal texts, in data/backend_refusals.json order.
+const std::vector<std::string_view>& backend_refusals();
+// True for the texts with which a library declines a problem cleanly ("No available kernel",
+// "not compiled", unsupported dtype/arch, ...): such a case is `unsupported`, not `error`.
+bool is_backend_refusal(std::string_view message);
+
+} // namespace sdpa_doctor::cases

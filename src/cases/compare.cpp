@@ -1,0 +1,55 @@
+#include "cases/cases.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace sdpa_doctor::cases {
+
+Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol) {
+  Comparison c;
+  double max_abs = 0, err2 = 0, ref2 = 0;
+  int64_t outside = 0, first_outside = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const double o = double(out[i]);
+    const double r = oracle[i];
+    if (!std::isfinite(o)) {
+      if (std::isnan(o)) ++c.metrics.nan_count;
+      else ++c.metrics.inf_count;
+      ++outside;
+      if (first_outside < 0) first_outside = int64_t(i);
+      continue;
+    }
+    if (!std::isfinite(r)) continue; // the oracle is finite by construction; nothing to judge
+    const double e = std::fabs(o - r);
+    max_abs = std::max(max_abs, e);
+    err2 += e * e;
+    ref2 += r * r;
+    if (e > tol.atol + tol.rtol * std::fabs(r)) {
+      ++outside;
+      if (first_outside < 0) first_outside = int64_t(i);
+    }
+  }
+  c.metrics.max_abs_err = max_abs;
+  // An all-zero oracle makes the relative error meaningless; report the absolute norm then.
+  c.metrics.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  c.metrics.frac_outside_tol = n == 0 ? 0.0 : double(outside) / double(n);
+  const int64_t nonfinite = c.metrics.nan_count + c.metrics.inf_count;
+  if (nonfinite > 0) {
+    c.status = Status::nonfinite;
+    c.reason = fmt::format("{} NaN and {} Inf of {} output elements (first at index {})",
+                           c.metrics.nan_count, c.metrics.inf_count, n, first_outside);
+  } else if (outside > 0) {
+    c.status = Status::mismatch;
+    c.reason = fmt::format("{} of {} elements outside atol={:g} + rtol={:g}*|ref| (first at "
+                           "index {}: got {:.6g}, expected {:.6g}); max abs err {:.3g}, rel L2 "
+                           "err {:.3g}",
+                           outside, n, tol.atol, tol.rtol, first_outside,
+                           double(out[first_outside]), oracle[first_outside], max_abs,
+                           *c.metrics.rel_l2_err);
+  }
+  return c;
+}
+
+} // namespace sdpa_doctor::cases

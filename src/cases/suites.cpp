@@ -1,0 +1,237 @@
+#include "cases/cases.hpp"
+
+#include "core/io.hpp"
+#include "core/text.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <iterator>
+#include <set>
+#include <sstream>
+
+namespace sdpa_doctor::cases {
+
+namespace {
+
+Case make(DType dtype, int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lkv, int64_t d,
+          bool causal = false, Mask mask = Mask::none, Layout layout = Layout::contiguous,
+          uint64_t seed = 0) {
+  Case c;
+  c.dtype = dtype;
+  c.b = b;
+  c.hq = hq;
+  c.hkv = hkv;
+  c.lq = lq;
+  c.lkv = lkv;
+  c.d = d;
+  c.causal = causal;
+  c.mask = mask;
+  c.layout = layout;
+  c.seed = seed;
+  return c;
+}
+
+constexpr DType k_dtypes[] = {DType::f16, DType::bf16, DType::f32};
+
+// Each entry exercises one gate of the backends' can_use checks; sizes stay small enough for the
+// float64 oracle and torch's CPU math to finish the whole suite in seconds.
+std::vector<Case> quick_suite() {
+  std::vector<Case> out;
+  for (DType t : k_dtypes) {
+    out.push_back(make(t, 1, 4, 4, 128, 128, 64));                  // the plain case
+    out.push_back(make(t, 1, 2, 2, 77, 77, 128));                   // odd length, d=128
+    out.push_back(make(t, 1, 2, 2, 129, 129, 256, true));           // d=256, causal, odd
+    out.push_back(make(t, 1, 4, 4, 128, 128, 64, true));            // causal
+    out.push_back(make(t, 2, 4, 4, 1, 256, 128));                   // decode: Lq = 1
+    out.push_back(make(t, 1, 4, 4, 64, 200, 64));                   // Lq != Lkv
+    out.push_back(make(t, 1, 4, 4, 64, 200, 64, true));             // causal with Lq != Lkv
+    out.push_back(make(t, 1, 8, 2, 128, 128, 64));                  // GQA 8:2
+    out.push_back(make(t, 1, 4, 4, 96, 96, 64, false, Mask::boolean));
+    out.push_back(make(t, 1, 4, 4, 96, 96, 64, false, Mask::additive));
+    out.push_back(make(t, 2, 4, 4, 64, 64, 64, false, Mask::none, Layout::transposed));
+  }
+  // Variety the gates above do not need once per dtype.
+  out.push_back(make(DType::f16, 1, 8, 2, 1, 129, 128, false, Mask::none, Layout::transposed, 1));
+  out.push_back(make(DType::bf16, 2, 4, 4, 33, 65, 64, false, Mask::boolean, Layout::contiguous,
+                     2));
+  // torch refuses an explicit mask together with is_causal, so masked cases are never causal.
+  out.push_back(make(DType::f16, 1, 2, 2, 48, 48, 32, false, Mask::additive, Layout::contiguous,
+                     3));
+  return out;
+}
+
+std::vector<Case> full_suite() {
+  std::vector<Case> out;
+  const int64_t head_dims[] = {32, 64, 80, 96, 128, 160, 192, 256, 512};
+  for (DType t : k_dtypes)
+    for (int64_t d : head_dims)
+      for (int64_t l : {int64_t{128}, int64_t{1024}})
+        for (bool causal : {false, true}) out.push_back(make(t, 2, 8, 8, l, l, d, causal));
+  // Long sequences: where tiled kernels, memory and timeouts show.
+  for (DType t : k_dtypes)
+    for (int64_t l : {int64_t{4096}, int64_t{8192}})
+      for (int64_t d : {int64_t{64}, int64_t{128}})
+        for (bool causal : {false, true}) out.push_back(make(t, 1, 8, 8, l, l, d, causal));
+  // Decode.
+  for (DType t : k_dtypes)
+    for (int64_t lkv : {int64_t{512}, int64_t{4096}, int64_t{8192}})
+      for (int64_t d : {int64_t{64}, int64_t{128}, int64_t{256}})
+        out.push_back(make(t, 4, 16, 16, 1, lkv, d));
+  // Grouped-query attention.
+  const std::pair<int64_t, int64_t> groups[] = {{32, 8}, {8, 1}, {16, 4}};
+  for (DType t : k_dtypes)
+    for (auto [hq, hkv] : groups)
+      for (int64_t d : {int64_t{64}, int64_t{128}})
+        out.push_back(make(t, 1, hq, hkv, 1024, 1024, d, d == 128));
+  // Masks.
+  for (DType t : k_dtypes)
+    for (Mask m : {Mask::boolean, Mask::additive})
+      for (int64_t d : {int64_t{64}, int64_t{128}})
+        for (int64_t l : {int64_t{256}, int64_t{2048}}) out.push_back(make(t, 2, 8, 8, l, l, d, false, m));
+  // Transposed layout (B,L,H,D buffers).
+  for (DType t : k_dtypes)
+    for (int64_t d : {int64_t{64}, int64_t{128}, int64_t{256}})
+      for (int64_t l : {int64_t{512}, int64_t{2048}})
+        for (bool causal : {false, true})
+          out.push_back(make(t, 2, 8, 8, l, l, d, causal, Mask::none, Layout::transposed));
+  // Odd and mismatched lengths.
+  const std::pair<int64_t, int64_t> lengths[] = {{17, 17}, {77, 77}, {129, 1000}, {1000, 129},
+                                                  {2047, 2047}};
+  for (DType t : k_dtypes)
+    for (auto [lq, lkv] : lengths)
+      for (int64_t d : {int64_t{64}, int64_t{128}}) out.push_back(make(t, 1, 8, 8, lq, lkv, d));
+  return out;
+}
+
+} // namespace
+
+Expected<std::vector<Case>> suite_cases(std::string_view suite) {
+  if (suite == "quick") return quick_suite();
+  if (suite == "full") return full_suite();
+  return make_error(fmt::format("unknown suite '{}' (known: {})", suite,
+                                fmt::join(std::begin(k_suites), std::end(k_suites), ", ")));
+}
+
+namespace {
+
+// A model's cases in its own dtype, or in each `--dtype` given instead.
+std::vector<Case> model_cases_in(const ModelShapes& model, const CaseSources& sources) {
+  std::vector<DType> dtypes = sources.dtypes;
+  if (dtypes.empty()) dtypes.push_back(model.dtype);
+  std::vector<Case> out;
+  for (DType d : dtypes) {
+    ModelShapes as = model;
+    as.dtype = d;
+    auto cases = model_cases(as, sources.max_len);
+    out.insert(out.end(), cases.begin(), cases.end());
+  }
+  return out;
+}
+
+std::string plan_label(const CaseSources& sources) {
+  const bool cases = !sources.specs.empty() || !sources.case_file.empty();
+  if (!cases && !sources.model)
+    return sources.suite.empty() ? std::string(k_default_suite) : sources.suite;
+  const std::string custom = cases ? "custom" : "model";
+  return sources.suite.empty() ? custom : sources.suite + "+" + custom;
+}
+
+} // namespace
+
+Expected<PlannedCases> plan_cases(const CaseSources& sources) {
+  const bool other_sources =
+      !sources.specs.empty() || !sources.case_file.empty() || sources.model.has_value();
+  std::vector<Case> all;
+  if (!sources.suite.empty() || !other_sources) {
+    auto suite = suite_cases(sources.suite.empty() ? k_default_suite : sources.suite);
+    if (!suite) return suite.error();
+    all = std::move(*suite);
+  }
+  for (const std::string& spec : sources.specs) {
+    auto c = parse_case_spec(spec);
+    if (!c) return c.error();
+    all.push_back(*c);
+  }
+  if (!sources.case_file.empty()) {
+    auto file = load_case_file(sources.case_file);
+    if (!file) return file.error();
+    all.insert(all.end(), file->begin(), file->end());
+  }
+  // --dtype filters the other sources; --model's cases are planned in those dtypes instead.
+  if (!sources.dtypes.empty())
+    std::erase_if(all, [&](const Case& c) {
+      return std::find(sources.dtypes.begin(), sources.dtypes.end(), c.dtype) ==
+             sources.dtypes.end();
+    });
+  PlannedCases plan;
+  if (sources.model) {
+    auto planned = model_cases_in(*sources.model, sources);
+    all.insert(all.end(), planned.begin(), planned.end());
+    // SDPA takes no window and Case has no window mask: say what the plan leaves out.
+    int64_t longest = 0;
+    for (const Case& c : planned) longest = std::max(longest, c.lkv);
+    if (sources.model->sliding_window > 0 && longest > sources.model->sliding_window)
+      plan.notes.push_back(fmt::format("{}: sliding window {} is shorter than planned length {}: "
+                                       "those cases run full causal attention",
+                                       sources.model->name, sources.model->sliding_window,
+                                       longest));
+  }
+  if (all.empty()) {
+    std::vector<std::string_view> names;
+    for (DType d : sources.dtypes) names.push_back(to_string(d));
+    return make_error(
+        fmt::format("--dtype {}: no planned case has that dtype", fmt::join(names, ",")));
+  }
+  std::set<std::string> seen;
+  for (const Case& c : all) {
+    if (c.causal && c.mask != Mask::none)
+      return make_error(fmt::format("case {}: causal with an explicit mask: torch refuses "
+                                    "is_causal together with attn_mask (plan one or the other)",
+                                    c.id()));
+    if (seen.insert(c.id()).second) plan.cases.push_back(c);
+  }
+  plan.label = plan_label(sources);
+  return plan;
+}
+
+Expected<std::string> read_input_file(const std::string& path, std::string_view what) {
+  auto text = read_text_file(path, fmt::format("{} '{}'", what, path), k_max_case_file_bytes);
+  if (!text) return text.error();
+  if (text->find('\0') != std::string::npos)
+    return make_error(fmt::format("{} '{}' is binary, not JSON", what, path));
+  return text;
+}
+
+Expected<std::vector<Case>> load_case_file(const std::string& path) {
+  auto read = read_input_file(path, "case file");
+  if (!read) return make_error(read.error().message);
+  const std::string& text = *read;
+
+  std::vector<Case> cases;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      return make_error(
+          fmt::format("{}:{}: not JSON: {}", path, number, json_error_text(e.what())));
+    }
+    auto c = case_from_json(j);
+    if (!c) return make_error(fmt::format("{}:{}: {}", path, number, c.error().message));
+    cases.push_back(*c);
+  }
+  if (cases.empty()) return make_error(fmt::format("case file '{}' holds no cases", path));
+  return cases;
+}
+
+} // namespace sdpa_doctor::cases

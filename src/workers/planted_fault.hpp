@@ -1,0 +1,60 @@
+// workers/planted_fault: the faults a test plants in a C++ worker through SDPA_DOCTOR_TEST_FAULT
+// (ARCHITECTURE.md), parsed and fired here; the Python worker reads the same syntax. Not the
+// fault-injection worker of isolate/ (`isolate::PlantedFault`), which is a whole fake worker.
+// Depends on core only.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::workers {
+
+enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison };
+
+// A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N or NAME=N. NAME is b, hq,
+// hkv, lq, lkv, d, causal (0/1), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
+// transposed (0/1) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
+struct FaultCondition {
+  std::string name;
+  char op = 0;        // '>', '<', '=' or 0 for a bare NAME
+  int64_t value = 0;
+  std::string text;   // the dtype name for dtype=...
+  bool holds(const Case& c) const;
+};
+
+struct PlantedFault {
+  std::string variant = "*"; // a Variant::name() or "*"
+  std::string case_id = "*"; // a case id or "*"
+  FaultAction action = FaultAction::none;
+  std::vector<FaultCondition> when; // all must hold; empty = every case
+  std::string once; // a marker file: the fault fires only for the match that creates it (flaky)
+
+  bool matches(std::string_view variant_name, std::string_view id) const;
+  // True unless `once` is set and its marker exists already (then it is made).
+  bool fires() const;
+  bool matches(std::string_view variant_name, std::string_view id, const Case& c) const;
+};
+
+// "variant=<name|*>,case=<id|*>,when=<cond>,...,once=<path>,action=<abort|segv|hang|nan|perturb|
+// exit3|poison>".
+// poison leaves the case alone and makes the canary after it fail, as a deferred asynchronous GPU
+// error would. `when` may repeat (all must hold).
+Expected<PlantedFault> parse_planted_fault(std::string_view text);
+// Several specs separated by ';'; the first that matches a case decides its fault.
+Expected<std::vector<PlantedFault>> parse_planted_faults(std::string_view text);
+// The first spec matching (variant, case), or nullptr (also when that one does not fire: `once`).
+const PlantedFault* matching_fault(const std::vector<PlantedFault>& specs, std::string_view variant_name,
+                                const Case& c, std::string_view id);
+// From the environment; empty when unset or empty. A malformed value is an error.
+Expected<std::vector<PlantedFault>> planted_faults_from_environment();
+// abort, segv, hang and exit3 happen here, for real (this function does not return for them).
+void trigger_process_fault(FaultAction action);
+// nan and perturb corrupt the output before it is compared (element n/2: NaN, resp. +0.5).
+void corrupt_output(FaultAction action, std::vector<float>& output);
+
+} // namespace sdpa_doctor::workers

@@ -1,0 +1,95 @@
+"""The worker's command line: a worker run, the start-up server, or the inputs test hook."""
+
+import os
+import re
+import signal
+import sys
+
+from .protocol import parse_variant
+from .server import SERVER_ENV, run_through_server, serve
+from .worker import dump_inputs, run_worker
+
+
+def parse_args(argv):
+    args = {"device": None, "variant": None, "results_fd": None, "cases": None}
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        if flag in ("--dump-inputs",) and i + 2 < len(argv):
+            args["dump"] = (argv[i + 1], argv[i + 2])
+            i += 3
+            continue
+        if i + 1 >= len(argv):
+            raise ValueError("'%s' needs a value" % flag)
+        value = argv[i + 1]
+        if flag == "--device":
+            if not re.match(r"^(cpu|cuda:\d+)$", value):
+                raise ValueError("invalid --device '%s' (cpu or cuda:N)" % value)
+            args["device"] = value
+        elif flag == "--variant":
+            parse_variant(value)
+            args["variant"] = value
+        elif flag == "--results-fd":
+            if not value.isdigit() or int(value) < 3:
+                raise ValueError("invalid --results-fd '%s' (a descriptor >= 3)" % value)
+            args["results_fd"] = int(value)
+        elif flag == "--cases":
+            args["cases"] = value
+        elif flag == "--verify":
+            if not re.match(r"^[a-z0-9+\-]+$", value):
+                raise ValueError("invalid --verify '%s' (a recommendation id)" % value)
+            args["verify"] = value
+        elif flag == "--snippet":
+            args["snippet"] = value
+        else:
+            raise ValueError("unknown argument '%s'" % flag)
+        i += 2
+    if "dump" in args:
+        return args
+    for key in ("device", "variant", "results_fd", "cases"):
+        if args[key] is None:
+            raise ValueError("missing --%s" % key.replace("_", "-"))
+    if ("verify" in args) != ("snippet" in args):
+        raise ValueError("--verify and --snippet come together")
+    if "verify" in args and args["variant"] != "default":
+        raise ValueError("--verify re-runs through the default dispatch: --variant default")
+    return args
+
+
+def main(argv, started="exec"):
+    """The exit code (most paths end in os._exit). `started`: how this process came to be the
+    worker, "exec" or "forked by the start-up server"."""
+    if len(argv) == 2 and argv[0] == "--serve":
+        return serve(argv[1], main)
+    try:
+        args = parse_args(argv)
+    except ValueError as e:
+        sys.stderr.write("sdpa_probe: %s\n" % e)
+        return 2
+    if "dump" in args:
+        dump_inputs(args["dump"][0], args["dump"][1])
+        return 0
+    try:
+        os.fstat(args["results_fd"])
+    except OSError:
+        sys.stderr.write("sdpa_probe: --results-fd %d is not open\n" % args["results_fd"])
+        return 2
+    if "snippet" in args and not os.access(args["snippet"], os.R_OK):
+        sys.stderr.write("sdpa_probe: --snippet %s cannot be read\n" % args["snippet"])
+        return 2
+    server = os.environ.get(SERVER_ENV, "")
+    if server and started == "exec":
+        code = run_through_server(server, argv, args["results_fd"])
+        if code is not None:
+            os._exit(code)
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    code = run_worker(args, started)
+    # Every event is already written (os.write, unbuffered) and `bye` said the worker is done:
+    # skip the interpreter's teardown, which unloads torch for 0.6-0.8 s per worker.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

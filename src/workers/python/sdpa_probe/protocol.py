@@ -1,0 +1,128 @@
+"""Worker protocol v1, the Python worker's side: its event writer and its case-line reader.
+The doctor's side is src/protocol/; tests/protocol/golden holds lines that this Writer and
+parse_case_line must write and read as it does (tests/protocol/protocol_golden_test.py)."""
+
+import json
+import math
+import os
+import re
+
+PROTOCOL_VERSION = 1
+# Exit code after a result whose canary failed: the runner goes on in a fresh worker.
+CANARY_FAILED_EXIT = 5
+VARIANT_FLAGS = ("ck", "aotriton", "experimental")
+
+
+class Writer(object):
+    """Writes whole lines with os.write loops: nothing is buffered when the worker dies."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.ok = True
+
+    def _line(self, obj):
+        if not self.ok:
+            return False
+        data = (json.dumps(obj, allow_nan=False) + "\n").encode("utf-8", "replace")
+        try:
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        except OSError:
+            self.ok = False
+        return self.ok
+
+    def event(self, name, **fields):
+        obj = {"v": PROTOCOL_VERSION, "event": name}
+        obj.update(fields)
+        return self._line(obj)
+
+
+def finite_or_none(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def one_line(text, limit=2000):
+    text = " ".join(str(text).splitlines())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# --- variants and cases ------------------------------------------------------------------------
+
+def parse_variant(text):
+    m = re.match(r"^([A-Za-z_\-]+)(?:\[([a-z,]+)\])?$", text)
+    if not m:
+        raise ValueError("invalid variant '%s'" % text)
+    flags = m.group(2).split(",") if m.group(2) else []
+    for f in flags:
+        if f not in VARIANT_FLAGS:
+            raise ValueError("invalid variant '%s': unknown flag '%s'" % (text, f))
+    return m.group(1), flags
+
+
+def variant_environment(flags):
+    env = {}
+    if "experimental" in flags:
+        env["TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"] = "1"
+    if "ck" in flags:
+        env["TORCH_ROCM_FA_PREFER_CK"] = "1"
+    if "aotriton" in flags:
+        env["TORCH_ROCM_FA_PREFER_CK"] = "0"
+    return env
+
+
+DTYPE_NAMES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
+               "bf16": "bf16", "bfloat16": "bf16",
+               "fp32": "fp32", "float32": "fp32", "float": "fp32", "f32": "fp32"}
+MASK_NAMES = {"none": "none", "bool": "bool", "boolean": "bool",
+              "additive": "additive", "add": "additive", "float": "additive"}
+
+
+def normalise_case(c):
+    out = {"dtype": "fp16", "b": 1, "hq": 8, "hkv": 8, "lq": 128, "lkv": 128, "d": 64,
+           "causal": False, "mask": "none", "layout": "contiguous", "seed": 0}
+    for key, value in c.items():
+        if key == "dtype":
+            out["dtype"] = DTYPE_NAMES[value]
+        elif key == "mask":
+            out["mask"] = MASK_NAMES[value]
+        elif key == "layout":
+            out["layout"] = {"contiguous": "contiguous", "bhld": "contiguous",
+                             "transposed": "transposed", "blhd": "transposed"}[value]
+        elif key == "causal":
+            out["causal"] = bool(value) if not isinstance(value, str) else value in ("1", "true")
+        elif key == "h":
+            out["hq"] = out["hkv"] = int(value)
+        elif key == "l":
+            out["lq"] = out["lkv"] = int(value)
+        elif key in ("b", "hq", "hkv", "lq", "lkv", "d", "seed"):
+            out[key] = int(value)
+        else:
+            raise ValueError("unknown case key '%s'" % key)
+    return out
+
+
+def parse_case_line(text):
+    j = json.loads(text)
+    if not isinstance(j, dict) or j.get("v") != 1:
+        raise ValueError('a case line must be an object with "v":1')
+    case = normalise_case(j["case"])
+    tol = j["tolerance"]
+    line = {
+        "id": j.get("id") or "",
+        "case": case,
+        "atol": float(tol["atol"]),
+        "rtol": float(tol["rtol"]),
+        "oracle": j.get("oracle") or "",
+        "warmup": int(j.get("warmup", 1) if j.get("warmup") is not None else 1),
+        "repeat": int(j.get("repeat", 3) if j.get("repeat") is not None else 3),
+        "budget_ms": int(j.get("budget_ms") or 0),
+    }
+    if not line["id"]:
+        raise ValueError("a case line needs an id")
+    if line["budget_ms"] < 0:
+        raise ValueError("'budget_ms' must not be negative")
+    return line

@@ -1,0 +1,226 @@
+"""The start-up server: one interpreter that imported torch, forking a fresh child per worker."""
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+
+from .backends import import_torch
+from .protocol import one_line
+
+# `import torch` costs 1-2 s of CPU in every worker. The doctor starts one server per run
+# (`--serve SOCKET`) that imports torch once and never touches a GPU or runs an op. Each worker the
+# runner spawns connects, hands over its standard streams and results fd, and the server forks a
+# child that becomes that worker: a fresh process, its environment replaced by the worker's before
+# SDPA is first called, so the variables torch latches on first use and the FA library chosen
+# there are the child's own. The worker the runner spawned waits and then exits the way the child
+# did (its code, or its signal), so the runner's isolation, deadlines and crash attribution are
+# unchanged. Where the server cannot be reached, or forking is unsafe, the worker runs itself.
+
+SERVER_ENV = "SDPA_DOCTOR_PROBE_SERVER"
+LOST_SERVER_EXIT = 70  # the server died while its child ran the worker
+
+
+def set_parent_death_signal():
+    """Dies with SIGKILL when the parent does (Linux): no worker outlives a killed doctor."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def read_line(conn, buf=b""):
+    """One newline-terminated line from a stream socket, and the bytes after it."""
+    while b"\n" not in buf:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise EOFError("connection closed")
+        buf += chunk
+    line, rest = buf.split(b"\n", 1)
+    return line.decode("utf-8", "replace"), rest
+
+
+def other_threads():
+    """Names of the threads beside this one (forking copies one thread only: with another alive,
+    a lock it holds may stay held forever in the child); None when they cannot be listed."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    names = []
+    for t in tasks:
+        if int(t) == threading_native_id():
+            continue
+        try:
+            with open("/proc/self/task/%s/comm" % t) as f:
+                names.append(f.read().strip())
+        except OSError:
+            names.append(t)
+    return names
+
+
+def threading_native_id():
+    import threading
+    return threading.get_native_id() if hasattr(threading, "get_native_id") else os.getpid()
+
+
+def become_worker(request, fds, run_main):
+    """In the forked child: take the worker's streams, environment and limits, then run it."""
+    set_parent_death_signal()
+    targets = [0, 1, 2, int(request["results_fd"])]
+    top = max(targets) + 1
+    moved = [fcntl_dup_above(fd, top) for fd in fds]  # no dup2 may clobber a source still needed
+    for fd in fds:
+        os.close(fd)
+    for source, target in zip(moved, targets):
+        os.dup2(source, target)
+        os.close(source)
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, tuple(request["rlimit_core"]))
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [sys.argv[0]] + request["argv"]
+    run_main(request["argv"], "forked by the start-up server")  # ends in os._exit
+
+
+def fcntl_dup_above(fd, lowest):
+    import fcntl
+    return fcntl.fcntl(fd, fcntl.F_DUPFD, lowest)
+
+
+def serve(path, run_main):
+    """Accepts workers until the doctor kills the server's process group; each child calls
+    run_main(argv, started) as the worker it becomes."""
+    set_parent_death_signal()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)  # before the import: early workers wait in the backlog
+    # torch imports numpy where it is installed, and OpenBLAS starts a thread per core at load:
+    # with them alive this process could not fork. The probe never calls numpy; a child gets its
+    # own environment back, and only numpy's BLAS pool (one thread) from here.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    torch, why = import_torch()
+    others = other_threads()
+    if torch is None or others != []:
+        why = why or ("threads alive after import: %s" % ", ".join(others or ["unknown"]))
+        sys.stderr.write("sdpa_probe: not serving: %s\n" % why)
+        listener.close()
+        os.unlink(path)  # workers then run themselves
+        return 1
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ)
+    children = {}  # pid -> the worker's connection
+    while True:
+        for key, _ in sel.select(timeout=0.05):
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                pid = start_child(conn, listener, sel, run_main)
+                if pid:
+                    children[pid] = conn
+                    sel.register(conn, selectors.EVENT_READ, pid)
+            else:  # the worker sends nothing after its request: readable means it went away
+                try:
+                    os.kill(key.data, signal.SIGKILL)
+                except OSError:
+                    pass
+        reap(children, sel)
+
+
+def start_child(conn, listener, sel, run_main):
+    """Forks the child for one worker's request; its pid, or 0 when the request was bad."""
+    try:
+        conn.settimeout(10)
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 4)
+        line, _ = read_line(conn, data)
+        request = json.loads(line)
+        if len(fds) != 4:
+            raise ValueError("expected 4 descriptors, got %d" % len(fds))
+        conn.settimeout(None)
+    except (OSError, ValueError, EOFError) as e:
+        sys.stderr.write("sdpa_probe: bad request: %s\n" % one_line(e))
+        conn.close()
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            listener.close()
+            sel.close()
+            conn.close()
+            become_worker(request, fds, run_main)
+        except BaseException as e:  # the child must never return into the server's loop
+            os.write(2, ("sdpa_probe: forked worker failed: %s\n" % one_line(e)).encode())
+        os._exit(LOST_SERVER_EXIT)
+    for fd in fds:
+        os.close(fd)
+    try:
+        conn.sendall(b"forked %d\n" % pid)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def reap(children, sel):
+    """Tells each finished child's worker how the child ended."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        if os.WIFSIGNALED(status):
+            message = b"signal %d\n" % os.WTERMSIG(status)
+        else:
+            message = b"exit %d\n" % os.WEXITSTATUS(status)
+        sel.unregister(conn)
+        try:
+            conn.sendall(message)
+        except OSError:
+            pass
+        conn.close()
+
+
+def run_through_server(path, argv, results_fd):
+    """The exit code of the server's child that ran this worker; None: run it here instead."""
+    if not hasattr(socket, "send_fds"):  # Python < 3.9
+        return None
+    import resource
+    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
+               "results_fd": results_fd,
+               "rlimit_core": list(resource.getrlimit(resource.RLIMIT_CORE))}
+    request["env"].pop(SERVER_ENV, None)
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(path)
+        socket.send_fds(conn, [json.dumps(request).encode("utf-8") + b"\n"],
+                        [0, 1, 2, results_fd])
+        line, rest = read_line(conn)
+    except (OSError, EOFError):
+        return None  # no server (yet, or any more): nothing ran, so run here
+    if not line.startswith("forked "):
+        return None
+    try:
+        line, _ = read_line(conn, rest)
+    except (OSError, EOFError):
+        sys.stderr.write("sdpa_probe: the start-up server went away while its child ran\n")
+        return LOST_SERVER_EXIT
+    kind, _, value = line.partition(" ")
+    if kind == "signal":  # die the way the child died: the runner reads the signal
+        sig = int(value)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return int(value)

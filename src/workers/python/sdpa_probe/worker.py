@@ -1,0 +1,184 @@
+"""One worker run: hello, then begin -> inputs -> the forced backend -> oracle comparison ->
+result for each case line, then bye; and the test hook that dumps a case's inputs."""
+
+import json
+import os
+import statistics
+import sys
+import warnings
+
+from .backends import Probe, add_canary, classify, import_torch
+from .faults import matching_fault, parse_fault, process_fault
+from .inputs import make_inputs, torch_dtype
+from .oracle import compare, load_oracle
+from .protocol import (CANARY_FAILED_EXIT, Writer, finite_or_none, normalise_case, one_line,
+                       parse_case_line, parse_variant, variant_environment)
+
+
+def timing(times):
+    if not times:
+        return None, None, 0
+    return statistics.median(times), min(times), len(times)
+
+
+def run_snippet(torch, device, source, path, first_case):
+    """Executes a recommendation's Python as printed, with q, k, v bound for its `with
+    sdpa_kernel(...)` example: '' when it ran, else why not, one line."""
+    c = first_case or {"dtype": "fp32"}
+    try:
+        shape = (1, 2, 16, 64)
+        dt = torch_dtype(torch, c["dtype"])
+        q, k, v = (torch.ones(shape, dtype=dt, device=device) for _ in range(3))
+        scope = {"__name__": "__main__", "q": q, "k": k, "v": v}
+        exec(compile(source, path, "exec"), scope)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(torch.device(device))
+        return ""
+    except BaseException as e:  # SystemExit included: the snippet must not end the worker
+        return "the recommended Python raised %s" % one_line("%s: %s" % (type(e).__name__, e))
+
+
+def run_worker(args, started):
+    backend, flags = parse_variant(args["variant"])
+    variant_name = args["variant"]
+    verify = args.get("verify")
+    if verify:  # a recommendation's re-run: the fault switch names it so
+        variant_name = "verify:" + verify
+    for key, value in variant_environment(flags).items():
+        os.environ.setdefault(key, value)  # before torch reads them, once per process
+    writer = Writer(args["results_fd"])
+    fault = parse_fault(os.environ.get("SDPA_DOCTOR_TEST_FAULT", ""))
+
+    torch, import_error = import_torch()
+
+    with open(args["cases"], "r") as f:
+        raw = [l for l in f.read().splitlines() if l.strip()]
+    lines = []
+    for number, text in enumerate(raw, 1):
+        try:
+            lines.append(parse_case_line(text))
+        except Exception as e:
+            sys.stderr.write("%s:%d: %s\n" % (args["cases"], number, e))
+            return 2
+
+    versions = {"python": "%d.%d.%d" % sys.version_info[:3]}
+    facts = {"python_executable": sys.executable}
+    probe = None
+    unavailable = import_error
+    if torch is not None:
+        probe = Probe(torch, args["device"], backend, flags)
+        with warnings.catch_warnings(record=True) as startup:
+            warnings.simplefilter("always")
+            try:
+                unavailable = probe.unavailable()  # first: it selects the variant's FA library
+                versions, facts = probe.facts()
+            except Exception as e:
+                unavailable = one_line(e)
+        if unavailable:
+            for w in startup:
+                unavailable += " | " + one_line(w.message)
+    else:
+        facts["torch"] = "missing"
+    facts["started"] = started
+    facts["variant_environment"] = ",".join(
+        "%s=%s" % (k, os.environ.get(k, "")) for k in sorted(variant_environment(flags)))
+    source = None
+    if verify:
+        import hashlib
+        with open(args["snippet"], "rb") as f:
+            source = f.read()
+        facts["verify"] = verify
+        facts["snippet_sha256"] = hashlib.sha256(source).hexdigest()
+    writer.event("hello", worker="python", device=args["device"], variant=args["variant"],
+                 versions=versions, facts=facts)
+    if probe is None:
+        return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name,
+                         args["device"])
+    with probe.threads.serial():  # Probe.run takes the pool back for the SDPA calls
+        broken = ""
+        if source is not None and not unavailable:
+            broken = run_snippet(torch, args["device"], source, args["snippet"],
+                                 lines[0]["case"] if lines else None)
+        return run_cases(writer, lines, probe, torch, unavailable, fault, variant_name,
+                         args["device"], broken)
+
+
+def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, device, broken=""):
+    """Runs every case line and writes begin/result, then bye; the worker's exit code.
+    `unavailable`: every case is `unsupported` with it; `broken`: every case is an `error`."""
+    for line in lines:
+        cid = line["id"]
+        if not writer.event("begin", case=cid):
+            return 1
+        fault = matching_fault(faults, variant_name, cid, line["case"])
+        hit = fault is not None
+        if hit:
+            process_fault(fault["action"])
+        result = {"case": cid, "status": "error", "reason": "", "metrics": {},
+                  "tolerance": {"atol": line["atol"], "rtol": line["rtol"]},
+                  "backend_chosen": "", "warnings": []}
+        metrics = {"max_abs_err": None, "rel_l2_err": None, "frac_outside_tol": None,
+                   "nan_count": 0, "inf_count": 0, "time_ms": None, "time_min_ms": None,
+                   "timed_runs": 0}
+        if unavailable:
+            result["status"], result["reason"] = "unsupported", unavailable
+        elif broken:
+            result["status"], result["reason"] = "error", broken
+        else:
+            with warnings.catch_warnings(record=True) as captured:
+                warnings.simplefilter("always")
+                host = None
+                try:
+                    q, k, v, mask = make_inputs(torch, line["case"])
+                    host, times, chosen = probe.run(line, q, k, v, mask)
+                    result["backend_chosen"] = chosen
+                except Exception as e:
+                    texts = [str(w.message) for w in captured]
+                    result["status"], result["reason"] = classify(e, texts)
+            result["warnings"] = []
+            for w in captured:
+                text = one_line(w.message)
+                if text not in result["warnings"]:
+                    result["warnings"].append(text)
+            if host is not None:
+                try:
+                    c = line["case"]
+                    shape = (c["b"], c["hq"], c["lq"], c["d"])
+                    if tuple(host.shape) != shape:
+                        raise RuntimeError("output has shape %s, expected %s"
+                                           % (tuple(host.shape), shape))
+                    host = host.reshape(-1).clone()
+                    if hit and fault["action"] == "nan":
+                        host[host.numel() // 2] = float("nan")
+                    if hit and fault["action"] == "perturb":
+                        host[host.numel() // 2] += 0.5
+                    ref = load_oracle(torch, line, q, k, v, mask)
+                    status, reason, m = compare(torch, host, ref, line["atol"], line["rtol"])
+                    metrics.update(m)
+                    metrics["time_ms"], metrics["time_min_ms"], metrics["timed_runs"] = \
+                        timing(times)
+                    result["status"], result["reason"] = status, reason
+                except Exception as e:
+                    result["status"], result["reason"] = "error", one_line(e)
+        result["metrics"] = {key: (finite_or_none(v) if isinstance(v, float) else v)
+                             for key, v in metrics.items()}
+        poisoned = add_canary(result, torch, device, not (unavailable or broken),
+                              hit and fault["action"] == "poison")
+        if not writer.event("result", **result):
+            return 1
+        if poisoned:
+            return CANARY_FAILED_EXIT  # no bye: the runner resumes the rest in a fresh worker
+    writer.event("bye")
+    return 0
+
+
+def dump_inputs(case_json, path):
+    """Test hook: the raw float32 values of q, k, v (and mask) for a case, concatenated."""
+    import ctypes
+    import torch
+    c = normalise_case(json.loads(case_json))
+    q, k, v, mask = make_inputs(torch, c)
+    with open(path, "wb") as f:
+        for t in [q, k, v] + ([mask] if mask is not None else []):
+            t = t.to(torch.float32).contiguous().reshape(-1)
+            f.write(ctypes.string_at(t.data_ptr(), t.numel() * 4))

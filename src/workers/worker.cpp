@@ -1,0 +1,208 @@
+#include <malloc.h>
+#include "workers/worker.hpp"
+#include "core/status.hpp"
+
+#include "kernels/kernels.hpp"
+#include "loader/loader.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fcntl.h>
+
+namespace sdpa_doctor::workers {
+
+Expected<WorkerArgs> parse_worker_args(int argc, const char* const* argv) {
+  WorkerArgs args;
+  bool have_variant = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (i + 1 >= argc) return make_error(fmt::format("'{}' needs a value", flag));
+    const std::string_view value = argv[++i];
+    if (flag == "--device") {
+      if (!cases::is_valid_target(value))
+        return make_error(fmt::format("invalid --device '{}' (cpu or cuda:N)", value));
+      args.device = std::string(value);
+    } else if (flag == "--variant") {
+      auto v = parse_variant(value);
+      if (!v) return v.error();
+      args.variant = *v;
+      have_variant = true;
+    } else if (flag == "--results-fd") {
+      int fd = -1;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), fd);
+      if (ec != std::errc{} || ptr != value.data() + value.size() || fd < 3)
+        return make_error(fmt::format("invalid --results-fd '{}' (a descriptor >= 3: stdout and "
+                                      "stderr belong to the libraries)",
+                                      value));
+      args.results_fd = fd;
+    } else if (flag == "--cases") {
+      args.cases_path = std::string(value);
+    } else {
+      return make_error(fmt::format("unknown argument '{}' (--device, --variant, --results-fd, "
+                                    "--cases)",
+                                    flag));
+    }
+  }
+  if (args.device.empty()) return make_error("missing --device");
+  if (!have_variant) return make_error("missing --variant");
+  if (args.results_fd < 0) return make_error("missing --results-fd");
+  if (args.cases_path.empty()) return make_error("missing --cases");
+  if (::fcntl(args.results_fd, F_GETFD) < 0)
+    return make_error(fmt::format("--results-fd {} is not an open descriptor", args.results_fd));
+  return args;
+}
+
+void set_timing(Metrics& metrics, std::vector<double> times_ms) {
+  metrics.timed_runs = int(times_ms.size());
+  if (times_ms.empty()) return;
+  std::sort(times_ms.begin(), times_ms.end());
+  const size_t n = times_ms.size();
+  metrics.time_ms = n % 2 ? times_ms[n / 2] : 0.5 * (times_ms[n / 2 - 1] + times_ms[n / 2]);
+  metrics.time_min_ms = times_ms.front();
+}
+
+namespace {
+
+// Once torch or our kernels are loaded, every HIP runtime this process maps: two are a broken
+// install (the advice says so). Nothing is said where there is none (a CPU or CUDA torch).
+void add_mapped_hip_runtimes(std::map<std::string, std::string>& facts) {
+  const std::vector<std::string> files = loader::mapped_files("libamdhip64");
+  if (files.empty()) return;
+  facts["hip_runtime_count"] = std::to_string(files.size());
+  facts["hip_runtimes"] = fmt::format("{}", fmt::join(files, ", "));
+}
+
+protocol::ResultEvent evaluate(const protocol::CaseLine& line, CaseRun run, FaultAction corrupt) {
+  protocol::ResultEvent ev;
+  ev.case_id = line.id;
+  ev.tolerance = line.tolerance;
+  ev.backend_chosen = run.backend_chosen;
+  ev.warnings = std::move(run.warnings);
+  if (run.status != Status::pass) {
+    ev.status = run.status;
+    ev.reason = run.reason;
+    return ev;
+  }
+  const size_t n = size_t(line.kase.q_elements());
+  if (run.output.size() != n) {
+    ev.status = Status::error;
+    ev.reason = fmt::format("the backend returned {} values, expected {}", run.output.size(), n);
+    return ev;
+  }
+  corrupt_output(corrupt, run.output);
+  std::vector<double> oracle;
+  if (!line.oracle_path.empty()) {
+    auto read = read_oracle_file(line.oracle_path, n);
+    if (!read) {
+      ev.status = Status::error;
+      ev.reason = read.error().message;
+      return ev;
+    }
+    oracle = std::move(*read);
+  } else {
+    oracle = compute_oracle(line.kase);
+  }
+  cases::Comparison cmp =
+      cases::compare_to_oracle(run.output.data(), oracle.data(), n, line.tolerance);
+  ev.status = cmp.status;
+  ev.reason = cmp.reason;
+  ev.metrics = cmp.metrics;
+  set_timing(ev.metrics, std::move(run.times_ms));
+  return ev;
+}
+
+} // namespace
+
+int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptions& options) {
+  // A reader that went away must not kill us mid-case: the write fails and we stop instead.
+  std::signal(SIGPIPE, SIG_IGN);
+  protocol::ProtocolWriter out(args.results_fd);
+  std::vector<PlantedFault> faults;
+  if (options.honour_test_fault) {
+    auto f = planted_faults_from_environment();
+    if (!f) {
+      std::fprintf(stderr, "%s\n", f.error().message.c_str());
+      return exit_code::usage;
+    }
+    faults = std::move(*f);
+  }
+  auto lines = protocol::read_cases_file(args.cases_path);
+  HelloInfo info = executor.hello();
+  add_mapped_hip_runtimes(info.facts);
+  out.hello({info.worker, args.device, args.variant.name(), info.versions, info.facts});
+  if (!lines) {
+    std::fprintf(stderr, "%s\n", lines.error().message.c_str());
+    return exit_code::usage;
+  }
+  const std::string variant = args.variant.name();
+  for (const protocol::CaseLine& line : *lines) {
+    if (!out.begin(line.id)) return exit_code::failures;
+    const PlantedFault* hit = matching_fault(faults, variant, line.kase, line.id);
+    const bool faulty = hit != nullptr;
+    const PlantedFault fault = faulty ? *hit : PlantedFault{};
+    if (faulty) trigger_process_fault(fault.action);
+    CaseRun run;
+    if (!info.unavailable.empty()) {
+      run.status = Status::unsupported;
+      run.reason = info.unavailable;
+    } else {
+      try {
+        const HostInputs inputs = make_inputs(line.kase);
+        run = executor.run(line, inputs);
+      } catch (const std::exception& e) {
+        run = CaseRun{};
+        run.status = Status::error;
+        run.reason = e.what();
+      }
+    }
+    protocol::ResultEvent ev;
+    try {
+      ev = evaluate(line, std::move(run), faulty ? fault.action : FaultAction::none);
+    } catch (const std::exception& e) {
+      ev.case_id = line.id;
+      ev.status = Status::error;
+      ev.reason = fmt::format("comparing with the oracle failed: {}", e.what());
+    }
+    if (info.unavailable.empty()) ev.canary = executor.canary();
+    if (faulty && fault.action == FaultAction::poison && !ev.canary.empty())
+      ev.canary = "failed: injected deferred device error (SDPA_DOCTOR_TEST_FAULT action=poison)";
+    if (!out.result(ev)) return exit_code::failures;
+    if (protocol::canary_failed(ev.canary)) return protocol::k_exit_canary_failed; // no bye: a fresh worker goes on
+  }
+  out.bye();
+  return 0;
+}
+
+int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_executor,
+                const WorkerOptions& options) {
+  auto args = parse_worker_args(argc, argv);
+  if (!args) {
+    std::fprintf(stderr, "%s: %s\n", argc > 0 ? argv[0] : "worker", args.error().message.c_str());
+    return exit_code::usage;
+  }
+  // Libraries latch some variables once per process (TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL,
+  // TORCH_ROCM_FA_PREFER_CK): set them before the executor loads anything. The runner's own
+  // environment wins when it already set them.
+  for (const auto& [name, value] : args->variant.environment()) ::setenv(name.c_str(), value.c_str(), 0);
+  // Freed case buffers stay in the heap for the next case: a fresh process would otherwise map
+  // and fault in every big buffer anew (glibc's mmap threshold starts at 128 KiB), about half
+  // of a worker's page faults over the quick suite and most of its isolation overhead.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's largest allowed value
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  try {
+    auto executor = make_executor(*args);
+    return serve_cases(*args, *executor, options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "worker failed: %s\n", e.what());
+    return exit_code::internal;
+  }
+}
+
+} // namespace sdpa_doctor::workers

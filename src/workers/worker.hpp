@@ -1,0 +1,89 @@
+// workers/worker: the case loop every C++ probe worker runs (libtorch, reference): argument
+// parsing, reading the cases file, events in protocol order, inputs, oracle, test faults,
+// comparison and timing statistics. A worker supplies only a CaseExecutor that runs one case.
+// Depends on core, kernels, protocol, cases and the rest of workers; must not depend on torch or
+// HIP, so that each worker keeps its dependency in its own executor translation unit.
+#pragma once
+
+#include "core/case.hpp"
+#include "core/expected.hpp"
+#include "core/inputs.hpp"
+#include "core/status.hpp"
+#include "core/variant.hpp"
+#include "cases/cases.hpp"
+#include "protocol/protocol.hpp"
+#include "workers/oracle_file.hpp"
+#include "workers/planted_fault.hpp"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa_doctor::workers {
+
+// `--device cpu|cuda:N --variant NAME --results-fd N --cases FILE`.
+struct WorkerArgs {
+  std::string device;
+  Variant variant;
+  int results_fd = -1;
+  std::string cases_path;
+};
+
+// Errors are usage errors (the worker exits 2). fds 0-2 are refused as results fd: stdout and
+// stderr belong to the libraries the worker loads.
+Expected<WorkerArgs> parse_worker_args(int argc, const char* const* argv);
+
+// What an executor reports for one case. `status` is pass when the case ran (the verdict then
+// comes from the comparison), unsupported or error otherwise.
+struct CaseRun {
+  Status status = Status::pass;
+  std::string reason;
+  std::vector<float> output;          // logical (B,Hq,Lq,D), row-major; empty unless it ran
+  std::vector<double> times_ms;       // one per timed run
+  std::string backend_chosen;
+  std::vector<std::string> warnings;
+};
+
+struct HelloInfo {
+  std::string worker; // "libtorch", "reference"
+  std::map<std::string, std::string> versions;
+  std::map<std::string, std::string> facts;
+  // Set when the executor cannot run anything here (no such device, ...): every case is then
+  // reported `unsupported` with this reason.
+  std::string unavailable;
+};
+
+class CaseExecutor {
+public:
+  virtual ~CaseExecutor() = default;
+  virtual HelloInfo hello() = 0;
+  // Runs one case on `inputs` (core::make_inputs of line.kase). Must not throw.
+  virtual CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs) = 0;
+  // A tiny known op on the device after a case: "ok", "failed: <why>" when the device no longer
+  // computes it (the case left a deferred error behind), or empty for executors without one.
+  // Must not throw.
+  virtual std::string canary() { return {}; }
+};
+
+struct WorkerOptions {
+  bool honour_test_fault = false; // SDPA_DOCTOR_TEST_FAULT (torch, python and reference workers)
+};
+
+// The whole worker: hello, then for each case begin -> run -> compare -> result, then bye.
+// Returns the process exit code (0; 2 for an unreadable cases file or bad fault spec).
+int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOptions& options);
+
+// Parses argv, makes the executor for those arguments (after the variant's environment has been
+// applied to this process, so libraries that read it once see it) and calls serve_cases. Usage
+// errors go to stderr with exit 2.
+using ExecutorFactory = std::function<std::unique_ptr<CaseExecutor>(const WorkerArgs&)>;
+int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_executor,
+                const WorkerOptions& options);
+
+// Median and minimum of the timings, written into `metrics` (time_ms, time_min_ms, timed_runs).
+void set_timing(Metrics& metrics, std::vector<double> times_ms);
+
+} // namespace sdpa_doctor::workers

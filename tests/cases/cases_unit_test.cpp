@@ -1,0 +1,378 @@
+// The plan's data and its rules (src/cases/): suites, case files, model configs, tolerances, the
+// comparison, limits, targets and variants, the refusal texts.
+#include "cases/cases.hpp"
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fcntl.h>
+#include <limits>
+#include <set>
+#include <unistd.h>
+
+using namespace sdpa_doctor;
+using namespace sdpa_doctor::cases;
+
+namespace {
+
+std::vector<Case> suite(std::string_view name) {
+  auto s = suite_cases(name);
+  EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message);
+  return s ? *s : std::vector<Case>{};
+}
+
+} // namespace
+
+TEST(Suites, QuickCoversEveryGateAndStaysSmall) {
+  const auto cases = suite("quick");
+  EXPECT_GE(cases.size(), 24u);
+  EXPECT_LE(cases.size(), 60u);
+  std::set<DType> dtypes;
+  std::set<int64_t> dims;
+  bool odd = false, decode = false, lq_ne_lkv = false, gqa = false, causal = false,
+       bool_mask = false, add_mask = false, transposed = false;
+  std::set<std::string> ids;
+  for (const Case& c : cases) {
+    EXPECT_EQ(validate(c), "") << c.id();
+    EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
+    EXPECT_LE(std::max(c.lq, c.lkv), 256) << c.id();
+    EXPECT_LE(c.b * c.hq, 8) << c.id();
+    // torch refuses an explicit mask with is_causal.
+    EXPECT_FALSE(c.causal && c.mask != Mask::none) << c.id();
+    dtypes.insert(c.dtype);
+    dims.insert(c.d);
+    odd |= c.lq % 2 == 1 && c.lq > 1;
+    decode |= c.lq == 1;
+    lq_ne_lkv |= c.lq != c.lkv && c.lq > 1;
+    gqa |= c.hq == 8 && c.hkv == 2;
+    causal |= c.causal;
+    bool_mask |= c.mask == Mask::boolean;
+    add_mask |= c.mask == Mask::additive;
+    transposed |= c.layout == Layout::transposed;
+  }
+  EXPECT_EQ(dtypes.size(), 3u);
+  EXPECT_TRUE(dims.count(64) && dims.count(128) && dims.count(256));
+  EXPECT_TRUE(odd && decode && lq_ne_lkv && gqa && causal && bool_mask && add_mask && transposed);
+}
+
+TEST(Suites, FullHasHundredsUpTo8kAndDims32To512) {
+  const auto cases = suite("full");
+  EXPECT_GE(cases.size(), 200u);
+  int64_t max_l = 0, min_d = 1 << 20, max_d = 0;
+  std::set<std::string> ids;
+  bool transposed = false;
+  for (const Case& c : cases) {
+    EXPECT_EQ(validate(c), "") << c.id();
+    EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
+    max_l = std::max({max_l, c.lq, c.lkv});
+    min_d = std::min(min_d, c.d);
+    max_d = std::max(max_d, c.d);
+    transposed |= c.layout == Layout::transposed;
+  }
+  EXPECT_EQ(max_l, 8192);
+  EXPECT_EQ(min_d, 32);
+  EXPECT_EQ(max_d, 512);
+  EXPECT_TRUE(transposed);
+}
+
+TEST(Suites, UnknownSuiteNamesTheKnownOnes) {
+  auto s = suite_cases("fast");
+  ASSERT_FALSE(s.has_value());
+  EXPECT_NE(s.error().message.find("fast"), std::string::npos);
+  EXPECT_NE(s.error().message.find("quick"), std::string::npos);
+  EXPECT_NE(s.error().message.find("full"), std::string::npos);
+}
+
+TEST(CaseFile, ReadsLinesSkippingBlanksAndComments) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("c.jsonl"),
+                        "# my cases\n{\"dtype\":\"bf16\",\"h\":4,\"l\":33,\"d\":64}\n\n"
+                        "{\"dtype\":\"fp32\",\"hq\":8,\"hkv\":2,\"lq\":1,\"lkv\":9,\"d\":32,"
+                        "\"mask\":\"bool\"}\r\n");
+  auto cases = load_case_file(dir.file("c.jsonl"));
+  ASSERT_TRUE(cases.has_value()) << cases.error().message;
+  ASSERT_EQ(cases->size(), 2u);
+  EXPECT_EQ((*cases)[0].id(), "bf16-b1-h4-q33-k33-d64");
+  EXPECT_EQ((*cases)[1].hkv, 2);
+  EXPECT_EQ((*cases)[1].mask, Mask::boolean);
+}
+
+TEST(CaseFile, ErrorsNameTheLine) {
+  sdpa_test::TempDir dir;
+  struct Bad {
+    std::string text;
+    std::string expect;
+  };
+  const Bad bad[] = {
+      {"{\"d\":64}\nnot json\n", ":2: not JSON"},
+      {"{\"d\":64}\n\n[1,2]\n", ":3:"},
+      {"{\"d\":64,\"hq\":8,\"hkv\":3}\n", ":1:"},                // wrong shape (GQA)
+      {"{\"d\":-4}\n", ":1:"},                                     // negative size
+      {"{\"d\":64,\"colour\":\"red\"}\n", ":1: unknown key 'colour'"},
+  };
+  for (const auto& b : bad) {
+    sdpa_test::write_file(dir.file("bad.jsonl"), b.text);
+    auto r = load_case_file(dir.file("bad.jsonl"));
+    ASSERT_FALSE(r.has_value()) << b.text;
+    EXPECT_NE(r.error().message.find(b.expect), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(CaseFile, RefusesEmptyBinaryMissingAndHuge) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("empty"), "");
+  EXPECT_NE(load_case_file(dir.file("empty")).error().message.find("no cases"), std::string::npos);
+  sdpa_test::write_file(dir.file("comments"), "# nothing\n\n");
+  EXPECT_FALSE(load_case_file(dir.file("comments")).has_value());
+  sdpa_test::write_file(dir.file("bin"), std::string("\x7f" "ELF\0\0\x01", 7));
+  EXPECT_NE(load_case_file(dir.file("bin")).error().message.find("binary"), std::string::npos);
+  EXPECT_FALSE(load_case_file(dir.file("missing")).has_value());
+  EXPECT_NE(load_case_file(dir.path()).error().message.find("directory"), std::string::npos);
+  {
+    const int fd = ::open(dir.file("huge").c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, k_max_case_file_bytes + 1), 0);
+    ::close(fd);
+  }
+  EXPECT_NE(load_case_file(dir.file("huge")).error().message.find("limit"), std::string::npos);
+}
+
+// --- model configs ---------------------------------------------------------------------------
+
+TEST(ModelConfig, ShippedConfigsReadTheirPublishedShapes) {
+  auto llama = load_model_config(sdpa_test::source_path("data/models/llama-3-8b.json"));
+  ASSERT_TRUE(llama.has_value()) << llama.error().message;
+  EXPECT_EQ(llama->name, "meta-llama/Meta-Llama-3-8B");
+  EXPECT_EQ(llama->heads, 32);
+  EXPECT_EQ(llama->kv_heads, 8);
+  EXPECT_EQ(llama->head_dim, 128); // hidden 4096 / 32 heads
+  EXPECT_EQ(llama->max_positions, 8192);
+  EXPECT_EQ(llama->dtype, DType::bf16);
+  EXPECT_EQ(llama->sliding_window, 0);
+  EXPECT_EQ(llama->describe(), "meta-llama/Meta-Llama-3-8B (32 heads, 8 kv heads, d=128)");
+
+  auto qwen = load_model_config(sdpa_test::source_path("data/models/qwen2.5-7b.json"));
+  ASSERT_TRUE(qwen.has_value()) << qwen.error().message;
+  EXPECT_EQ(qwen->heads, 28);
+  EXPECT_EQ(qwen->kv_heads, 4);
+  EXPECT_EQ(qwen->head_dim, 128);
+  EXPECT_EQ(qwen->sliding_window, 0); // use_sliding_window: false
+
+  auto mistral = load_model_config(sdpa_test::source_path("data/models/mistral-7b-v0.1.json"));
+  ASSERT_TRUE(mistral.has_value()) << mistral.error().message;
+  EXPECT_EQ(mistral->sliding_window, 4096);
+  EXPECT_NE(mistral->describe().find("window 4096"), std::string::npos);
+}
+
+TEST(ModelConfig, DefaultsAndFallbacks) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("c.json"),
+                        R"({"model_type":"tiny","num_attention_heads":4,"hidden_size":256,)"
+                        R"("head_dim":null,"sliding_window":null,"max_position_embeddings":100})");
+  auto m = load_model_config(dir.file("c.json"));
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  EXPECT_EQ(m->name, "c.json"); // no _name_or_path: the file's name
+  EXPECT_EQ(m->kv_heads, 4);
+  EXPECT_EQ(m->head_dim, 64);
+  EXPECT_EQ(m->dtype, DType::bf16);
+  EXPECT_EQ(m->sliding_window, 0);
+}
+
+TEST(ModelConfig, PlansPrefillAndDecodeCappedByPositions) {
+  ModelShapes m;
+  m.name = "m";
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.max_positions = 8192;
+  m.dtype = DType::f16;
+  std::vector<std::string> ids;
+  for (const Case& c : model_cases(m, 256)) ids.push_back(c.id());
+  EXPECT_EQ(ids, (std::vector<std::string>{
+                     "fp16-b1-h32:8-q64-k64-d128-causal", "fp16-b1-h32:8-q128-k128-d128-causal",
+                     "fp16-b1-h32:8-q256-k256-d128-causal", "fp16-b1-h32:8-q1-k256-d128"}));
+  m.max_positions = 100; // never past what the model can attend to
+  for (const Case& c : model_cases(m, 256)) {
+    EXPECT_LE(c.lkv, 100);
+    EXPECT_EQ(validate(c), "");
+  }
+  EXPECT_EQ(model_cases(m, 32).size(), 2u); // prefill 32 and its decode
+  EXPECT_EQ(model_target_case(m).lq, 100);
+}
+
+TEST(ModelConfig, BadConfigsAreOneLineErrors) {
+  sdpa_test::TempDir dir;
+  struct Bad {
+    const char* text;
+    const char* expect;
+  };
+  const Bad bad[] = {
+      {"not json", "not JSON"},
+      {"[1,2]", "JSON object"},
+      {R"({"hidden_size":4096,"max_position_embeddings":8})", "missing num_attention_heads"},
+      {R"({"num_attention_heads":32,"max_position_embeddings":8})", "missing head_dim"},
+      {R"({"num_attention_heads":30,"hidden_size":4096,"max_position_embeddings":8})",
+       "does not divide hidden_size"},
+      {R"({"num_attention_heads":32,"num_key_value_heads":5,"head_dim":64,)"
+       R"("max_position_embeddings":8})",
+       "does not divide num_attention_heads"},
+      {R"({"num_attention_heads":0,"head_dim":64,"max_position_embeddings":8})", "positive"},
+      {R"({"num_attention_heads":-4,"head_dim":64,"max_position_embeddings":8})", "positive"},
+      {R"({"num_attention_heads":4.5,"head_dim":64,"max_position_embeddings":8})", "whole"},
+      {R"({"num_attention_heads":4,"head_dim":64})", "missing max_position_embeddings"},
+      {R"({"num_attention_heads":4,"head_dim":64,"max_position_embeddings":8,)"
+       R"("torch_dtype":"int8"})",
+       "torch_dtype"},
+  };
+  for (const Bad& b : bad) {
+    sdpa_test::write_file(dir.file("c.json"), b.text);
+    auto r = load_model_config(dir.file("c.json"));
+    ASSERT_FALSE(r.has_value()) << b.text;
+    EXPECT_NE(r.error().message.find(b.expect), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
+  }
+  EXPECT_FALSE(load_model_config(dir.file("missing.json")).has_value());
+}
+
+TEST(Tolerance, DefaultsFollowTheDtypeRounding) {
+  EXPECT_LT(default_tolerance(DType::f32).rtol, default_tolerance(DType::f16).rtol);
+  EXPECT_LT(default_tolerance(DType::f16).rtol, default_tolerance(DType::bf16).rtol);
+  // Each at least a few units in the last place of the dtype at 1.0, at most ~50 of them.
+  EXPECT_GE(default_tolerance(DType::f16).atol, 0x1p-11);
+  EXPECT_LE(default_tolerance(DType::f16).atol, 50 * 0x1p-11);
+  EXPECT_GE(default_tolerance(DType::bf16).atol, 0x1p-8);
+  EXPECT_LE(default_tolerance(DType::bf16).atol, 50 * 0x1p-8);
+  EXPECT_GE(default_tolerance(DType::f32).atol, 0x1p-24);
+}
+
+TEST(Tolerance, OverridesParseAndRoundTrip) {
+  auto p = parse_tolerance_overrides("bf16=0.02:0.03, float16=1e-4:0");
+  ASSERT_TRUE(p.has_value()) << p.error().message;
+  EXPECT_EQ(p->for_dtype(DType::bf16), (Tolerance{0.02, 0.03}));
+  EXPECT_EQ(p->for_dtype(DType::f16), (Tolerance{1e-4, 0}));
+  EXPECT_EQ(p->for_dtype(DType::f32), k_tolerance_fp32);
+  auto back = parse_tolerance_overrides(to_string(*p));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, *p);
+  EXPECT_EQ(*parse_tolerance_overrides(""), TolerancePolicy{});
+}
+
+TEST(Tolerance, BadOverridesAreErrors) {
+  for (const char* bad : {"bf16", "bf16=0.1", "int8=1:1", "fp16=-1:0", "fp16=a:b", "fp16=1:inf",
+                          "fp16=1:1x"}) {
+    auto p = parse_tolerance_overrides(bad);
+    EXPECT_FALSE(p.has_value()) << bad;
+    if (!p) {
+      EXPECT_NE(p.error().message.find("invalid tolerance"), std::string::npos) << bad;
+    }
+  }
+}
+
+TEST(Compare, ExactIsPass) {
+  const float out[] = {0.5f, -0.25f, 0.0f};
+  const double ref[] = {0.5, -0.25, 0.0};
+  auto c = compare_to_oracle(out, ref, 3, {0, 0});
+  EXPECT_EQ(c.status, Status::pass);
+  EXPECT_EQ(*c.metrics.max_abs_err, 0.0);
+  EXPECT_EQ(*c.metrics.rel_l2_err, 0.0);
+  EXPECT_EQ(*c.metrics.frac_outside_tol, 0.0);
+  EXPECT_EQ(c.reason, "");
+}
+
+TEST(Compare, OutsideUsesAtolPlusRtolTimesRef) {
+  const float out[] = {1.0f + 0.011f, 2.0f + 0.02f, 0.0f};
+  const double ref[] = {1.0, 2.0, 0.0};
+  // 0.01 + 0.0 * |ref|: both non-zero errors are outside.
+  auto a = compare_to_oracle(out, ref, 3, {0.01, 0});
+  EXPECT_EQ(a.status, Status::mismatch);
+  EXPECT_NEAR(*a.metrics.frac_outside_tol, 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(*a.metrics.max_abs_err, 0.02, 1e-6);
+  EXPECT_NE(a.reason.find("2 of 3"), std::string::npos) << a.reason;
+  // 0.001 + 0.01 * |ref|: 0.011 = limit for 1.0 (float rounding puts it just above) and
+  // 0.02 < 0.021 for 2.0.
+  auto b = compare_to_oracle(out, ref, 3, {0.002, 0.01});
+  EXPECT_EQ(b.status, Status::pass);
+  const double rel = std::sqrt((0.011 * 0.011 + 0.02 * 0.02) / 5.0);
+  EXPECT_NEAR(*b.metrics.rel_l2_err, rel, 1e-6);
+}
+
+TEST(Compare, NanAndInfAreNonfinite) {
+  const float out[] = {std::numeric_limits<float>::quiet_NaN(), 1.0f,
+                       std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  const double ref[] = {0.5, 1.0, 0.5, 0.5};
+  auto c = compare_to_oracle(out, ref, 4, {1, 1});
+  EXPECT_EQ(c.status, Status::nonfinite);
+  EXPECT_EQ(c.metrics.nan_count, 1);
+  EXPECT_EQ(c.metrics.inf_count, 2);
+  EXPECT_EQ(*c.metrics.frac_outside_tol, 0.75);
+  EXPECT_EQ(*c.metrics.max_abs_err, 0.0); // over the finite pairs only
+}
+
+TEST(Limits, DeadlineGrowsWithSizeAndIsClamped) {
+  auto parsed = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
+  ASSERT_TRUE(parsed.has_value());
+  const Case small = *parsed;
+  auto big = parse_case_spec("dtype=bf16,b=1,h=32,l=8192,d=128");
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(default_case_deadline(small, false), std::chrono::milliseconds(15'000));
+  EXPECT_GT(default_case_deadline(*big, false), default_case_deadline(*big, true));
+  EXPECT_GT(default_case_deadline(*big, true), default_case_deadline(small, true));
+  EXPECT_LE(default_case_deadline(*big, false), std::chrono::milliseconds(3'600'000));
+}
+
+TEST(Limits, MemoryGuardGivesTheNumbers) {
+  auto c = parse_case_spec("dtype=fp16,b=1,h=32,l=16384,d=128");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(case_memory_bytes(*c), c->input_bytes() + c->math_scores_bytes());
+  EXPECT_EQ(memory_guard(*c, int64_t{1} << 50), "");
+  const std::string why = memory_guard(*c, int64_t{16} << 30);
+  EXPECT_NE(why.find("math scores"), std::string::npos) << why;
+  EXPECT_NE(why.find(std::to_string(case_memory_bytes(*c))), std::string::npos) << why;
+  EXPECT_NE(why.find("16.0 GiB"), std::string::npos) << why;
+  EXPECT_EQ(memory_guard(*c, int64_t{16} << 30, /*math_scores=*/false), "");
+  EXPECT_GT(case_host_bytes(*c), c->q_elements() * 8);
+}
+
+TEST(Plan, VariantsPerTarget) {
+  auto names = [](const std::vector<Variant>& vs) {
+    std::vector<std::string> out;
+    for (const auto& v : vs) out.push_back(v.name());
+    return out;
+  };
+  EXPECT_EQ(names(torch_variants("cpu")),
+            (std::vector<std::string>{"math", "flash", "mem_efficient", "cudnn", "default"}));
+  const auto gpu = names(torch_variants("cuda:1"));
+  EXPECT_EQ(gpu.size(), 9u);
+  for (const char* v : {"flash[ck]", "flash[aotriton]", "flash[aotriton,experimental]",
+                        "mem_efficient[aotriton,experimental]"})
+    EXPECT_NE(std::find(gpu.begin(), gpu.end(), v), gpu.end()) << v;
+  EXPECT_EQ(names(plan_variants(Probe::reference, "cpu")),
+            (std::vector<std::string>{"ref-math", "ref-flash"}));
+  EXPECT_EQ(plan_variants(Probe::python, "cuda:0").size(), 9u);
+  EXPECT_TRUE(is_gpu_target("cuda:0"));
+  EXPECT_FALSE(is_gpu_target("cuda:"));
+  EXPECT_FALSE(is_gpu_target("cuda:-1"));
+  EXPECT_FALSE(is_valid_target("gpu0"));
+  EXPECT_TRUE(is_valid_target("cpu"));
+}
+
+TEST(Plan, RefusalsAreRecognised) {
+  EXPECT_TRUE(is_backend_refusal("No available kernel. Aborting execution."));
+  EXPECT_TRUE(is_backend_refusal("No viable backend for scaled_dot_product_attention was found."));
+  EXPECT_TRUE(is_backend_refusal("Torch was not compiled with cuDNN attention."));
+  EXPECT_TRUE(is_backend_refusal("Flash attention was not compiled for current AMD GPU architecture"));
+  EXPECT_FALSE(is_backend_refusal("HIP error: invalid argument"));
+  EXPECT_FALSE(is_backend_refusal("Explicit attn_mask should not be set when is_causal=True"));
+}
+
+TEST(Plan, RefusalsAreTheDataFilesList) {
+  // The one source both workers read; the C++ list is generated from it at configure time.
+  const auto data = nlohmann::json::parse(
+      sdpa_test::read_file(sdpa_test::source_path("data/backend_refusals.json")));
+  std::vector<std::string> expected = data.at("refusals").get<std::vector<std::string>>();
+  std::vector<std::string> compiled(backend_refusals().begin(), backend_refusals().end());
+  EXPECT_EQ(compiled, expected);
+  EXPECT_FALSE(expected.empty());
+}

@@ -1,0 +1,134 @@
+// What the workers share (src/workers/): the oracle files, the planted faults, the worker loop's
+// arguments and timing statistics.
+#include "core/inputs.hpp"
+#include "workers/worker.hpp"
+#include "support/run_binary.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <csignal>
+#include <fcntl.h>
+#include <filesystem>
+#include <functional>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace sdpa_doctor;
+using namespace sdpa_doctor::workers;
+
+TEST(OracleFile, RoundTripAndSizeCheck) {
+  sdpa_test::TempDir dir;
+  const std::vector<double> values = {1.0, -0.5, 1e-300, 3.25};
+  auto w = write_oracle_file(dir.file("o.f64"), values);
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  EXPECT_EQ(*w, 32);
+  EXPECT_EQ(sdpa_test::read_file(dir.file("o.f64")).size(), 32u);
+  auto r = read_oracle_file(dir.file("o.f64"), 4);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, values);
+  EXPECT_FALSE(read_oracle_file(dir.file("o.f64"), 5).has_value());
+  EXPECT_FALSE(read_oracle_file(dir.file("nope"), 4).has_value());
+  EXPECT_FALSE(write_oracle_file(dir.file("no/such/dir/o.f64"), values).has_value());
+  // No temporary left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(OracleFile, ComputedOracleMatchesShape) {
+  const auto small = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
+  ASSERT_TRUE(small.has_value());
+  const Case c = *small;
+  const auto o = compute_oracle(c);
+  ASSERT_EQ(o.size(), size_t(c.q_elements()));
+  for (double x : o) {
+    EXPECT_TRUE(std::isfinite(x));
+    EXPECT_LT(std::fabs(x), 1.0); // a convex combination of v in [-1, 1)
+  }
+}
+
+TEST(Fault, OnceFiresForTheFirstMatchOnlyAcrossProcesses) {
+  sdpa_test::TempDir dir;
+  auto specs = parse_planted_faults("variant=math,once=" + dir.file("marker") + ",action=abort");
+  ASSERT_TRUE(specs.has_value()) << specs.error().message;
+  const Case c = *parse_case_spec("dtype=fp32,h=1,l=8,d=8");
+  EXPECT_NE(matching_fault(*specs, "math", c, c.id()), nullptr);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("marker")));
+  EXPECT_EQ(matching_fault(*specs, "math", c, c.id()), nullptr); // the marker is there: no more
+  EXPECT_FALSE(parse_planted_fault("once=relative/marker,action=abort").has_value());
+}
+
+TEST(Fault, SpecParsesAndMatches) {
+  auto f = parse_planted_fault("variant=flash,case=fp16-b1-h2-q8-k8-d16,action=perturb");
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  EXPECT_EQ(f->action, FaultAction::perturb);
+  EXPECT_TRUE(f->matches("flash", "fp16-b1-h2-q8-k8-d16"));
+  EXPECT_FALSE(f->matches("math", "fp16-b1-h2-q8-k8-d16"));
+  EXPECT_FALSE(f->matches("flash", "other"));
+  auto any = parse_planted_fault("action=nan");
+  ASSERT_TRUE(any.has_value());
+  EXPECT_TRUE(any->matches("x", "y"));
+  EXPECT_FALSE(parse_planted_fault("variant=flash").has_value());
+  EXPECT_FALSE(parse_planted_fault("action=explode").has_value());
+  EXPECT_FALSE(parse_planted_fault("colour=red,action=nan").has_value());
+  std::vector<float> out = {1, 2, 3, 4};
+  corrupt_output(FaultAction::perturb, out);
+  EXPECT_EQ(out[2], 3.5f);
+  corrupt_output(FaultAction::nan, out);
+  EXPECT_TRUE(std::isnan(out[2]));
+}
+
+TEST(Fault, ProcessFaultsReallyHappen) {
+  const std::pair<FaultAction, int> expect[] = {{FaultAction::abort, SIGABRT},
+                                                {FaultAction::segv, SIGSEGV}};
+  for (auto [action, sig] : expect) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      trigger_process_fault(action);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(WTERMSIG(status), sig);
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    trigger_process_fault(FaultAction::exit3);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+}
+
+TEST(Worker, ArgsAreCheckedAndResultsFdIsNeverStdout) {
+  const char* ok[] = {"w", "--device", "cuda:0", "--variant", "flash[ck]", "--results-fd", "2",
+                      "--cases", "f"};
+  auto bad = parse_worker_args(9, ok);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("results-fd"), std::string::npos);
+  const char* missing[] = {"w", "--device", "cpu"};
+  EXPECT_FALSE(parse_worker_args(3, missing).has_value());
+  const char* bad_device[] = {"w", "--device", "gpu", "--variant", "math", "--results-fd", "3",
+                              "--cases", "f"};
+  EXPECT_FALSE(parse_worker_args(9, bad_device).has_value());
+}
+
+TEST(Worker, TimingIsMedianAndMinimum) {
+  Metrics m;
+  set_timing(m, {5, 1, 3});
+  EXPECT_EQ(*m.time_ms, 3);
+  EXPECT_EQ(*m.time_min_ms, 1);
+  EXPECT_EQ(m.timed_runs, 3);
+  Metrics even;
+  set_timing(even, {4, 1, 2, 3});
+  EXPECT_EQ(*even.time_ms, 2.5);
+  Metrics none;
+  set_timing(none, {});
+  EXPECT_FALSE(none.time_ms.has_value());
+}
