@@ -63,6 +63,8 @@ CaseResult cell(const std::string& variant, Status status, const std::string& re
   return r;
 }
 
+void settle(Report& r) { advice::settle_gfx_truth(r); }
+
 Report report_for(Device d, const std::string& hello_line) {
   Report r;
   r.targets = {"cuda:0"};
@@ -79,7 +81,7 @@ advice::KnownIssues shipped() {
 
 // settle, then advise, as `check` does.
 advice::AdviceResult settle_and_advise(Report& r) {
-  advice::settle_gfx_truth(r);
+  settle(r);
   advice::AdviceResult a = advice::advise(r, shipped(), {});
   r.findings = a.findings;
   r.known_issues = a.known_issues;
@@ -179,7 +181,7 @@ TEST(GfxVerdict, Mi300xWithGfx942InTheListIsNativeIgnoringFeatureSuffixes) {
 
 TEST(GfxVerdict, Rdna2WithoutAnOverrideIsMissingAndSuggestsTheSameFamilyOverride) {
   Report r = report_for(gpu("gfx1031", "AMD Radeon RX 6700 XT"), hello("gfx1030,gfx1100"));
-  advice::settle_gfx_truth(r);
+  settle(r);
   const GfxTruth& g = *r.inventory.devices[0].gfx;
   EXPECT_EQ(g.verdict, "missing");
   EXPECT_NE(g.remedy.find("HSA_OVERRIDE_GFX_VERSION=10.3.0"), std::string::npos) << g.remedy;
@@ -190,7 +192,7 @@ TEST(GfxVerdict, AnOverrideThatNamesAnArchTorchLacksIsMissing) {
   d.sources["gfx_target"]["effective"] = "gfx1030";
   Report r = report_for(d, hello("gfx1100,gfx942"));
   r.environment["HSA_OVERRIDE_GFX_VERSION"] = "10.3.0";
-  advice::settle_gfx_truth(r);
+  settle(r);
   EXPECT_EQ(r.inventory.devices[0].gfx->verdict, "missing");
   EXPECT_EQ(r.inventory.devices[0].gfx->remedy, "unset HSA_OVERRIDE_GFX_VERSION");
 }
@@ -198,16 +200,25 @@ TEST(GfxVerdict, AnOverrideThatNamesAnArchTorchLacksIsMissing) {
 TEST(GfxVerdict, NoTorchAnswerIsUnknown) {
   // A CPU-only torch answers n/a; a LibTorch worker alone has no arch list; no worker at all.
   Report cpu_only = report_for(gpu("gfx1100", "x"), hello("n/a", "n/a", "n/a"));
-  advice::settle_gfx_truth(cpu_only);
+  settle(cpu_only);
   EXPECT_EQ(cpu_only.inventory.devices[0].gfx->verdict, "unknown");
   EXPECT_NE(cpu_only.inventory.devices[0].gfx->detail.find("CPU-only"), std::string::npos);
 
   Report none;
   none.inventory.devices.push_back(gpu("gfx1100", "x"));
-  advice::settle_gfx_truth(none);
+  settle(none);
   EXPECT_EQ(none.inventory.devices[0].gfx->verdict, "unknown");
   EXPECT_EQ(json::parse(report::render_json(none))["inventory"]["devices"][0]["gfx"]["verdict"],
             "unknown");
+}
+
+TEST(GfxVerdict, TheRemedyNamesTheShippedRocmWheelIndex) {
+  // The index comes from data/rocm_wheels.json, compiled in.
+  Report r = report_for(gpu("gfx942", "AMD Instinct MI300X"), hello("gfx1100"));
+  settle(r);
+  EXPECT_EQ(r.inventory.devices[0].gfx->remedy,
+            "every ROCm wheel of download.pytorch.org carries gfx942 (pip install torch "
+            "--index-url https://download.pytorch.org/whl/rocm6.4)");
 }
 
 TEST(GfxVerdict, BaseNamesDropFeatureSuffixes) {
