@@ -197,9 +197,11 @@ GfxTruth gfx_truth(const Device& d, const std::map<std::string, std::string>& fa
   return g;
 }
 
-void settle_gfx_truth(Report& report) {
+GfxSettlement settle_gfx_truth(const Report& report) {
+  GfxSettlement settlement;
   const std::string override_value = lookup(report.environment, "HSA_OVERRIDE_GFX_VERSION");
-  for (Device& d : report.inventory.devices) {
+  for (size_t i = 0; i < report.inventory.devices.size(); ++i) {
+    const Device& d = report.inventory.devices[i];
     if (!is_amd_gpu(d)) continue; // no gfx target to build for
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : std::string();
     const WorkerInfo* w = gfx_answer(report, target);
@@ -208,8 +210,15 @@ void settle_gfx_truth(Report& report) {
         w ? fmt::format("{} torch {}", w->probe == Probe::python ? "python" : "libtorch",
                         lookup(w->versions, "torch"))
           : std::string();
-    d.gfx = gfx_truth(d, w ? w->facts : k_none, source, override_value);
+    settlement.verdicts.emplace_back(i,
+                                     gfx_truth(d, w ? w->facts : k_none, source, override_value));
   }
+  return settlement;
+}
+
+void apply_gfx_truth(const GfxSettlement& settlement, Report& report) {
+  for (const auto& [index, truth] : settlement.verdicts)
+    if (index < report.inventory.devices.size()) report.inventory.devices[index].gfx = truth;
 }
 
 void gfx_findings(const Report& report, std::vector<Finding>& out) {

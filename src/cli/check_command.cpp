@@ -671,7 +671,7 @@ AdviceInputs advice_inputs(const CheckOptions& o, std::optional<Case> target) {
 
 std::vector<Recommendation> advise_and_decide(Report& report, const AdviceInputs& in,
                                               std::vector<Finding> run_findings, int signal) {
-  advice::settle_gfx_truth(report); // before advise: its findings and known issues read it
+  advice::apply_gfx_truth(advice::settle_gfx_truth(report), report); // before advise reads it
   advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
   // Device findings stay in the inventory; these are the run's own.
   report.findings = std::move(run_findings);

@@ -63,7 +63,8 @@ CaseResult cell(const std::string& variant, Status status, const std::string& re
   return r;
 }
 
-void settle(Report& r) { advice::settle_gfx_truth(r); }
+// Decide, then apply, as `check` does.
+void settle(Report& r) { advice::apply_gfx_truth(advice::settle_gfx_truth(r), r); }
 
 Report report_for(Device d, const std::string& hello_line) {
   Report r;
@@ -210,6 +211,24 @@ TEST(GfxVerdict, NoTorchAnswerIsUnknown) {
   EXPECT_EQ(none.inventory.devices[0].gfx->verdict, "unknown");
   EXPECT_EQ(json::parse(report::render_json(none))["inventory"]["devices"][0]["gfx"]["verdict"],
             "unknown");
+}
+
+TEST(GfxVerdict, SettlingDecidesWithoutChangingTheReport) {
+  // A GPU torch alone saw (no gfx target) is not an AMD GPU: it gets no verdict.
+  Device nvidia;
+  nvidia.index = 1;
+  nvidia.sources["seen_by"]["torch"] = "yes";
+  Report r = report_for(gpu("gfx1100", "AMD Radeon RX 7900 XTX"), hello("gfx1100"));
+  r.inventory.devices.push_back(nvidia);
+  const advice::GfxSettlement s = advice::settle_gfx_truth(r);
+  EXPECT_FALSE(r.inventory.devices[0].gfx);
+  ASSERT_EQ(s.verdicts.size(), 1u);
+  EXPECT_EQ(s.verdicts[0].first, 0u);
+  EXPECT_EQ(s.verdicts[0].second.verdict, "native");
+  advice::apply_gfx_truth(s, r);
+  ASSERT_TRUE(r.inventory.devices[0].gfx);
+  EXPECT_EQ(r.inventory.devices[0].gfx->verdict, "native");
+  EXPECT_FALSE(r.inventory.devices[1].gfx);
 }
 
 TEST(GfxVerdict, TheRemedyNamesTheShippedRocmWheelIndex) {
