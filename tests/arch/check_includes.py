@@ -16,8 +16,9 @@ ALLOWED = {
     "run": {"core", "protocol", "isolate", "probes"},
     "advice": {"core"},
     "report": {"core"},
+    "compare": {"core", "report"},
     "cli": {"core", "protocol", "loader", "isolate", "devices", "kernels", "probes", "run",
-            "advice", "report"},
+            "advice", "report", "compare"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 
