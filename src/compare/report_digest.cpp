@@ -4,6 +4,7 @@
 
 #include "core/case.hpp"
 #include "core/io.hpp"
+#include "core/model_json.hpp"
 #include "core/text.hpp"
 #include "core/variant.hpp"
 
@@ -108,16 +109,16 @@ DigestCell digest_cell(const json& r) {
 
 } // namespace
 
-Expected<ReportDigest> read_report(std::string_view json_text) {
+Expected<ReportDigest> read_report(std::string_view document) {
   json doc;
   try {
     doc = json::parse(
-        json_text.begin(), json_text.end(),
+        document.begin(), document.end(),
         [](int, json::parse_event_t event, json& parsed) {
           return event != json::parse_event_t::key || !is_dropped_key(parsed.get<std::string>());
         });
   } catch (const json::parse_error& e) {
-    const bool at_end = e.byte >= json_text.size();
+    const bool at_end = e.byte >= document.size();
     return make_error(fmt::format("{} JSON at byte {}", at_end ? "truncated" : "invalid", e.byte));
   } catch (const json::exception& e) { // out_of_range: a number too large for a double
     return make_error(fmt::format("invalid JSON: {}", json_error_text(e.what())));
@@ -134,32 +135,34 @@ Expected<ReportDigest> read_report(std::string_view json_text) {
     return make_error("not an sdpa-doctor report (no \"results\" array)");
 
   if (auto host = doc.find("host"); host != doc.end() && host->is_object()) {
-    out.hostname = report::json_string_or_empty(*host, "hostname");
+    out.hostname = json_text(*host, "hostname");
     for (const char* key : {"kernel", "os"}) {
-      if (std::string v = report::json_string_or_empty(*host, key); !v.empty()) out.facts[key] = v;
+      if (std::string v = json_text(*host, key); !v.empty()) out.facts[key] = v;
     }
   }
   if (auto tool = doc.find("tool"); tool != doc.end() && tool->is_object())
-    out.tool_version = report::json_string_or_empty(*tool, "version");
-  out.started_at = report::json_string_or_empty(doc, "started_at");
-  if (auto versions = doc.find("versions"); versions != doc.end()) report::add_json_scalars(*versions, out.facts);
+    out.tool_version = json_text(*tool, "version");
+  out.started_at = json_text(doc, "started_at");
+  if (auto versions = doc.find("versions"); versions != doc.end())
+    report::add_json_scalars(*versions, out.facts);
 
   // Probe target -> arch, from the inventory's HIP device indices.
   std::map<std::string, std::string> arch_of_target{{"cpu", "cpu"}};
   if (auto inv = doc.find("inventory"); inv != doc.end() && inv->is_object()) {
-    if (auto rt = inv->find("runtime"); rt != inv->end()) report::add_json_scalars(*rt, out.facts, false);
+    if (auto rt = inv->find("runtime"); rt != inv->end())
+      report::add_json_scalars(*rt, out.facts, false);
     if (auto devs = inv->find("devices"); devs != inv->end() && devs->is_array()) {
       for (const json& d : *devs) {
         if (!d.is_object()) continue;
-        std::string arch = report::json_string_or_empty(d, "gfx_target");
+        std::string arch = json_text(d, "gfx_target");
         if (arch.empty()) arch = "unknown";
         auto index = d.find("index");
         if (index != d.end() && index->is_number_integer() && index->get<int64_t>() >= 0)
           arch_of_target[fmt::format("cuda:{}", index->get<int64_t>())] = arch;
         auto& facts = out.arch_facts[arch];
-        join_fact(facts, "driver", report::json_string_or_empty(d, "driver_version"));
-        join_fact(facts, "vbios", report::json_string_or_empty(d, "vbios"));
-        join_fact(facts, "gpu", report::json_string_or_empty(d, "name"));
+        join_fact(facts, "driver", json_text(d, "driver_version"));
+        join_fact(facts, "vbios", json_text(d, "vbios"));
+        join_fact(facts, "gpu", json_text(d, "name"));
       }
     }
   }
@@ -169,7 +172,7 @@ Expected<ReportDigest> read_report(std::string_view json_text) {
       if (!w.is_object()) continue;
       auto versions = w.find("versions");
       if (versions == w.end() || !versions->is_object()) continue;
-      const std::string probe = report::json_string_or_empty(w, "probe");
+      const std::string probe = json_text(w, "probe");
       for (auto it = versions->begin(); it != versions->end(); ++it) {
         if (!it->is_string() || it->get<std::string>().empty()) continue;
         std::string key = it.key();

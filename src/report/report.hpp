@@ -58,8 +58,6 @@ Expected<Report> read_measured_report(const nlohmann::json& doc);
 inline constexpr int64_t k_max_report_bytes = int64_t{1} << 30;
 // Accepts "sdpa-doctor/report/v1" and "sdpa-doctor/report/v1.N"; anything else is an error.
 Expected<bool> check_report_schema(std::string_view schema);
-// The string under `key` of object `o`; empty when absent or not a string.
-std::string json_string_or_empty(const nlohmann::json& o, const char* key);
 // The scalars of object `o` into `out` as strings (numbers as JSON writes them; nulls and empty
 // strings skipped); a key already in `out` is replaced only when `overwrite`.
 void add_json_scalars(const nlohmann::json& o, std::map<std::string, std::string>& out,

@@ -10,12 +10,6 @@ namespace sdpa_doctor::report {
 
 using nlohmann::json;
 
-std::string json_string_or_empty(const json& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end() || !it->is_string()) return {};
-  return it->get<std::string>();
-}
-
 void add_json_scalars(const json& o, std::map<std::string, std::string>& out, bool overwrite) {
   if (!o.is_object()) return;
   for (auto it = o.begin(); it != o.end(); ++it) {
@@ -49,13 +43,13 @@ Expected<bool> check_report_schema(std::string_view schema) {
 
 Expected<Report> read_measured_report(const json& doc) {
   if (!doc.is_object()) return make_error("not an sdpa-doctor report (not a JSON object)");
-  if (auto ok = check_report_schema(json_string_or_empty(doc, "schema")); !ok) return ok.error();
+  if (auto ok = check_report_schema(json_text(doc, "schema")); !ok) return ok.error();
   Report r;
   if (auto tool = doc.find("tool"); tool != doc.end() && tool->is_object()) {
-    r.tool_version = json_string_or_empty(*tool, "version");
-    r.git_revision = json_string_or_empty(*tool, "git_revision");
+    r.tool_version = json_text(*tool, "version");
+    r.git_revision = json_text(*tool, "git_revision");
   }
-  r.started_at = json_string_or_empty(doc, "started_at");
+  r.started_at = json_text(doc, "started_at");
   for (auto [key, into] : {std::pair{"host", &r.host}, std::pair{"environment", &r.environment},
                            std::pair{"versions", &r.versions}})
     if (auto it = doc.find(key); it != doc.end()) add_json_scalars(*it, *into);
@@ -67,8 +61,8 @@ Expected<Report> read_measured_report(const json& doc) {
   if (auto t = doc.find("targets"); t != doc.end() && t->is_array())
     for (const json& target : *t)
       if (target.is_string()) r.targets.push_back(target.get<std::string>());
-  r.suite = json_string_or_empty(doc, "suite");
-  r.model = json_string_or_empty(doc, "model");
+  r.suite = json_text(doc, "suite");
+  r.model = json_text(doc, "model");
   for (const char* key : {"workers", "results"}) {
     auto list = doc.find(key);
     if (list == doc.end()) continue;
