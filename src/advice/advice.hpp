@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sdpa_doctor::advice {
@@ -161,9 +162,17 @@ std::string base_gfx(std::string_view arch_name);
 // names that worker, `override_value` is HSA_OVERRIDE_GFX_VERSION's value or empty. Pure.
 GfxTruth gfx_truth(const Device& device, const std::map<std::string, std::string>& facts,
                    const std::string& source, const std::string& override_value);
-// Sets Device::gfx on every inventory device from the workers' facts (the python worker's answer
-// first: it is the user's torch). Call before advise(): its findings and known issues read it.
-void settle_gfx_truth(Report& report);
+// What settle_gfx_truth decides: the verdict of each AMD GPU, by its index in
+// Report::inventory.devices (devices that are not AMD GPUs have none).
+struct GfxSettlement {
+  std::vector<std::pair<size_t, GfxTruth>> verdicts;
+};
+// The verdict of every AMD GPU of the inventory from the workers' facts (the python worker's
+// answer first: it is the user's torch). Pure.
+GfxSettlement settle_gfx_truth(const Report& report);
+// Sets Device::gfx from `settlement` (made from this report). Call before advise(): its findings
+// and known issues read it.
+void apply_gfx_truth(const GfxSettlement& settlement, Report& report);
 // One `torch-not-built-for-arch` finding per device whose verdict is missing, naming the cause
 // of that device's failures once.
 void gfx_findings(const Report& report, std::vector<Finding>& out);

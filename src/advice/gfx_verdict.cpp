@@ -51,9 +51,22 @@ std::string override_version(const std::string& arch) {
   return fmt::format("{}.{}.{}", major, minor, step);
 }
 
+// The pip index of ROCm torch wheels, generated at configure time from data/rocm_wheels.json.
+constexpr const char* k_rocm_wheel_index =
+#include "advice/rocm_wheels.inc"
+    ;
+
+// "https://download.pytorch.org/whl/rocm6.4" -> "download.pytorch.org".
+std::string wheel_host() {
+  std::string_view url = k_rocm_wheel_index;
+  if (const size_t scheme = url.find("://"); scheme != std::string_view::npos)
+    url.remove_prefix(scheme + 3);
+  return std::string(url.substr(0, url.find('/')));
+}
+
 // Where a torch with kernels for `arch` comes from (facts memo §3.2, §4).
 std::string wheel_for(const std::string& arch) {
-  const std::string index = "pip install torch --index-url https://download.pytorch.org/whl/rocm6.4";
+  const std::string index = std::string("pip install torch --index-url ") + k_rocm_wheel_index;
   const std::string extra =
       arch.size() == 7 ? fmt::format("torch[device-{}X]", arch.substr(0, 6)) : "torch[device-" + arch + "]";
   if (arch == "gfx1200" || arch == "gfx1201")
@@ -65,7 +78,7 @@ std::string wheel_for(const std::string& arch) {
                        "the device extra {}",
                        index, extra);
   if (arch == "gfx90a" || arch == "gfx942")
-    return fmt::format("every ROCm wheel of download.pytorch.org carries {} ({})", arch, index);
+    return fmt::format("every ROCm wheel of {} carries {} ({})", wheel_host(), arch, index);
   if (arch.rfind("gfx103", 0) == 0 && arch != "gfx1030")
     return "no PyTorch wheel is built for this RDNA2 chip: HSA_OVERRIDE_GFX_VERSION=10.3.0 runs "
            "the gfx1030 kernels (same family), at your own risk";
@@ -184,9 +197,11 @@ GfxTruth gfx_truth(const Device& d, const std::map<std::string, std::string>& fa
   return g;
 }
 
-void settle_gfx_truth(Report& report) {
+GfxSettlement settle_gfx_truth(const Report& report) {
+  GfxSettlement settlement;
   const std::string override_value = lookup(report.environment, "HSA_OVERRIDE_GFX_VERSION");
-  for (Device& d : report.inventory.devices) {
+  for (size_t i = 0; i < report.inventory.devices.size(); ++i) {
+    const Device& d = report.inventory.devices[i];
     if (!is_amd_gpu(d)) continue; // no gfx target to build for
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : std::string();
     const WorkerInfo* w = gfx_answer(report, target);
@@ -195,8 +210,15 @@ void settle_gfx_truth(Report& report) {
         w ? fmt::format("{} torch {}", w->probe == Probe::python ? "python" : "libtorch",
                         lookup(w->versions, "torch"))
           : std::string();
-    d.gfx = gfx_truth(d, w ? w->facts : k_none, source, override_value);
+    settlement.verdicts.emplace_back(i,
+                                     gfx_truth(d, w ? w->facts : k_none, source, override_value));
   }
+  return settlement;
+}
+
+void apply_gfx_truth(const GfxSettlement& settlement, Report& report) {
+  for (const auto& [index, truth] : settlement.verdicts)
+    if (index < report.inventory.devices.size()) report.inventory.devices[index].gfx = truth;
 }
 
 void gfx_findings(const Report& report, std::vector<Finding>& out) {

@@ -49,7 +49,7 @@ void add_worker_versions(Report& report) {
 
 std::vector<Recommendation> advise_report(Report& report, const AdviceInputs& in,
                                           std::vector<Finding> run_findings) {
-  advice::settle_gfx_truth(report); // before advise: its findings and known issues read it
+  advice::apply_gfx_truth(advice::settle_gfx_truth(report), report); // before advise: its findings read it
   advice::AdviceResult advised = advice::advise(report, in.issues, in.advice);
   // Device findings stay in the inventory; these are the run's own.
   report.findings = std::move(run_findings);

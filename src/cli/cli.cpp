@@ -156,11 +156,6 @@ CLI::Validator positive_seconds() {
       "SECONDS");
 }
 
-int not_implemented(const std::string& what) {
-  fmt::print(stderr, "sdpa-doctor: {} is not implemented in this build yet\n", what);
-  return exit_code::internal;
-}
-
 namespace {
 
 constexpr const char* k_footer = R"(Exit codes:

@@ -80,7 +80,4 @@ CLI::Validator finite_number(double min, double max = std::numeric_limits<double
 // Seconds: more than 0, at most 1e6.
 CLI::Validator positive_seconds();
 
-// For subcommands whose part has not landed in this build: says so, exit 4.
-int not_implemented(const std::string& what);
-
 } // namespace sdpa_doctor::cli

@@ -1,8 +1,8 @@
 #include "advice/advice.hpp"
 #include "cli/commands.hpp"
+#include "compare/compare.hpp"
 #include "core/expected.hpp"
 #include "core/status.hpp"
-#include "report/compare.hpp"
 #include "report/report.hpp"
 
 #include <fmt/format.h>
@@ -21,8 +21,8 @@ struct DiffOptions {
   bool fail_on_slower = false;
 };
 
-report::ReportDigest read_or_fail(const std::string& path) {
-  auto digest = report::read_report_file(path);
+compare::ReportDigest read_or_fail(const std::string& path) {
+  auto digest = compare::read_report_file(path);
   if (!digest) throw Fatal{fmt::format("{}: {}", path, digest.error().message), exit_code::usage};
   return std::move(*digest);
 }
@@ -33,13 +33,14 @@ int run_diff(const DiffOptions& o, const GlobalOptions& global) {
   reject_junit(global, "diff");
   refuse_output_over(global, o.baseline, "the baseline report");
   refuse_output_over(global, o.now, "the new report");
-  const report::ReportDigest baseline = read_or_fail(o.baseline);
-  const report::ReportDigest now = read_or_fail(o.now);
-  const report::DiffResult d =
-      report::diff(baseline, now, report::DiffOptions{*fail_on, o.time_threshold, o.fail_on_slower});
+  const compare::ReportDigest baseline = read_or_fail(o.baseline);
+  const compare::ReportDigest now = read_or_fail(o.now);
+  const compare::DiffResult d = compare::diff(
+      baseline, now, compare::DiffOptions{*fail_on, o.time_threshold, o.fail_on_slower});
   print_and_write(
-      global, [&](bool unicode) { return report::render_diff_console(d, unicode); },
-      [&] { return report::render_diff_json(d); }, [&] { return report::render_diff_markdown(d); });
+      global, [&](bool unicode) { return compare::render_diff_console(d, unicode); },
+      [&] { return compare::render_diff_json(d); },
+      [&] { return compare::render_diff_markdown(d); });
   return d.exit_code;
 }
 

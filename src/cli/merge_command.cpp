@@ -1,9 +1,9 @@
 #include "advice/advice.hpp"
 #include "cli/commands.hpp"
+#include "compare/compare.hpp"
 #include "core/expected.hpp"
 #include "core/status.hpp"
 #include "core/text.hpp"
-#include "report/compare.hpp"
 
 #include <fmt/format.h>
 
@@ -31,7 +31,7 @@ int run_merge(const MergeOptions& o, const GlobalOptions& global) {
   if (!fail_on) throw Fatal{fail_on.error().message};
   reject_junit(global, "merge");
   for (const std::string& path : o.reports) refuse_output_over(global, path, "a report to merge");
-  report::FleetMatrix fleet(*fail_on);
+  compare::FleetMatrix fleet(*fail_on);
   std::set<std::string> seen;
   // One report at a time: read, fold into the matrix, drop.
   for (const std::string& path : o.reports) {
@@ -43,7 +43,7 @@ int run_merge(const MergeOptions& o, const GlobalOptions& global) {
                  escape_to_one_line(path));
       continue;
     }
-    auto digest = report::read_report_file(path);
+    auto digest = compare::read_report_file(path);
     if (!digest) {
       fmt::print(stderr, "sdpa-doctor: warning: {}: skipped: {}\n", escape_to_one_line(path),
                  escape_to_one_line(digest.error().message));
@@ -54,9 +54,9 @@ int run_merge(const MergeOptions& o, const GlobalOptions& global) {
   }
   if (fleet.nodes() == 0) fmt::print(stderr, "sdpa-doctor: error: no valid report to merge\n");
   print_and_write(
-      global, [&](bool unicode) { return report::render_fleet_console(fleet, unicode); },
-      [&] { return report::render_fleet_json(fleet); },
-      [&] { return report::render_fleet_markdown(fleet); });
+      global, [&](bool unicode) { return compare::render_fleet_console(fleet, unicode); },
+      [&] { return compare::render_fleet_json(fleet); },
+      [&] { return compare::render_fleet_markdown(fleet); });
   return fleet.exit_code();
 }
 

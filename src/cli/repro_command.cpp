@@ -1,4 +1,5 @@
 #include "cli/commands.hpp"
+#include "compare/compare.hpp"
 #include "core/case.hpp"
 #include "core/expected.hpp"
 #include "core/model_json.hpp"
@@ -6,7 +7,6 @@
 #include "core/text.hpp"
 #include "core/variant.hpp"
 #include "devices/devices.hpp"
-#include "report/compare.hpp"
 #include "report/report.hpp"
 
 #include <fmt/format.h>
@@ -59,7 +59,7 @@ MeasuredReport read_measured(const std::string& path) {
   };
   // The digest reader checks what every reader of reports checks (schema, size, numbers, types)
   // before the whole document is read for its results.
-  if (auto digest = report::read_report_file(path); !digest) throw fail(digest.error().message);
+  if (auto digest = compare::read_report_file(path); !digest) throw fail(digest.error().message);
   std::ifstream in(path, std::ios::binary);
   const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
   auto measured = report::read_measured_report(doc);

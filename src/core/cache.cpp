@@ -62,8 +62,8 @@ void mark_used(const fs::path& file) {
   fs::last_write_time(file, fs::file_time_type::clock::now(), ec);
 }
 
-bool trim(const std::string& dir, std::string_view suffix, int64_t max_bytes,
-          fs::file_time_type keep_since) {
+bool evict_least_recently_used(const std::string& dir, std::string_view suffix,
+                               int64_t max_bytes, fs::file_time_type keep_since) {
   struct Entry {
     fs::file_time_type used;
     int64_t bytes;

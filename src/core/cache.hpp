@@ -33,13 +33,13 @@ private:
   int m_fd = -1;
 };
 
-// A file of the cache was used now: it is the last that trim() evicts.
+// A file of the cache was used now: it is the last that evict_least_recently_used() evicts.
 void mark_used(const std::filesystem::path& file);
 
 // Keeps the files of `dir` whose names end in `suffix` at most `max_bytes` in all: removes the
 // least recently used of those last used before `keep_since` (this run's files stay), oldest
 // first. True when the folder is then within the bound.
-bool trim(const std::string& dir, std::string_view suffix, int64_t max_bytes,
-          std::filesystem::file_time_type keep_since);
+bool evict_least_recently_used(const std::string& dir, std::string_view suffix,
+                               int64_t max_bytes, std::filesystem::file_time_type keep_since);
 
 } // namespace sdpa_doctor::cache

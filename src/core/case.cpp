@@ -195,7 +195,7 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
   return parts;
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_blanks(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -211,13 +211,14 @@ Expected<Case> finish(Case c, std::string_view source) {
 
 Expected<Case> parse_case_spec(std::string_view spec) {
   Case c;
-  if (trim(spec).empty()) return make_error("empty case specification");
+  if (trim_blanks(spec).empty()) return make_error("empty case specification");
   for (std::string_view item : split(spec, ',')) {
-    item = trim(item);
+    item = trim_blanks(item);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
-    const std::string_view key = trim(item.substr(0, eq));
-    const std::string_view value = eq == std::string_view::npos ? "" : trim(item.substr(eq + 1));
+    const std::string_view key = trim_blanks(item.substr(0, eq));
+    const std::string_view value =
+        eq == std::string_view::npos ? "" : trim_blanks(item.substr(eq + 1));
     if (auto problem = apply_key(c, key, value, eq != std::string_view::npos); !problem.empty())
       return make_error(fmt::format("invalid case '{}': {}", spec, problem));
   }

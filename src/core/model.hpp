@@ -29,8 +29,9 @@ struct Finding {
 };
 
 // Which GPU architecture the probed torch can run, beside what the GPU is and what the runtime
-// will load kernels for (HSA_OVERRIDE_GFX_VERSION). Filled by advice::settle_gfx_truth from the
-// workers' hello facts. Arch names are base names ("gfx942", feature suffixes dropped).
+// will load kernels for (HSA_OVERRIDE_GFX_VERSION). Decided by advice::settle_gfx_truth from the
+// workers' hello facts, set by advice::apply_gfx_truth. Arch names are base names ("gfx942",
+// feature suffixes dropped).
 struct GfxTruth {
   std::string physical;     // the hardware: KFD gfx_target_version / gcnArchName
   std::string effective;    // what the runtime loads kernels for; == physical without an override

@@ -9,6 +9,12 @@ namespace sdpa_doctor {
 
 using nlohmann::json;
 
+std::string json_text(const json& object, const char* key) {
+  if (!object.is_object()) return {};
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
 namespace {
 
 // ---- writing --------------------------------------------------------------------------------
@@ -87,11 +93,6 @@ json device_json(const Device& d) {
 
 // ---- reading: lenient about what is absent, strict about what is there ----------------------
 
-std::string text(const json& o, const char* key) {
-  auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string{};
-}
-
 template <typename T> T number(const json& o, const char* key, T fallback = T{}) {
   auto it = o.find(key);
   return it != o.end() && it->is_number() ? it->get<T>() : fallback;
@@ -155,28 +156,28 @@ Metrics metrics_from_json(const json& j) {
 
 GfxTruth gfx_from_json(const json& j) {
   GfxTruth g;
-  g.physical = text(j, "physical");
-  g.effective = text(j, "effective");
-  g.override_env = text(j, "override_env");
+  g.physical = json_text(j, "physical");
+  g.effective = json_text(j, "effective");
+  g.override_env = json_text(j, "override_env");
   g.compiled_for = strings(j, "compiled_for");
   g.aotriton_images = strings(j, "aotriton_images");
-  g.ck_sdpa = text(j, "ck_sdpa");
-  g.source = text(j, "source");
-  g.verdict = text(j, "verdict");
-  g.detail = text(j, "detail");
-  g.remedy = text(j, "remedy");
+  g.ck_sdpa = json_text(j, "ck_sdpa");
+  g.source = json_text(j, "source");
+  g.verdict = json_text(j, "verdict");
+  g.detail = json_text(j, "detail");
+  g.remedy = json_text(j, "remedy");
   return g;
 }
 
 Device device_from_json(const json& j) {
   Device d;
   d.index = number<int>(j, "index", -1);
-  d.name = text(j, "name");
-  d.gfx_target = text(j, "gfx_target");
-  d.gfx_arch_name = text(j, "gfx_arch_name");
-  d.family = text(j, "family");
+  d.name = json_text(j, "name");
+  d.gfx_target = json_text(j, "gfx_target");
+  d.gfx_arch_name = json_text(j, "gfx_arch_name");
+  d.family = json_text(j, "family");
   d.marketing_names = strings(j, "marketing_names");
-  d.matrix_instructions = text(j, "matrix_instructions");
+  d.matrix_instructions = json_text(j, "matrix_instructions");
   d.wave_size = optional_number<int>(j, "wave_size");
   d.compute_units = optional_number<int>(j, "compute_units");
   d.simd_count = optional_number<int>(j, "simd_count");
@@ -184,13 +185,13 @@ Device device_from_json(const json& j) {
   d.vram_used_bytes = optional_number<int64_t>(j, "vram_used_bytes");
   d.lds_per_block_bytes = optional_number<int64_t>(j, "lds_per_block_bytes");
   d.lds_per_cu_bytes = optional_number<int64_t>(j, "lds_per_cu_bytes");
-  d.pci_bdf = text(j, "pci_bdf");
-  d.driver_version = text(j, "driver_version");
-  d.vbios = text(j, "vbios");
+  d.pci_bdf = json_text(j, "pci_bdf");
+  d.driver_version = json_text(j, "driver_version");
+  d.vbios = json_text(j, "vbios");
   d.temperature_c = optional_number<double>(j, "temperature_c");
   d.power_w = optional_number<double>(j, "power_w");
-  d.kfd_node = text(j, "kfd_node");
-  d.render_node = text(j, "render_node");
+  d.kfd_node = json_text(j, "kfd_node");
+  d.render_node = json_text(j, "render_node");
   d.integrated = flag(j, "integrated");
   if (auto s = j.find("sources"); s != j.end() && s->is_object())
     for (auto field = s->begin(); field != s->end(); ++field) d.sources[field.key()] = string_map(*s, field.key().c_str());
@@ -242,43 +243,43 @@ json to_json(const CaseResult& r) {
 Expected<CaseResult> case_result_from_json(const json& j) {
   if (!j.is_object()) return make_error("a result must be a JSON object");
   CaseResult r;
-  r.case_id = text(j, "case_id");
+  r.case_id = json_text(j, "case_id");
   auto kase = j.find("case");
   if (kase == j.end()) return make_error(fmt::format("result {} has no case", r.case_id));
   auto c = case_from_json(*kase);
   if (!c) return make_error(fmt::format("result {}: {}", r.case_id, c.error().message));
   r.kase = *c;
   if (r.case_id.empty()) r.case_id = r.kase.id();
-  r.device = text(j, "device");
-  const std::string probe = text(j, "probe");
+  r.device = json_text(j, "device");
+  const std::string probe = json_text(j, "probe");
   auto p = probe_from_string(probe);
   if (!p) return make_error(fmt::format("result {} has an unknown probe '{}'", r.case_id, probe));
   r.probe = *p;
-  r.variant = text(j, "variant");
-  const std::string status = text(j, "status");
+  r.variant = json_text(j, "variant");
+  const std::string status = json_text(j, "status");
   auto s = status_from_string(status);
   if (!s) return make_error(fmt::format("result {} has an unknown status '{}'", r.case_id, status));
   r.status = *s;
   if (r.device.empty() || r.variant.empty())
     return make_error(fmt::format("result {} names no device or variant", r.case_id));
-  r.reason = text(j, "reason");
+  r.reason = json_text(j, "reason");
   if (auto m = j.find("metrics"); m != j.end()) r.metrics = metrics_from_json(*m);
   if (auto t = j.find("tolerance"); t != j.end() && t->is_object()) {
     r.tolerance.atol = read_number(*t, "atol").value_or(0);
     r.tolerance.rtol = read_number(*t, "rtol").value_or(0);
   }
-  r.backend_chosen = text(j, "backend_chosen");
+  r.backend_chosen = json_text(j, "backend_chosen");
   r.warnings = strings(j, "warnings");
   r.signatures = strings(j, "signatures");
-  r.stderr_tail = text(j, "stderr_tail");
+  r.stderr_tail = json_text(j, "stderr_tail");
   r.attempt = number<int>(j, "attempt");
   r.wall_ms = number<double>(j, "wall_ms");
-  r.canary = text(j, "canary");
+  r.canary = json_text(j, "canary");
   if (auto pe = j.find("process_end"); pe != j.end() && pe->is_object()) {
     ProcessEnd e;
     e.exit_code = optional_number<int>(*pe, "exit_code");
     e.signal = optional_number<int>(*pe, "signal");
-    e.signal_name = text(*pe, "signal_name");
+    e.signal_name = json_text(*pe, "signal_name");
     e.core_dumped = flag(*pe, "core_dumped");
     e.killed_by_doctor = flag(*pe, "killed_by_doctor");
     r.process_end = e;
@@ -296,16 +297,16 @@ json to_json(const WorkerInfo& w) {
 Expected<WorkerInfo> worker_info_from_json(const json& j) {
   if (!j.is_object()) return make_error("a worker must be a JSON object");
   WorkerInfo w;
-  w.device = text(j, "device");
-  const std::string probe = text(j, "probe");
+  w.device = json_text(j, "device");
+  const std::string probe = json_text(j, "probe");
   auto p = probe_from_string(probe);
   if (!p) return make_error(fmt::format("worker has an unknown probe '{}'", probe));
   w.probe = *p;
-  w.variant = text(j, "variant");
+  w.variant = json_text(j, "variant");
   w.versions = string_map(j, "versions");
   w.facts = string_map(j, "facts");
   w.restarts = number<int>(j, "restarts");
-  w.available = text(j, "available");
+  w.available = json_text(j, "available");
   return w;
 }
 
@@ -321,15 +322,15 @@ json to_json(const Finding& f) {
 Expected<Finding> finding_from_json(const json& j) {
   if (!j.is_object()) return make_error("a finding must be a JSON object");
   Finding f;
-  f.id = text(j, "id");
-  const std::string severity = text(j, "severity");
+  f.id = json_text(j, "id");
+  const std::string severity = json_text(j, "severity");
   auto s = severity_from_string(severity);
   if (f.id.empty() || !s)
     return make_error(fmt::format("finding '{}' has no id or an unknown severity '{}'", f.id, severity));
   f.severity = *s;
-  f.message = text(j, "message");
-  f.remedy = text(j, "remedy");
-  f.device = text(j, "device");
+  f.message = json_text(j, "message");
+  f.remedy = json_text(j, "remedy");
+  f.device = json_text(j, "device");
   f.case_ids = strings(j, "case_ids");
   return f;
 }
@@ -365,23 +366,23 @@ json to_json(const Shrink& s) {
 Expected<Shrink> shrink_from_json(const json& j) {
   if (!j.is_object()) return make_error("a shrink must be a JSON object");
   Shrink s;
-  s.device = text(j, "device");
-  s.variant = text(j, "variant");
-  s.original_case = text(j, "original_case");
-  auto p = probe_from_string(text(j, "probe"));
-  auto st = status_from_string(text(j, "status"));
+  s.device = json_text(j, "device");
+  s.variant = json_text(j, "variant");
+  s.original_case = json_text(j, "original_case");
+  auto p = probe_from_string(json_text(j, "probe"));
+  auto st = status_from_string(json_text(j, "status"));
   if (s.device.empty() || s.variant.empty() || !p || !st)
     return make_error(fmt::format("shrink of '{}' names no device, variant, probe or status",
                                   s.original_case));
   s.probe = *p;
   s.status = *st;
-  s.verdict = text(j, "verdict");
-  s.rule = text(j, "rule");
+  s.verdict = json_text(j, "verdict");
+  s.rule = json_text(j, "rule");
   if (auto c = j.find("conditions"); c != j.end() && c->is_array())
     for (const json& w : *c) {
       if (!w.is_object()) return make_error("a shrink condition must be a JSON object");
-      s.conditions.push_back({text(w, "axis"), text(w, "op"), number<int64_t>(w, "value"),
-                              text(w, "text"), flag(w, "settled", true)});
+      s.conditions.push_back({json_text(w, "axis"), json_text(w, "op"), number<int64_t>(w, "value"),
+                              json_text(w, "text"), flag(w, "settled", true)});
     }
   if (auto m = j.find("minimal_case"); m != j.end() && m->is_object()) {
     auto c = case_from_json(m->value("case", json()));
@@ -390,10 +391,10 @@ Expected<Shrink> shrink_from_json(const json& j) {
   }
   if (auto t = j.find("tried"); t != j.end() && t->is_array())
     for (const json& e : *t) {
-      auto status = e.is_object() ? status_from_string(text(e, "status")) : std::nullopt;
+      auto status = e.is_object() ? status_from_string(json_text(e, "status")) : std::nullopt;
       if (!status) return make_error(fmt::format("shrink of '{}': a tried case has no status",
                                                  s.original_case));
-      s.tried.emplace_back(text(e, "case_id"), *status);
+      s.tried.emplace_back(json_text(e, "case_id"), *status);
     }
   s.seconds = number<double>(j, "seconds");
   s.budget_exhausted = flag(j, "budget_exhausted");
@@ -427,25 +428,25 @@ json to_json(const Recommendation& r) {
 Expected<Recommendation> recommendation_from_json(const json& j) {
   if (!j.is_object()) return make_error("a recommendation must be a JSON object");
   Recommendation r;
-  r.id = text(j, "id");
-  r.device = text(j, "device");
+  r.id = json_text(j, "id");
+  r.device = json_text(j, "device");
   if (r.id.empty() || r.device.empty())
     return make_error(fmt::format("recommendation '{}' names no id or device", r.id));
-  r.summary = text(j, "summary");
-  r.python = text(j, "python");
-  r.cpp = text(j, "cpp");
-  r.environment = text(j, "environment");
-  r.transformers = text(j, "transformers");
-  r.vllm = text(j, "vllm");
-  r.cost = text(j, "cost");
+  r.summary = json_text(j, "summary");
+  r.python = json_text(j, "python");
+  r.cpp = json_text(j, "cpp");
+  r.environment = json_text(j, "environment");
+  r.transformers = json_text(j, "transformers");
+  r.vllm = json_text(j, "vllm");
+  r.cost = json_text(j, "cost");
   r.case_ids = strings(j, "case_ids");
   if (auto v = j.find("verification"); v != j.end() && v->is_object()) {
     r.verification = Verification{flag(*v, "ran"),          number<int>(*v, "passed"),
                                   number<int>(*v, "total"),   number<double>(*v, "seconds"),
-                                  text(*v, "how"),            text(*v, "note")};
+                                  json_text(*v, "how"),            json_text(*v, "note")};
     if (auto x = j.find("rejected"); x != j.end() && x->is_array())
       for (const json& e : *x)
-        if (e.is_object()) r.rejected.push_back({text(e, "id"), text(e, "reason")});
+        if (e.is_object()) r.rejected.push_back({json_text(e, "id"), json_text(e, "reason")});
   }
   return r;
 }
@@ -471,7 +472,7 @@ Expected<DeviceInventory> inventory_from_json(const json& j) {
       if (d.is_object()) inv.devices.push_back(device_from_json(d));
   inv.runtime = string_map(j, "runtime");
   inv.sources_status = string_map(j, "sources_status");
-  inv.no_gpu_reason = text(j, "no_gpu_reason");
+  inv.no_gpu_reason = json_text(j, "no_gpu_reason");
   if (auto fs = j.find("findings"); fs != j.end() && fs->is_array())
     for (const json& f : *fs) {
       auto finding = finding_from_json(f);

@@ -13,6 +13,11 @@
 
 namespace sdpa_doctor {
 
+// The string under `key` of a JSON object; empty when absent, not a string or `object` is not an
+// object. The lenient field reader of everything the doctor reads back (reports, the journal,
+// worker events).
+std::string json_text(const nlohmann::json& object, const char* key);
+
 nlohmann::json to_json(const CaseResult& result);
 Expected<CaseResult> case_result_from_json(const nlohmann::json& j);
 

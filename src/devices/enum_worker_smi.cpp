@@ -42,6 +42,11 @@ template <typename Status> struct Recorder {
     if (status != not_supported) device["errors"][key] = name(status);
     return false;
   }
+  // Calls `fn`, an entry point the library may lack (then false, nothing recorded), with `args`:
+  // true when it answered success.
+  template <typename Fn, typename... Args> bool call(const char* key, Fn fn, Args... args) {
+    return fn && ok(key, fn(args...));
+  }
 };
 
 // ---- ROCm SMI -------------------------------------------------------------------------------
@@ -95,9 +100,8 @@ nlohmann::json rsmi_device(const RsmiApi& api, uint32_t i) {
   Recorder<RsmiStatus> r{device, k_rsmi_success, k_rsmi_not_supported, rsmi_status_name};
   std::array<char, 256> buffer{};
   const auto text = [&](const char* key, auto fn) {
-    if (!fn) return;
     buffer.fill('\0');
-    if (r.ok(key, fn(i, buffer.data(), static_cast<uint32_t>(buffer.size()))))
+    if (r.call(key, fn, i, buffer.data(), static_cast<uint32_t>(buffer.size())))
       device[key] = text_of(buffer);
   };
   text("name", api.dev_name_get);
@@ -106,18 +110,15 @@ nlohmann::json rsmi_device(const RsmiApi& api, uint32_t i) {
   text("vbios", api.dev_vbios_version_get);
   uint64_t bdfid = 0, total = 0, used = 0, microwatts = 0;
   int64_t millidegrees = 0;
-  if (api.dev_pci_id_get && r.ok("bdfid", api.dev_pci_id_get(i, &bdfid))) device["bdfid"] = bdfid;
-  if (api.dev_memory_total_get &&
-      r.ok("vram_total", api.dev_memory_total_get(i, k_rsmi_mem_type_vram, &total)))
+  if (r.call("bdfid", api.dev_pci_id_get, i, &bdfid)) device["bdfid"] = bdfid;
+  if (r.call("vram_total", api.dev_memory_total_get, i, k_rsmi_mem_type_vram, &total))
     device["vram_total_bytes"] = total;
-  if (api.dev_memory_usage_get &&
-      r.ok("vram_used", api.dev_memory_usage_get(i, k_rsmi_mem_type_vram, &used)))
+  if (r.call("vram_used", api.dev_memory_usage_get, i, k_rsmi_mem_type_vram, &used))
     device["vram_used_bytes"] = used;
-  if (api.dev_temp_metric_get &&
-      r.ok("temperature",
-           api.dev_temp_metric_get(i, k_rsmi_temp_edge, k_rsmi_temp_current, &millidegrees)))
+  if (r.call("temperature", api.dev_temp_metric_get, i, k_rsmi_temp_edge, k_rsmi_temp_current,
+             &millidegrees))
     device["temperature_c"] = static_cast<double>(millidegrees) / 1000.0;
-  if (api.dev_power_ave_get && r.ok("power", api.dev_power_ave_get(i, 0, &microwatts)))
+  if (r.call("power", api.dev_power_ave_get, i, 0u, &microwatts))
     device["power_w"] = static_cast<double>(microwatts) / 1e6;
   return device;
 }
@@ -214,14 +215,14 @@ nlohmann::json amdsmi_device(const AmdsmiApi& api, Handle gpu, std::size_t index
   Recorder<AmdsmiStatus> r{device, k_amdsmi_success, k_amdsmi_not_supported,
                            [&api](AmdsmiStatus s) { return amdsmi_status_name(api, s); }};
   uint64_t bdf = 0;
-  if (api.get_gpu_device_bdf && r.ok("bdf", api.get_gpu_device_bdf(gpu, &bdf))) {
+  if (r.call("bdf", api.get_gpu_device_bdf, gpu, &bdf)) {
     const Bdf b = decode_amdsmi_bdf(bdf);
     device["pci_bdf"] =
         fmt::format("{:04x}:{:02x}:{:02x}.{}", b.domain, b.bus, b.device, b.function);
   }
   if (api.get_gpu_asic_info) {
     auto info = std::make_unique<unsigned char[]>(k_amdsmi_struct_buffer_bytes);
-    if (r.ok("name", api.get_gpu_asic_info(gpu, info.get()))) {
+    if (r.call("name", api.get_gpu_asic_info, gpu, info.get())) {
       const char* name = reinterpret_cast<const char*>(info.get());
       const std::size_t length = strnlen(name, k_amdsmi_market_name_min_bytes);
       if (length > 0 && length < k_amdsmi_market_name_min_bytes)
@@ -229,14 +230,13 @@ nlohmann::json amdsmi_device(const AmdsmiApi& api, Handle gpu, std::size_t index
     }
   }
   AmdsmiVramUsage vram{};
-  if (api.get_gpu_vram_usage && r.ok("vram", api.get_gpu_vram_usage(gpu, &vram))) {
+  if (r.call("vram", api.get_gpu_vram_usage, gpu, &vram)) {
     device["vram_total_bytes"] = static_cast<uint64_t>(vram.vram_total) << 20;
     device["vram_used_bytes"] = static_cast<uint64_t>(vram.vram_used) << 20;
   }
   int64_t celsius = 0;
-  if (api.get_temp_metric &&
-      r.ok("temperature",
-           api.get_temp_metric(gpu, k_amdsmi_temperature_edge, k_amdsmi_temp_current, &celsius)))
+  if (r.call("temperature", api.get_temp_metric, gpu, k_amdsmi_temperature_edge,
+             k_amdsmi_temp_current, &celsius))
     device["temperature_c"] = static_cast<double>(celsius);
   return device;
 }

@@ -13,7 +13,7 @@ namespace sdpa_doctor::devices {
 
 namespace {
 
-std::string_view trim(std::string_view text) {
+std::string_view trim_whitespace(std::string_view text) {
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return {};
   const auto last = text.find_last_not_of(" \t\r\n");
@@ -54,7 +54,7 @@ Expected<FileText> read_capped(const std::filesystem::path& path, std::size_t ca
 }
 
 std::optional<int64_t> parse_sysfs_integer(std::string_view text) {
-  text = trim(text);
+  text = trim_whitespace(text);
   int base = 10;
   if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
     text.remove_prefix(2);
@@ -70,7 +70,7 @@ std::optional<int64_t> parse_sysfs_integer(std::string_view text) {
 }
 
 std::string first_line(std::string_view text) {
-  return std::string(trim(text.substr(0, text.find('\n'))));
+  return std::string(trim_whitespace(text.substr(0, text.find('\n'))));
 }
 
 KfdProperties parse_kfd_properties(std::string_view text) {
@@ -78,7 +78,7 @@ KfdProperties parse_kfd_properties(std::string_view text) {
   int line_number = 0;
   while (!text.empty()) {
     const auto end = text.find('\n');
-    const std::string_view line = trim(text.substr(0, end));
+    const std::string_view line = trim_whitespace(text.substr(0, end));
     text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
     ++line_number;
     if (line.empty()) continue;
@@ -89,7 +89,7 @@ KfdProperties parse_kfd_properties(std::string_view text) {
       continue;
     }
     std::string key(line.substr(0, space));
-    std::string value(trim(line.substr(space)));
+    std::string value(trim_whitespace(line.substr(space)));
     if (props.raw.count(key)) {
       props.problems.push_back(fmt::format("line {}: '{}' repeated", line_number, key));
       continue;

@@ -45,7 +45,6 @@ public:
   LogSink& operator=(const LogSink&) = delete;
   void write(std::string_view data);
   void note(std::string_view line); // a marker line of our own, e.g. "attempt 1: pid 42"
-  bool is_open() const { return m_fd >= 0; }
 
 private:
   int m_fd = -1;
@@ -84,7 +83,6 @@ public:
   // The child has exited (it may not be reaped yet). Never blocks.
   bool exited();
   bool stream_open(Stream s) const { return m_fds[static_cast<int>(s)] >= 0; }
-  void close_stream(Stream s);
   void signal_group(int signal_number);
 
   // SIGTERM to the group, `grace` to exit, SIGKILL, `kill_wait` to exit. Output read meanwhile

@@ -293,12 +293,6 @@ void Child::close_all() {
   m_pidfd = -1;
 }
 
-void Child::close_stream(Stream s) {
-  int& fd = m_fds[static_cast<int>(s)];
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
 void Child::signal_group(int signal_number) {
   if (m_reaped) return;
   m_signalled = true;

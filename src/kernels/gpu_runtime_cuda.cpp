@@ -1,7 +1,7 @@
 // The CUDA driver API (libcuda.so.1) behind gpu::Runtime: it loads what NVRTC compiled (a cubin,
 // or PTX it finishes for the card). Signatures as in cuda.h, handles as void*, the versioned
 // symbols (_v2) the driver has exported since CUDA 4.
-#include "kernels/gpu_runtime.hpp"
+#include "kernels/gpu_runtime_module.hpp"
 
 #include <fmt/format.h>
 
@@ -44,16 +44,18 @@ struct CudaApi {
   int (*error_name)(int error, const char** name);
 };
 
-class CudaRuntime final : public Runtime {
+class CudaRuntime final : public ModuleRuntime<CudaApi> {
 public:
-  CudaRuntime(loader::Opened library, CudaApi api) : m_library(std::move(library)), m_api(api) {}
+  CudaRuntime(loader::Opened library, CudaApi api)
+      : ModuleRuntime(std::move(library), api,
+                      {"cuModuleGetFunction", "cuLaunchKernel", "cuEventCreate", "cuEventRecord",
+                       "cuEventSynchronize", "cuEventElapsedTime"}) {}
   rtc::Vendor vendor() const override { return rtc::Vendor::nvidia; }
   std::string name() const override {
     int version = 0;
     if (m_api.driver_version(&version) != 0 || version <= 0) return "CUDA driver";
     return fmt::format("CUDA driver {}.{}", version / 1000, version % 1000 / 10);
   }
-  const loader::Opened& library() const override { return m_library; }
 
   Expected<int> device_count() override {
     int count = 0;
@@ -111,50 +113,14 @@ public:
     if (!why.empty() && log[0]) why += fmt::format(" ({})", log);
     return why;
   }
-  Expected<void*> function(const char* name) override {
-    void* fn = nullptr;
-    if (std::string why = check(fmt::format("cuModuleGetFunction({})", name),
-                                m_api.module_function(&fn, m_module, name));
-        !why.empty())
-      return make_error(why);
-    return fn;
-  }
-  std::string launch(void* function, Dim3 grid, Dim3 block, size_t shared_bytes,
-                     void** args) override {
-    return check("cuLaunchKernel", m_api.launch(function, grid.x, grid.y, grid.z, block.x, block.y,
-                                                block.z, unsigned(shared_bytes), nullptr, args,
-                                                nullptr));
-  }
 
 protected:
-  std::string record_event(Event event) override {
-    void*& e = event == Event::start ? m_start : m_stop;
-    std::string why = e ? std::string{} : check("cuEventCreate", m_api.event_create(&e, 0));
-    return why.empty() ? check("cuEventRecord", m_api.event_record(e, nullptr)) : why;
-  }
-  Expected<double> elapsed_ms() override {
-    float ms = 0;
-    std::string why = check("cuEventSynchronize", m_api.event_synchronize(m_stop));
-    if (why.empty()) why = check("cuEventElapsedTime", m_api.event_elapsed(&ms, m_start, m_stop));
-    if (!why.empty()) return make_error(why);
-    return double(ms);
-  }
-
-private:
-  std::string error(int rc) const {
+  int create_event(void** event) override { return m_api.event_create(event, 0); }
+  std::string error(int rc) const override {
     const char* name = nullptr;
     if (m_api.error_name(rc, &name) != 0 || !name) return fmt::format("CUresult {}", rc);
     return name;
   }
-  std::string check(std::string_view call, int rc) const {
-    return rc == 0 ? std::string{} : fmt::format("{}: {}", call, error(rc));
-  }
-
-  loader::Opened m_library;
-  CudaApi m_api;
-  void* m_module = nullptr;
-  void* m_start = nullptr;
-  void* m_stop = nullptr;
 };
 
 } // namespace

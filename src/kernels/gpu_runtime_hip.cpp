@@ -1,6 +1,6 @@
 // The HIP runtime (libamdhip64, any of ROCm 5 to 7) behind gpu::Runtime: its module API loads
 // what hipRTC compiled. Signatures as in hip_runtime_api.h, handles as void*.
-#include "kernels/gpu_runtime.hpp"
+#include "kernels/gpu_runtime_module.hpp"
 
 #include <fmt/format.h>
 
@@ -58,16 +58,18 @@ std::string arch_in_properties(const std::vector<char>& props) {
   return fallback;
 }
 
-class HipRuntime final : public Runtime {
+class HipRuntime final : public ModuleRuntime<HipApi> {
 public:
-  HipRuntime(loader::Opened library, HipApi api) : m_library(std::move(library)), m_api(api) {
+  HipRuntime(loader::Opened library, HipApi api)
+      : ModuleRuntime(std::move(library), api,
+                      {"hipModuleGetFunction", "hipModuleLaunchKernel", "hipEventCreate",
+                       "hipEventRecord", "hipEventSynchronize", "hipEventElapsedTime"}) {
     int version = 0;
     if (m_api.runtime_version && m_api.runtime_version(&version) == 0 && version > 0)
       m_name = fmt::format("HIP runtime {}.{}", version / 10000000, version / 100000 % 100);
   }
   rtc::Vendor vendor() const override { return rtc::Vendor::amd; }
   std::string name() const override { return m_name; }
-  const loader::Opened& library() const override { return m_library; }
 
   Expected<int> device_count() override {
     int count = 0;
@@ -118,50 +120,16 @@ public:
   std::string load_module(const std::string& image) override {
     return check("hipModuleLoadData", m_api.module_load(&m_module, image.data()));
   }
-  Expected<void*> function(const char* name) override {
-    void* fn = nullptr;
-    if (std::string why = check(fmt::format("hipModuleGetFunction({})", name),
-                                m_api.module_function(&fn, m_module, name));
-        !why.empty())
-      return make_error(why);
-    return fn;
-  }
-  std::string launch(void* function, Dim3 grid, Dim3 block, size_t shared_bytes,
-                     void** args) override {
-    return check("hipModuleLaunchKernel",
-                 m_api.launch(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                              unsigned(shared_bytes), nullptr, args, nullptr));
-  }
 
 protected:
-  std::string record_event(Event event) override {
-    void*& e = event == Event::start ? m_start : m_stop;
-    std::string why = e ? std::string{} : check("hipEventCreate", m_api.event_create(&e));
-    return why.empty() ? check("hipEventRecord", m_api.event_record(e, nullptr)) : why;
-  }
-  Expected<double> elapsed_ms() override {
-    float ms = 0;
-    std::string why = check("hipEventSynchronize", m_api.event_synchronize(m_stop));
-    if (why.empty()) why = check("hipEventElapsedTime", m_api.event_elapsed(&ms, m_start, m_stop));
-    if (!why.empty()) return make_error(why);
-    return double(ms);
-  }
-
-private:
-  std::string error(int rc) const {
+  int create_event(void** event) override { return m_api.event_create(event); }
+  std::string error(int rc) const override {
     const char* name = m_api.error_name ? m_api.error_name(rc) : nullptr;
     return name ? name : fmt::format("hipError {}", rc);
   }
-  std::string check(std::string_view call, int rc) const {
-    return rc == 0 ? std::string{} : fmt::format("{}: {}", call, error(rc));
-  }
 
-  loader::Opened m_library;
-  HipApi m_api;
+private:
   std::string m_name = "HIP runtime";
-  void* m_module = nullptr;
-  void* m_start = nullptr;
-  void* m_stop = nullptr;
 };
 
 } // namespace

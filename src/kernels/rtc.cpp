@@ -338,7 +338,7 @@ Build build_kernels(const Compiler& compiler, const std::string& device_arch, En
     const cache::FolderLock lock(cache_dir);
     const auto stored = fs::file_time_type::clock::now();
     if (store_file(file, build.image->bytes)) build.cache_file = file.string();
-    cache::trim(cache_dir, "." + format, k_kernel_cache_bytes, stored);
+    cache::evict_least_recently_used(cache_dir, "." + format, k_kernel_cache_bytes, stored);
   }
   return build;
 }

@@ -1,5 +1,6 @@
 #include "protocol/protocol.hpp"
 
+#include "core/model_json.hpp"
 #include "core/text.hpp"
 
 #include <cmath>
@@ -19,11 +20,6 @@ std::string scalar_text(const nlohmann::json& value) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_null()) return "";
   return value.dump();
-}
-
-std::string string_field(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string{};
 }
 
 // The entries of the object obj[key] as text; empty values and a missing or non-object key give
@@ -71,9 +67,9 @@ void apply_canary(const std::string& canary, CaseResult& out) {
 Hello read_hello(const nlohmann::json& hello) {
   Hello out;
   if (!hello.is_object()) return out;
-  out.worker = string_field(hello, "worker");
-  out.device = string_field(hello, "device");
-  out.variant = string_field(hello, "variant");
+  out.worker = json_text(hello, "worker");
+  out.device = json_text(hello, "device");
+  out.variant = json_text(hello, "variant");
   out.versions = string_map(hello, "versions");
   out.facts = string_map(hello, "facts");
   return out;
@@ -82,9 +78,9 @@ Hello read_hello(const nlohmann::json& hello) {
 ResultEvent read_result(const nlohmann::json& r) {
   ResultEvent out;
   if (!r.is_object()) return out;
-  out.case_id = string_field(r, "case");
-  if (auto status = status_from_string(string_field(r, "status"))) out.status = *status;
-  out.reason = string_field(r, "reason");
+  out.case_id = json_text(r, "case");
+  if (auto status = status_from_string(json_text(r, "status"))) out.status = *status;
+  out.reason = json_text(r, "reason");
   if (auto it = r.find("metrics"); it != r.end() && it->is_object()) out.metrics = read_metrics(*it);
   // A bound that is not a number reads as NaN, which apply_result leaves alone and the writer
   // writes back as null.
@@ -93,11 +89,11 @@ ResultEvent read_result(const nlohmann::json& r) {
     out.tolerance = Tolerance{number_or_null(*it, "atol").value_or(k_none),
                               number_or_null(*it, "rtol").value_or(k_none)};
   }
-  out.backend_chosen = string_field(r, "backend_chosen");
+  out.backend_chosen = json_text(r, "backend_chosen");
   if (auto it = r.find("warnings"); it != r.end() && it->is_array())
     for (const auto& w : *it)
       if (w.is_string()) out.warnings.push_back(w.get<std::string>());
-  out.canary = string_field(r, "canary");
+  out.canary = json_text(r, "canary");
   return out;
 }
 

@@ -1,6 +1,7 @@
 // report/common: what several renderers share (status labels, the per-device matrix counts, the
 // environment header lines, known-issue lookups, the failures grouped by cause, Markdown
-// escaping). Private to src/report/.
+// escaping). Private to src/report/ and to compare's diff and fleet renderers, which word
+// statuses, times and counts the same way.
 #pragma once
 
 #include "core/model.hpp"

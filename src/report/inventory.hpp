@@ -26,9 +26,6 @@ std::string render_inventory_console(const DeviceInventory& inventory,
 // values are null. The object sits under "inventory" in every report.
 nlohmann::json inventory_to_json(const DeviceInventory& inventory);
 
-// One finding as JSON ({"id","severity","message","remedy","device","case_ids"}).
-nlohmann::json finding_to_json(const Finding& finding);
-
 // The document `sdpa-doctor devices --json` writes: {"schema":"sdpa-doctor/devices/v1",
 // "inventory":{...}}, pretty-printed, ending with a newline.
 std::string render_inventory_json(const DeviceInventory& inventory);

@@ -6,8 +6,6 @@ namespace sdpa_doctor::report {
 
 using nlohmann::json;
 
-json finding_to_json(const Finding& f) { return to_json(f); }
-
 json inventory_to_json(const DeviceInventory& inventory) { return to_json(inventory); }
 
 std::string render_inventory_json(const DeviceInventory& inventory) {

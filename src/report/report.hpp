@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -50,6 +51,17 @@ std::string render_json(const Report& report);
 // recommendations and known issues are left empty: advice derives them anew. An error names the
 // first thing that is not a report.
 Expected<Report> read_measured_report(const nlohmann::json& doc);
+
+// What every reader of reports shares (this one and compare's digest reader):
+// Refused above this size (a stream too): a report of a full suite on eight GPUs is a few
+// hundred MiB at most, and it is read whole.
+inline constexpr int64_t k_max_report_bytes = int64_t{1} << 30;
+// Accepts "sdpa-doctor/report/v1" and "sdpa-doctor/report/v1.N"; anything else is an error.
+Expected<bool> check_report_schema(std::string_view schema);
+// The scalars of object `o` into `out` as strings (numbers as JSON writes them; nulls and empty
+// strings skipped); a key already in `out` is replaced only when `overwrite`.
+void add_json_scalars(const nlohmann::json& o, std::map<std::string, std::string>& out,
+                      bool overwrite = true);
 
 // For a bug tracker: environment, matrix, each failure in a <details> block with its repro.
 std::string render_markdown(const Report& report);

@@ -265,7 +265,8 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
                       {"variant", ctx.variant},
                       {"batch", batch_index},
                       {"cases", cases.planned.size()}});
-    const isolate::WorkerRunReport report = isolate::run_worker(
+    WorkerRunner& runner = s.options.runner ? *s.options.runner : process_runner();
+    const isolate::WorkerRunReport report = runner.run(
         *launch.command, cases.planned, runner_options(ctx, s.options, s.inventory), &observer);
     apply_outcomes(report, cases);
     if (out.write_error.empty()) out.write_error = report.write_error;
@@ -320,6 +321,20 @@ Plan unfinished_part(const Plan& plan, const std::map<std::string, const CaseRes
 }
 
 } // namespace
+
+WorkerRunner& process_runner() {
+  class ProcessRunner final : public WorkerRunner {
+  public:
+    isolate::WorkerRunReport run(const isolate::WorkerCommand& command,
+                                 const std::vector<isolate::PlannedCase>& cases,
+                                 const isolate::RunnerOptions& options,
+                                 isolate::RunObserver* observer) override {
+      return isolate::run_worker(command, cases, options, observer);
+    }
+  };
+  static ProcessRunner runner;
+  return runner;
+}
 
 ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& inventory,
                            const ExecuteOptions& options) {

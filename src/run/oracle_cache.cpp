@@ -94,7 +94,7 @@ bool OracleCache::store(const std::string& key, const std::string& file) const {
   const cache::FolderLock lock(m_dir); // one run at a time makes room
   if (ec || !place(file, added)) return false; // a cache, never an error
   cache::mark_used(added); // a link keeps the source's time
-  if (cache::trim(m_dir, ".f64", m_max_bytes, m_run_started)) return true;
+  if (cache::evict_least_recently_used(m_dir, ".f64", m_max_bytes, m_run_started)) return true;
   fs::remove(added, ec);
   return false;
 }

@@ -194,6 +194,23 @@ struct ProbeServer {
 // Where progress goes on stderr: nowhere (-q), a live terminal line, or a log line now and then.
 enum class ProgressMode { none, terminal, log };
 
+// How execute_plan runs one worker over its cases: the seam between the scheduling (which
+// worker runs when, on which target, what its outcomes mean for the results) and the processes.
+// process_runner() is the real one (isolate::run_worker); a unit test drives the scheduling with
+// a fake that returns scripted outcomes. Called from one thread per target at the same time.
+class WorkerRunner {
+public:
+  virtual ~WorkerRunner() = default;
+  // One outcome per case of `cases`, in their order (isolate::run_worker's contract).
+  virtual isolate::WorkerRunReport run(const isolate::WorkerCommand& command,
+                                       const std::vector<isolate::PlannedCase>& cases,
+                                       const isolate::RunnerOptions& options,
+                                       isolate::RunObserver* observer) = 0;
+};
+
+// Runs each worker as child processes through isolate::run_worker.
+WorkerRunner& process_runner();
+
 struct ExecuteOptions {
   std::string run_dir;       // journal, oracles, worker logs
   std::string worker_dir;    // where the worker executables are; empty = beside the doctor
@@ -237,6 +254,8 @@ struct ExecuteOptions {
   // Cells an earlier run of this plan measured (`check --resume`): not run again, and returned
   // in `results` as they were. Only cells that ended (is_measured) belong here.
   std::vector<CaseResult> finished;
+  // Who runs the workers; null: process_runner().
+  WorkerRunner* runner = nullptr;
 };
 
 struct ExecuteResult {

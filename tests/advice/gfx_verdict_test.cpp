@@ -63,6 +63,9 @@ CaseResult cell(const std::string& variant, Status status, const std::string& re
   return r;
 }
 
+// Decide, then apply, as `check` does.
+void settle(Report& r) { advice::apply_gfx_truth(advice::settle_gfx_truth(r), r); }
+
 Report report_for(Device d, const std::string& hello_line) {
   Report r;
   r.targets = {"cuda:0"};
@@ -79,7 +82,7 @@ advice::KnownIssues shipped() {
 
 // settle, then advise, as `check` does.
 advice::AdviceResult settle_and_advise(Report& r) {
-  advice::settle_gfx_truth(r);
+  settle(r);
   advice::AdviceResult a = advice::advise(r, shipped(), {});
   r.findings = a.findings;
   r.known_issues = a.known_issues;
@@ -179,7 +182,7 @@ TEST(GfxVerdict, Mi300xWithGfx942InTheListIsNativeIgnoringFeatureSuffixes) {
 
 TEST(GfxVerdict, Rdna2WithoutAnOverrideIsMissingAndSuggestsTheSameFamilyOverride) {
   Report r = report_for(gpu("gfx1031", "AMD Radeon RX 6700 XT"), hello("gfx1030,gfx1100"));
-  advice::settle_gfx_truth(r);
+  settle(r);
   const GfxTruth& g = *r.inventory.devices[0].gfx;
   EXPECT_EQ(g.verdict, "missing");
   EXPECT_NE(g.remedy.find("HSA_OVERRIDE_GFX_VERSION=10.3.0"), std::string::npos) << g.remedy;
@@ -190,7 +193,7 @@ TEST(GfxVerdict, AnOverrideThatNamesAnArchTorchLacksIsMissing) {
   d.sources["gfx_target"]["effective"] = "gfx1030";
   Report r = report_for(d, hello("gfx1100,gfx942"));
   r.environment["HSA_OVERRIDE_GFX_VERSION"] = "10.3.0";
-  advice::settle_gfx_truth(r);
+  settle(r);
   EXPECT_EQ(r.inventory.devices[0].gfx->verdict, "missing");
   EXPECT_EQ(r.inventory.devices[0].gfx->remedy, "unset HSA_OVERRIDE_GFX_VERSION");
 }
@@ -198,16 +201,43 @@ TEST(GfxVerdict, AnOverrideThatNamesAnArchTorchLacksIsMissing) {
 TEST(GfxVerdict, NoTorchAnswerIsUnknown) {
   // A CPU-only torch answers n/a; a LibTorch worker alone has no arch list; no worker at all.
   Report cpu_only = report_for(gpu("gfx1100", "x"), hello("n/a", "n/a", "n/a"));
-  advice::settle_gfx_truth(cpu_only);
+  settle(cpu_only);
   EXPECT_EQ(cpu_only.inventory.devices[0].gfx->verdict, "unknown");
   EXPECT_NE(cpu_only.inventory.devices[0].gfx->detail.find("CPU-only"), std::string::npos);
 
   Report none;
   none.inventory.devices.push_back(gpu("gfx1100", "x"));
-  advice::settle_gfx_truth(none);
+  settle(none);
   EXPECT_EQ(none.inventory.devices[0].gfx->verdict, "unknown");
   EXPECT_EQ(json::parse(report::render_json(none))["inventory"]["devices"][0]["gfx"]["verdict"],
             "unknown");
+}
+
+TEST(GfxVerdict, SettlingDecidesWithoutChangingTheReport) {
+  // A GPU torch alone saw (no gfx target) is not an AMD GPU: it gets no verdict.
+  Device nvidia;
+  nvidia.index = 1;
+  nvidia.sources["seen_by"]["torch"] = "yes";
+  Report r = report_for(gpu("gfx1100", "AMD Radeon RX 7900 XTX"), hello("gfx1100"));
+  r.inventory.devices.push_back(nvidia);
+  const advice::GfxSettlement s = advice::settle_gfx_truth(r);
+  EXPECT_FALSE(r.inventory.devices[0].gfx);
+  ASSERT_EQ(s.verdicts.size(), 1u);
+  EXPECT_EQ(s.verdicts[0].first, 0u);
+  EXPECT_EQ(s.verdicts[0].second.verdict, "native");
+  advice::apply_gfx_truth(s, r);
+  ASSERT_TRUE(r.inventory.devices[0].gfx);
+  EXPECT_EQ(r.inventory.devices[0].gfx->verdict, "native");
+  EXPECT_FALSE(r.inventory.devices[1].gfx);
+}
+
+TEST(GfxVerdict, TheRemedyNamesTheShippedRocmWheelIndex) {
+  // The index comes from data/rocm_wheels.json, compiled in.
+  Report r = report_for(gpu("gfx942", "AMD Instinct MI300X"), hello("gfx1100"));
+  settle(r);
+  EXPECT_EQ(r.inventory.devices[0].gfx->remedy,
+            "every ROCm wheel of download.pytorch.org carries gfx942 (pip install torch "
+            "--index-url https://download.pytorch.org/whl/rocm6.4)");
 }
 
 TEST(GfxVerdict, BaseNamesDropFeatureSuffixes) {

@@ -17,9 +17,10 @@ ALLOWED = {
     "run": {"core", "protocol", "isolate", "cases", "workers"},
     "advice": {"core"},
     "report": {"core"},
+    "compare": {"core", "report"},
     "check": {"core", "protocol", "devices", "cases", "run", "advice", "report"},
     "cli": {"core", "protocol", "loader", "isolate", "devices", "kernels", "cases", "workers",
-            "run", "advice", "report", "check"},
+            "run", "advice", "report", "compare", "check"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -1,4 +1,5 @@
-// The one cache policy: where the cache folder is, how a folder is locked, what trim() evicts.
+// The one cache policy: where the cache folder is, how a folder is locked, what
+// evict_least_recently_used() evicts.
 #include "core/cache.hpp"
 #include "support/run_binary.hpp"
 
@@ -67,7 +68,7 @@ TEST(CacheTrim, EvictsWhatEarlierRunsUsedLeastRecentlyAndNeverThisRunsFiles) {
   const auto run_started = fs::file_time_type::clock::now() - std::chrono::seconds(100);
   write_bytes(d / "this-run.f64", 100, std::chrono::seconds(0));
 
-  EXPECT_TRUE(cache::trim(dir.path(), ".f64", 250, run_started));
+  EXPECT_TRUE(cache::evict_least_recently_used(dir.path(), ".f64", 250, run_started));
   EXPECT_FALSE(fs::exists(d / "oldest.f64"));
   EXPECT_TRUE(fs::exists(d / "older.f64"));
   EXPECT_TRUE(fs::exists(d / "this-run.f64"));
@@ -75,11 +76,11 @@ TEST(CacheTrim, EvictsWhatEarlierRunsUsedLeastRecentlyAndNeverThisRunsFiles) {
 
   // Using a file makes it this run's: it stays, and the bound cannot be met.
   cache::mark_used(d / "older.f64");
-  EXPECT_FALSE(cache::trim(dir.path(), ".f64", 150, run_started));
+  EXPECT_FALSE(cache::evict_least_recently_used(dir.path(), ".f64", 150, run_started));
   EXPECT_TRUE(fs::exists(d / "older.f64"));
   EXPECT_TRUE(fs::exists(d / "this-run.f64"));
   // A folder that does not exist is within any bound.
-  EXPECT_TRUE(cache::trim(dir.file("missing"), ".f64", 0, run_started));
+  EXPECT_TRUE(cache::evict_least_recently_used(dir.file("missing"), ".f64", 0, run_started));
 }
 
 TEST(CacheLock, HoldsTheFolderAgainstAnotherOpenUntilReleased) {

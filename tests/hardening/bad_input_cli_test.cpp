@@ -15,44 +15,26 @@
 #include <string>
 #include <vector>
 
+using sdpa_hardening::k_small_plan;
+using sdpa_hardening::Row;
+using sdpa_hardening::row_argv;
+using sdpa_hardening::run_row;
 using sdpa_hardening::usage_error_problem;
 using sdpa_test::doctor;
 using sdpa_test::run_binary;
 
 namespace {
 
-// Every `check` row gets this tiny plan, so an input that is wrongly accepted shows up as exit 0
-// in seconds instead of a full run.
-const std::vector<std::string> k_small_plan = {"--probe", "reference", "--variant", "ref-math",
-                                               "--case", "dtype=fp32,b=1,h=1,l=8,d=8"};
+void write_fixtures(const sdpa_test::TempDir& dir) {
+  // An existing run directory: a report over its journal would otherwise be written.
+  std::filesystem::create_directories(dir.file("run"));
+  sdpa_test::write_file(dir.file("causal-mask.jsonl"),
+                        R"({"dtype":"fp32","l":8,"d":8,"causal":true,"mask":"bool"})" "\n");
+}
 
-struct Row {
-  const char* name;
-  // After the binary; "@" at the start is the fixture directory, "%" the golden reports (only
-  // read).
-  std::vector<std::string> argv;
-  bool small_plan = true;        // append k_small_plan (for `check` rows)
-};
-
-void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
-
-class Fixtures {
-public:
-  Fixtures() {
-    // An existing run directory: a report over its journal would otherwise be written.
-    std::filesystem::create_directories(m_dir.file("run"));
-    sdpa_test::write_file(m_dir.file("causal-mask.jsonl"),
-                          R"({"dtype":"fp32","l":8,"d":8,"causal":true,"mask":"bool"})" "\n");
-  }
-  std::string dir() const { return m_dir.path(); }
-
-private:
-  sdpa_test::TempDir m_dir;
-};
-
-Fixtures& fixtures() {
-  static Fixtures f;
-  return f;
+const std::string& fixture_dir() {
+  static const sdpa_hardening::FixtureDir dir(write_fixtures);
+  return dir.path();
 }
 
 std::vector<Row> rows() {
@@ -121,32 +103,11 @@ std::vector<Row> rows() {
   };
 }
 
-std::vector<std::string> expand(const Row& row) {
-  std::vector<std::string> argv = {doctor()};
-  for (const auto& a : row.argv)
-    argv.push_back(a.empty()     ? a
-                   : a[0] == '@' ? fixtures().dir() + a.substr(1)
-                   : a[0] == '%' ? sdpa_test::source_path("tests/report/golden") + a.substr(1)
-                                 : a);
-  // Flags after the small plan would be taken as its values: the plan goes last.
-  if (row.small_plan && !row.argv.empty() && row.argv[0] == "check")
-    argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
-  return argv;
-}
-
 class BadCliInput : public ::testing::TestWithParam<Row> {};
 
 TEST_P(BadCliInput, IsOneLineUsageErrorWithExit2) {
   const Row& row = GetParam();
-  const auto argv = expand(row);
-  const auto start = std::chrono::steady_clock::now();
-  sdpa_test::RunOptions options;
-  options.timeout_s = 30;
-  const auto run = run_binary(argv, options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::string shown;
-  for (const auto& a : argv) shown += " '" + a + "'";
+  const auto [run, seconds, shown] = run_row(row_argv(row.argv, fixture_dir(), row.small_plan));
   EXPECT_EQ(usage_error_problem(run), "") << shown << "\nexit " << run.exit_code << "\nstderr:\n"
                                           << run.err.substr(0, 1000);
   EXPECT_LT(seconds, 20.0) << shown;

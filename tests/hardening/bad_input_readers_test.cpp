@@ -24,13 +24,14 @@
 
 using nlohmann::json;
 using sdpa_hardening::crash_problem;
+using sdpa_hardening::k_small_plan;
+using sdpa_hardening::row_argv;
+using sdpa_hardening::run_row;
 using sdpa_hardening::usage_error_problem;
 using sdpa_test::run_binary;
 
 namespace {
 
-const std::vector<std::string> k_small_plan = {"--probe", "reference", "--variant", "ref-math",
-                                               "--case", "dtype=fp32,b=1,h=1,l=8,d=8"};
 // A case of the golden report every report fixture is made from.
 const std::string k_case_id = "fp32-b1-h8-q64-k64-d32";
 
@@ -93,9 +94,7 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
 
 // Written once, removed when the test binary ends.
 const std::string& fixture_dir() {
-  static const sdpa_test::TempDir dir;
-  static const bool written = (write_fixtures(dir), true);
-  (void)written;
+  static const sdpa_hardening::FixtureDir dir(write_fixtures);
   return dir.path();
 }
 
@@ -159,26 +158,11 @@ std::vector<Row> rows() {
   };
 }
 
-std::vector<std::string> expand(const Row& row) {
-  std::vector<std::string> argv = {sdpa_test::doctor()};
-  for (const auto& a : row.argv)
-    argv.push_back(!a.empty() && a[0] == '@' ? fixture_dir() + a.substr(1) : a);
-  if (row.argv.front() == "check")
-    argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
-  return argv;
-}
-
 class BadReaderInput : public ::testing::TestWithParam<Row> {};
 
 TEST_P(BadReaderInput, IsOneLineUsageErrorNamingTheProblem) {
   const Row& row = GetParam();
-  const auto argv = expand(row);
-  sdpa_test::RunOptions options;
-  options.timeout_s = 30;
-  const auto start = std::chrono::steady_clock::now();
-  const auto run = run_binary(argv, options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto [run, seconds, shown] = run_row(row_argv(row.argv, fixture_dir()));
   EXPECT_EQ(usage_error_problem(run), "") << "exit " << run.exit_code << "\n" << run.err;
   EXPECT_NE(run.err.find(row.names), std::string::npos) << "does not say '" << row.names
                                                         << "':\n" << run.err;

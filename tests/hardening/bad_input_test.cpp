@@ -18,100 +18,83 @@
 #include <vector>
 
 using sdpa_hardening::crash_problem;
+using sdpa_hardening::k_small_plan;
+using sdpa_hardening::Row;
+using sdpa_hardening::row_argv;
+using sdpa_hardening::run_row;
 using sdpa_hardening::usage_error_problem;
 using sdpa_test::run_binary;
 namespace fs = std::filesystem;
 
 namespace {
 
-// Every row that reaches `check` gets this one tiny plan, so an input that is wrongly accepted
-// shows up as a wrong exit code in seconds instead of a full run.
-const std::vector<std::string> k_small_plan = {"--probe", "reference", "--variant", "ref-math",
-                                               "--case", "dtype=fp32,b=1,h=1,l=8,d=8"};
-
-struct Row {
-  const char* name;
-  std::vector<std::string> argv; // after the binary; "@" at the start is the fixture directory
-  bool small_plan = true;        // append k_small_plan (for `check` rows)
-};
-
-// gtest names a failing row by this instead of its bytes.
-void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
-
 std::string nested(int depth) { return std::string(depth, '[') + std::string(depth, ']') + "\n"; }
 
 // Files the rows point at, made once.
-class Fixtures {
-public:
-  Fixtures() {
-    const auto put = [this](const std::string& name, const std::string& text) {
-      sdpa_test::write_file(m_dir.file(name), text);
-    };
-    put("empty.jsonl", "");
-    put("comments.jsonl", "# only a comment\n\n   \n");
-    put("notjson.jsonl", "dtype=fp16,b=1\n");
-    put("array.jsonl", "[1,2,3]\n");
-    put("string.jsonl", "\"fp16\"\n");
-    put("wrongtype.jsonl", "{\"dtype\":\"fp16\",\"d\":[64]}\n");
-    put("fraction.jsonl", "{\"dtype\":\"fp16\",\"d\":64.5}\n");
-    put("badvalue.jsonl", "{\"dtype\":\"fp16\",\"d\":0}\n");
-    put("unknownkey.jsonl", "{\"dtype\":\"fp16\",\"colour\":\"red\"}\n");
-    put("baddtype.jsonl", "{\"dtype\":\"fp8\"}\n");
-    put("secondbad.jsonl", "{\"dtype\":\"fp16\"}\n{\"dtype\":\"fp16\",\"l\":-1}\n");
-    put("nested.jsonl", nested(200000));
-    put("binary.jsonl", std::string("\x7f" "ELF\x02\x01\x01\0\0\0\0\xff\xfe", 14));
-    put("highbytes.jsonl", std::string(64, '\xff') + "\n");
-    sdpa_hardening::make_sparse_file(m_dir.file("huge.jsonl"), 1LL << 30);
-    sdpa_hardening::make_sparse_file(m_dir.file("huge-issues.json"), 1LL << 30);
-    ::mkfifo(m_dir.file("fifo").c_str(), 0644);
+void write_fixtures(const sdpa_test::TempDir& dir) {
+  const auto put = [&dir](const std::string& name, const std::string& text) {
+    sdpa_test::write_file(dir.file(name), text);
+  };
+  put("empty.jsonl", "");
+  put("comments.jsonl", "# only a comment\n\n   \n");
+  put("notjson.jsonl", "dtype=fp16,b=1\n");
+  put("array.jsonl", "[1,2,3]\n");
+  put("string.jsonl", "\"fp16\"\n");
+  put("wrongtype.jsonl", "{\"dtype\":\"fp16\",\"d\":[64]}\n");
+  put("fraction.jsonl", "{\"dtype\":\"fp16\",\"d\":64.5}\n");
+  put("badvalue.jsonl", "{\"dtype\":\"fp16\",\"d\":0}\n");
+  put("unknownkey.jsonl", "{\"dtype\":\"fp16\",\"colour\":\"red\"}\n");
+  put("baddtype.jsonl", "{\"dtype\":\"fp8\"}\n");
+  put("secondbad.jsonl", "{\"dtype\":\"fp16\"}\n{\"dtype\":\"fp16\",\"l\":-1}\n");
+  put("nested.jsonl", nested(200000));
+  put("binary.jsonl", std::string("\x7f" "ELF\x02\x01\x01\0\0\0\0\xff\xfe", 14));
+  put("highbytes.jsonl", std::string(64, '\xff') + "\n");
+  sdpa_hardening::make_sparse_file(dir.file("huge.jsonl"), 1LL << 30);
+  sdpa_hardening::make_sparse_file(dir.file("huge-issues.json"), 1LL << 30);
+  ::mkfifo(dir.file("fifo").c_str(), 0644);
 
-    put("issues-notjson.json", "not json at all");
-    put("issues-object.json", "{\"id\":\"x\"}");
-    put("issues-badregex.json",
-        R"([{"id":"x","title":"t","link":"","advice":"a","match":{"stderr_regex":"(unclosed"}}])");
-    put("issues-idtype.json", R"([{"id":7,"title":"t","link":"","advice":"a","match":{}}])");
-    put("issues-matchtype.json", R"([{"id":"x","title":"t","link":"","advice":"a","match":"y"}])");
-    put("issues-archtype.json",
-        R"([{"id":"x","title":"t","link":"","advice":"a","match":{"archs":"gfx1201"}}])");
-    put("issues-status.json",
-        R"([{"id":"x","title":"t","link":"","advice":"a","match":{"statuses":["exploded"]}}])");
-    put("issues-unknownkey.json",
-        R"([{"id":"x","title":"t","link":"","advice":"a","match":{},"severity":"high"}])");
-    put("issues-strings.json", R"(["a","b"])");
-    put("newline.jsonl", R"({"dtype":"fp\n16"})" "\n");
-    put("issues-newline.json",
-        R"([{"id":"x\ny","title":"t","link":"","advice":"a","match":{"stderr_regex":"(un\nclosed"}}])");
-    put("issues-overflow.json", "[1e999]");
-    put("overflow.jsonl", "{\"dtype\":\"fp16\",\"d\":1e999}\n");
-    put("issues-dim.json",
-        R"([{"id":"x","title":"t","link":"","advice":"a","match":{"head_dim_min":"64"}}])");
-    put("model-notjson.json", "num_attention_heads: 32\n");
-    put("model-array.json", R"([{"num_attention_heads":32}])");
-    put("model-no-heads.json", R"({"hidden_size":4096,"max_position_embeddings":8192})");
-    put("model-heads-hidden.json",
-        R"({"num_attention_heads":30,"hidden_size":4096,"max_position_embeddings":8192})");
-    put("model-kv-heads.json", R"({"num_attention_heads":32,"num_key_value_heads":5,)"
-                               R"("hidden_size":4096,"max_position_embeddings":8192})");
-    put("model-zero-heads.json",
-        R"({"num_attention_heads":0,"hidden_size":4096,"max_position_embeddings":8192})");
-    put("model-negative-positions.json",
-        R"({"num_attention_heads":32,"hidden_size":4096,"max_position_embeddings":-1})");
-    put("model-dtype.json", R"({"num_attention_heads":32,"hidden_size":4096,)"
-                            R"("max_position_embeddings":8192,"torch_dtype":"float8_e4m3fn"})");
-    put("model-ok.json",
-        R"({"num_attention_heads":4,"hidden_size":256,"max_position_embeddings":64})");
-    put("plain.txt", "not a program\n");
-    ::chmod(m_dir.file("plain.txt").c_str(), 0644);
-  }
-  std::string dir() const { return m_dir.path(); }
+  put("issues-notjson.json", "not json at all");
+  put("issues-object.json", "{\"id\":\"x\"}");
+  put("issues-badregex.json",
+      R"([{"id":"x","title":"t","link":"","advice":"a","match":{"stderr_regex":"(unclosed"}}])");
+  put("issues-idtype.json", R"([{"id":7,"title":"t","link":"","advice":"a","match":{}}])");
+  put("issues-matchtype.json", R"([{"id":"x","title":"t","link":"","advice":"a","match":"y"}])");
+  put("issues-archtype.json",
+      R"([{"id":"x","title":"t","link":"","advice":"a","match":{"archs":"gfx1201"}}])");
+  put("issues-status.json",
+      R"([{"id":"x","title":"t","link":"","advice":"a","match":{"statuses":["exploded"]}}])");
+  put("issues-unknownkey.json",
+      R"([{"id":"x","title":"t","link":"","advice":"a","match":{},"severity":"high"}])");
+  put("issues-strings.json", R"(["a","b"])");
+  put("newline.jsonl", R"({"dtype":"fp\n16"})" "\n");
+  put("issues-newline.json",
+      R"([{"id":"x\ny","title":"t","link":"","advice":"a","match":{"stderr_regex":"(un\nclosed"}}])");
+  put("issues-overflow.json", "[1e999]");
+  put("overflow.jsonl", "{\"dtype\":\"fp16\",\"d\":1e999}\n");
+  put("issues-dim.json",
+      R"([{"id":"x","title":"t","link":"","advice":"a","match":{"head_dim_min":"64"}}])");
+  put("model-notjson.json", "num_attention_heads: 32\n");
+  put("model-array.json", R"([{"num_attention_heads":32}])");
+  put("model-no-heads.json", R"({"hidden_size":4096,"max_position_embeddings":8192})");
+  put("model-heads-hidden.json",
+      R"({"num_attention_heads":30,"hidden_size":4096,"max_position_embeddings":8192})");
+  put("model-kv-heads.json", R"({"num_attention_heads":32,"num_key_value_heads":5,)"
+                             R"("hidden_size":4096,"max_position_embeddings":8192})");
+  put("model-zero-heads.json",
+      R"({"num_attention_heads":0,"hidden_size":4096,"max_position_embeddings":8192})");
+  put("model-negative-positions.json",
+      R"({"num_attention_heads":32,"hidden_size":4096,"max_position_embeddings":-1})");
+  put("model-dtype.json", R"({"num_attention_heads":32,"hidden_size":4096,)"
+                          R"("max_position_embeddings":8192,"torch_dtype":"float8_e4m3fn"})");
+  put("model-ok.json",
+      R"({"num_attention_heads":4,"hidden_size":256,"max_position_embeddings":64})");
+  put("plain.txt", "not a program\n");
+  ::chmod(dir.file("plain.txt").c_str(), 0644);
+}
 
-private:
-  sdpa_test::TempDir m_dir;
-};
-
-Fixtures& fixtures() {
-  static Fixtures f;
-  return f;
+const std::string& fixture_dir() {
+  static const sdpa_hardening::FixtureDir dir(write_fixtures);
+  return dir.path();
 }
 
 std::vector<Row> rows() {
@@ -285,29 +268,11 @@ std::vector<Row> rows() {
   };
 }
 
-std::vector<std::string> expand(const Row& row) {
-  std::vector<std::string> argv = {sdpa_test::doctor()};
-  for (const auto& a : row.argv)
-    argv.push_back(!a.empty() && a[0] == '@' ? fixtures().dir() + a.substr(1) : a);
-  // Flags after the small plan would be taken as its values: the plan goes last.
-  if (row.small_plan && row.argv.size() > 0 && row.argv[0] == "check")
-    argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
-  return argv;
-}
-
 class BadInput : public ::testing::TestWithParam<Row> {};
 
 TEST_P(BadInput, IsOneLineUsageErrorWithExit2) {
   const Row& row = GetParam();
-  const auto argv = expand(row);
-  const auto start = std::chrono::steady_clock::now();
-  sdpa_test::RunOptions options;
-  options.timeout_s = 30; // a hang is a failed row, not a stuck suite
-  const auto run = run_binary(argv, options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::string shown;
-  for (const auto& a : argv) shown += " '" + a + "'";
+  const auto [run, seconds, shown] = run_row(row_argv(row.argv, fixture_dir(), row.small_plan));
   EXPECT_EQ(usage_error_problem(run), "") << shown << "\nexit " << run.exit_code << "\nstderr:\n"
                                           << run.err.substr(0, 1000);
   // Inputs are checked before any worker starts.

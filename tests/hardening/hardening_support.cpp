@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +101,35 @@ std::string usage_error_problem(const sdpa_test::RunResult& run) {
   if (lines[0].size() > 320) return "the error line is " + std::to_string(lines[0].size()) +
                                     " characters long: " + lines[0].substr(0, 160) + "...";
   return {};
+}
+
+void PrintTo(const Row& row, std::ostream* os) { *os << row.name; }
+
+const std::vector<std::string> k_small_plan = {"--probe", "reference", "--variant", "ref-math",
+                                               "--case", "dtype=fp32,b=1,h=1,l=8,d=8"};
+
+std::vector<std::string> row_argv(const std::vector<std::string>& args,
+                                  const std::string& fixture_dir, bool small_plan) {
+  std::vector<std::string> argv = {sdpa_test::doctor()};
+  for (const auto& a : args)
+    argv.push_back(a.empty()     ? a
+                   : a[0] == '@' ? fixture_dir + a.substr(1)
+                   : a[0] == '%' ? sdpa_test::source_path("tests/report/golden") + a.substr(1)
+                                 : a);
+  if (small_plan && !args.empty() && args[0] == "check")
+    argv.insert(argv.end(), k_small_plan.begin(), k_small_plan.end());
+  return argv;
+}
+
+RowRun run_row(const std::vector<std::string>& argv) {
+  RowRun out;
+  sdpa_test::RunOptions options;
+  options.timeout_s = 30;
+  const auto start = std::chrono::steady_clock::now();
+  out.run = sdpa_test::run_binary(argv, options);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& a : argv) out.shown += " '" + a + "'";
+  return out;
 }
 
 } // namespace sdpa_hardening

@@ -4,6 +4,8 @@
 
 #include "support/run_binary.hpp"
 
+#include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -29,5 +31,47 @@ void make_executable(const std::string& path, const std::string& content);
 std::string usage_error_problem(const sdpa_test::RunResult& run);
 // Empty when `run` shows no sign of a crash of the doctor (signal, sanitizer, terminate, trace).
 std::string crash_problem(const sdpa_test::RunResult& run);
+
+// ---- the bad-input tables (bad_input_*_test.cpp) ----
+
+// One row of a table of command lines that must each be a clean usage error.
+struct Row {
+  const char* name;
+  // After the binary; "@" at the start is the fixture directory, "%" the golden reports (only
+  // read).
+  std::vector<std::string> argv;
+  bool small_plan = true; // append k_small_plan (for `check` rows)
+};
+// gtest names a failing row by this instead of its bytes.
+void PrintTo(const Row& row, std::ostream* os);
+
+// A folder of the files a table's rows point at, written by `fill` when it is made (once per
+// process: hold it in a function-local static) and removed at exit.
+class FixtureDir {
+public:
+  explicit FixtureDir(const std::function<void(const sdpa_test::TempDir&)>& fill) { fill(m_dir); }
+  const std::string& path() const { return m_dir.path(); }
+
+private:
+  sdpa_test::TempDir m_dir;
+};
+
+// The tiny plan every `check` row gets, so an input that is wrongly accepted shows up as a wrong
+// exit code in seconds instead of a full run.
+extern const std::vector<std::string> k_small_plan;
+
+// The doctor's argv for one row: `args` after the binary, an argument starting with "@" taken
+// inside `fixture_dir`, one starting with "%" among the golden reports, and k_small_plan last
+// for a `check` row when `small_plan` (flags after it would be taken as its values).
+std::vector<std::string> row_argv(const std::vector<std::string>& args,
+                                  const std::string& fixture_dir, bool small_plan = true);
+
+// One row through the binary, with a 30 s timeout (a hang is a failed row, not a stuck suite).
+struct RowRun {
+  sdpa_test::RunResult run;
+  double seconds = 0;  // how long it took
+  std::string shown;   // the argv, each argument quoted, for a failure message
+};
+RowRun run_row(const std::vector<std::string>& argv);
 
 } // namespace sdpa_hardening

@@ -1,6 +1,7 @@
 // Reading reports back, diff and fleet merge as pure functions over the golden report files.
 // Golden outputs: SDPA_DOCTOR_UPDATE_GOLDEN=1 rewrites them after an intended change.
-#include "report/compare.hpp"
+#include "compare/compare.hpp"
+#include "report/report.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
@@ -19,8 +20,8 @@ json golden_json(const std::string& name) {
   return json::parse(sdpa_test::read_file(sdpa_test::source_path("tests/report/golden/" + name + ".json")));
 }
 
-report::ReportDigest digest(const json& doc) {
-  auto d = report::read_report(doc.dump());
+compare::ReportDigest digest(const json& doc) {
+  auto d = compare::read_report(doc.dump());
   if (!d) throw std::runtime_error(d.error().message);
   return std::move(*d);
 }
@@ -37,7 +38,7 @@ json& result(json& doc, const std::string& variant, const std::string& case_id) 
 
 // The baseline is crash_known_issue; the new report regresses one cell, fixes another, slows a
 // third, drops a fourth and adds a fifth.
-report::DiffResult edited_diff() {
+compare::DiffResult edited_diff() {
   json base = golden_json("crash_known_issue");
   json now = base;
   json& r = result(now, "flash", "fp16-b1-h8-q128-k128-d64");
@@ -60,7 +61,7 @@ report::DiffResult edited_diff() {
   }
   now["started_at"] = "2026-09-21T09:30:00Z";
   now["host"]["hostname"] = "ws-lab-08";
-  return report::diff(digest(base), digest(now), {default_fail_on(), 1.25, false});
+  return compare::diff(digest(base), digest(now), {default_fail_on(), 1.25, false});
 }
 
 std::string fmt_node(int n) {
@@ -97,7 +98,7 @@ TEST(ReportReader, AcceptsV1AndItsMinorVersionsOnly) {
 TEST(ReportReader, ReadsEveryGoldenReport) {
   for (const char* name : {"crash_known_issue", "timeout_mismatch", "all_unsupported", "no_gpu"}) {
     const json doc = golden_json(name);
-    auto d = report::read_report(doc.dump());
+    auto d = compare::read_report(doc.dump());
     ASSERT_TRUE(d) << name << ": " << d.error().message;
     EXPECT_EQ(d->cells.size(), doc["results"].size()) << name;
     EXPECT_EQ(d->hostname, doc["host"].value("hostname", "")) << name;
@@ -113,22 +114,22 @@ TEST(ReportReader, ReadsEveryGoldenReport) {
 
 TEST(ReportReader, BadInputIsOneLineError) {
   const std::string text = golden_json("no_gpu").dump();
-  auto truncated = report::read_report(text.substr(0, text.size() / 2));
+  auto truncated = compare::read_report(text.substr(0, text.size() / 2));
   ASSERT_FALSE(truncated);
   EXPECT_NE(truncated.error().message.find("truncated"), std::string::npos);
-  auto other = report::read_report(R"({"name":"x"})");
+  auto other = compare::read_report(R"({"name":"x"})");
   ASSERT_FALSE(other);
   EXPECT_NE(other.error().message.find("not an sdpa-doctor report"), std::string::npos);
-  EXPECT_FALSE(report::read_report("[1,2]"));
-  EXPECT_FALSE(report::read_report(""));
+  EXPECT_FALSE(compare::read_report("[1,2]"));
+  EXPECT_FALSE(compare::read_report(""));
   json bad = golden_json("no_gpu");
   bad["results"][0]["status"] = "exploded";
-  EXPECT_FALSE(report::read_report(bad.dump()));
+  EXPECT_FALSE(compare::read_report(bad.dump()));
 }
 
 TEST(Diff, IdenticalReportsHaveNoChange) {
   const auto d = digest(golden_json("timeout_mismatch"));
-  const auto result = report::diff(d, d, {default_fail_on(), 1.25, false});
+  const auto result = compare::diff(d, d, {default_fail_on(), 1.25, false});
   EXPECT_TRUE(result.changes.empty());
   EXPECT_EQ(result.compared, static_cast<int>(d.cells.size()));
   EXPECT_EQ(result.exit_code, 0);
@@ -136,13 +137,13 @@ TEST(Diff, IdenticalReportsHaveNoChange) {
 
 TEST(Diff, ClassifiesEachKindOfChange) {
   const auto d = edited_diff();
-  EXPECT_EQ(d.count(report::ChangeKind::regression), 1);
-  EXPECT_EQ(d.count(report::ChangeKind::fix), 1);
-  EXPECT_EQ(d.count(report::ChangeKind::slower), 1);
-  EXPECT_EQ(d.count(report::ChangeKind::added), 1);
-  EXPECT_EQ(d.count(report::ChangeKind::removed), 1);
+  EXPECT_EQ(d.count(compare::ChangeKind::regression), 1);
+  EXPECT_EQ(d.count(compare::ChangeKind::fix), 1);
+  EXPECT_EQ(d.count(compare::ChangeKind::slower), 1);
+  EXPECT_EQ(d.count(compare::ChangeKind::added), 1);
+  EXPECT_EQ(d.count(compare::ChangeKind::removed), 1);
   EXPECT_EQ(d.exit_code, 1);
-  EXPECT_EQ(d.changes.front().kind, report::ChangeKind::regression);
+  EXPECT_EQ(d.changes.front().kind, compare::ChangeKind::regression);
   EXPECT_EQ(d.changes.front().cell.case_id, "fp16-b1-h8-q128-k128-d64");
 }
 
@@ -150,34 +151,34 @@ TEST(Diff, FailOnDecidesWhatIsARegression) {
   json base = golden_json("crash_known_issue");
   json now = base;
   result(now, "flash", "fp16-b1-h8-q128-k128-d64")["status"] = "unsupported";
-  const auto by_default = report::diff(digest(base), digest(now), {default_fail_on(), 1.25, false});
-  EXPECT_EQ(by_default.count(report::ChangeKind::changed), 1);
+  const auto by_default = compare::diff(digest(base), digest(now), {default_fail_on(), 1.25, false});
+  EXPECT_EQ(by_default.count(compare::ChangeKind::changed), 1);
   EXPECT_EQ(by_default.exit_code, 0);
   auto wider = default_fail_on();
   wider.insert(Status::unsupported);
-  EXPECT_EQ(report::diff(digest(base), digest(now), {wider, 1.25, false}).exit_code, 1);
+  EXPECT_EQ(compare::diff(digest(base), digest(now), {wider, 1.25, false}).exit_code, 1);
 }
 
 TEST(Diff, HostNameIsNotPartOfTheCell) {
   json base = golden_json("crash_known_issue");
   json now = base;
   now["host"]["hostname"] = "another-node";
-  EXPECT_TRUE(report::diff(digest(base), digest(now), {default_fail_on(), 1.25, false}).changes.empty());
+  EXPECT_TRUE(compare::diff(digest(base), digest(now), {default_fail_on(), 1.25, false}).changes.empty());
 }
 
 TEST(Diff, GoldenConsoleMarkdownAndJson) {
   const auto d = edited_diff();
-  expect_golden("diff.console.txt", report::render_diff_console(d, true));
-  expect_golden("diff.console-ascii.txt", report::render_diff_console(d, false));
-  expect_golden("diff.md", report::render_diff_markdown(d));
-  const json j = json::parse(report::render_diff_json(d));
+  expect_golden("diff.console.txt", compare::render_diff_console(d, true));
+  expect_golden("diff.console-ascii.txt", compare::render_diff_console(d, false));
+  expect_golden("diff.md", compare::render_diff_markdown(d));
+  const json j = json::parse(compare::render_diff_json(d));
   EXPECT_EQ(j["schema"], "sdpa-doctor/diff/v1");
   EXPECT_EQ(j["counts"]["regression"], 1);
 }
 
 TEST(Fleet, OddNodesNamedWithTheDriverThatSeparatesThem) {
   const json base = golden_json("crash_known_issue");
-  report::FleetMatrix fleet(default_fail_on());
+  compare::FleetMatrix fleet(default_fail_on());
   for (int n = 1; n <= 16; ++n) {
     json doc = base;
     const bool odd = n == 7;
@@ -195,16 +196,16 @@ TEST(Fleet, OddNodesNamedWithTheDriverThatSeparatesThem) {
             "flash[ck] (libtorch) crashes on 1 of 16 gfx1201 nodes: node-07; driver 6.8 vs 6.10 "
             "elsewhere");
   EXPECT_EQ(fleet.exit_code(), 1);
-  expect_golden("fleet.console.txt", report::render_fleet_console(fleet, true));
-  expect_golden("fleet.md", report::render_fleet_markdown(fleet));
-  const json j = json::parse(report::render_fleet_json(fleet));
+  expect_golden("fleet.console.txt", compare::render_fleet_console(fleet, true));
+  expect_golden("fleet.md", compare::render_fleet_markdown(fleet));
+  const json j = json::parse(compare::render_fleet_json(fleet));
   EXPECT_EQ(j["schema"], "sdpa-doctor/fleet/v1");
   EXPECT_EQ(j["odd_nodes"][0]["splits"][0]["fact"], "driver");
 }
 
 TEST(Fleet, NoFactNamedWhenNoneSeparates) {
   const json base = golden_json("crash_known_issue");
-  report::FleetMatrix fleet(default_fail_on());
+  compare::FleetMatrix fleet(default_fail_on());
   for (int n = 1; n <= 4; ++n) {
     json doc = base;
     doc["host"]["hostname"] = fmt_node(n);
@@ -219,9 +220,9 @@ TEST(Fleet, NoFactNamedWhenNoneSeparates) {
 }
 
 TEST(Fleet, SkippedInputOrNoReportIsExitTwo) {
-  report::FleetMatrix empty(default_fail_on());
+  compare::FleetMatrix empty(default_fail_on());
   EXPECT_EQ(empty.exit_code(), 2);
-  report::FleetMatrix fleet(default_fail_on());
+  compare::FleetMatrix fleet(default_fail_on());
   fleet.add(digest(golden_json("all_unsupported")), "a");
   EXPECT_EQ(fleet.exit_code(), 0);
   fleet.skip({"b.json", "truncated JSON at byte 10"});

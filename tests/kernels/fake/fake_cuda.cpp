@@ -160,22 +160,7 @@ int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsign
   return CUDA_SUCCESS;
 }
 
-int cuEventCreate(void** event, unsigned) {
-  *event = new double(0);
-  return CUDA_SUCCESS;
-}
-int cuEventRecord(void* event, void*) {
-  *static_cast<double*>(event) = fake::now_ms();
-  return CUDA_SUCCESS;
-}
-int cuEventSynchronize(void*) { return CUDA_SUCCESS; }
-int cuEventElapsedTime_v2(float* ms, void* start, void* stop) {
-  *ms = float(*static_cast<double*>(stop) - *static_cast<double*>(start));
-  return CUDA_SUCCESS;
-}
-int cuEventDestroy_v2(void* event) {
-  delete static_cast<double*>(event);
-  return CUDA_SUCCESS;
-}
+SDPA_FAKE_EVENT_CALLS(cuEventCreate(void** event, unsigned), cuEventRecord, cuEventSynchronize,
+                      cuEventElapsedTime_v2, cuEventDestroy_v2, CUDA_SUCCESS)
 
 } // extern "C"

@@ -64,4 +64,34 @@ inline double now_ms() {
       .count();
 }
 
+// The timing events of both fake runtimes: an event is the time it was last recorded at (ms).
+inline void* event_create() { return new double(0); }
+inline void event_record(void* event) { *static_cast<double*>(event) = now_ms(); }
+inline float event_elapsed_ms(void* start, void* stop) {
+  return float(*static_cast<double*>(stop) - *static_cast<double*>(start));
+}
+inline void event_destroy(void* event) { delete static_cast<double*>(event); }
+
+// The five event entry points of a fake runtime in its own spelling (inside extern "C"): CREATE
+// is the whole create signature, whose parameters differ (cuEventCreate takes flags), and OK the
+// runtime's success code.
+#define SDPA_FAKE_EVENT_CALLS(CREATE, RECORD, SYNCHRONIZE, ELAPSED, DESTROY, OK)                  \
+  int CREATE {                                                                                    \
+    *event = fake::event_create();                                                                \
+    return OK;                                                                                    \
+  }                                                                                               \
+  int RECORD(void* event, void*) {                                                                \
+    fake::event_record(event);                                                                    \
+    return OK;                                                                                    \
+  }                                                                                               \
+  int SYNCHRONIZE(void*) { return OK; }                                                           \
+  int ELAPSED(float* ms, void* start, void* stop) {                                               \
+    *ms = fake::event_elapsed_ms(start, stop);                                                    \
+    return OK;                                                                                    \
+  }                                                                                               \
+  int DESTROY(void* event) {                                                                      \
+    fake::event_destroy(event);                                                                   \
+    return OK;                                                                                    \
+  }
+
 } // namespace fake

@@ -122,22 +122,7 @@ int hipModuleLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz,
   return hipSuccess;
 }
 
-int hipEventCreate(void** event) {
-  *event = new double(0);
-  return hipSuccess;
-}
-int hipEventRecord(void* event, void*) {
-  *static_cast<double*>(event) = fake::now_ms();
-  return hipSuccess;
-}
-int hipEventSynchronize(void*) { return hipSuccess; }
-int hipEventElapsedTime(float* ms, void* start, void* stop) {
-  *ms = float(*static_cast<double*>(stop) - *static_cast<double*>(start));
-  return hipSuccess;
-}
-int hipEventDestroy(void* event) {
-  delete static_cast<double*>(event);
-  return hipSuccess;
-}
+SDPA_FAKE_EVENT_CALLS(hipEventCreate(void** event), hipEventRecord, hipEventSynchronize,
+                      hipEventElapsedTime, hipEventDestroy, hipSuccess)
 
 } // extern "C"

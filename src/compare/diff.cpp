@@ -1,5 +1,5 @@
+#include "compare/compare.hpp"
 #include "report/common.hpp"
-#include "report/compare.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <tuple>
 
-namespace sdpa_doctor::report {
+namespace sdpa_doctor::compare {
 
 using nlohmann::json;
-using namespace detail;
+using namespace report::detail;
 
 namespace {
 
@@ -287,4 +287,4 @@ std::string render_diff_json(const DiffResult& d) {
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-} // namespace sdpa_doctor::report
+} // namespace sdpa_doctor::compare

@@ -1,5 +1,5 @@
+#include "compare/compare.hpp"
 #include "report/common.hpp"
-#include "report/compare.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -7,10 +7,10 @@
 
 #include <algorithm>
 
-namespace sdpa_doctor::report {
+namespace sdpa_doctor::compare {
 
 using nlohmann::json;
-using namespace detail;
+using namespace report::detail;
 
 namespace {
 
@@ -372,4 +372,4 @@ std::string render_fleet_json(const FleetMatrix& fleet) {
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-} // namespace sdpa_doctor::report
+} // namespace sdpa_doctor::compare

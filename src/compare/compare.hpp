@@ -1,9 +1,9 @@
-// report/compare: reading reports back and comparing them. A report JSON (any v1.N) is read into
-// the few fields a comparison needs (ReportDigest); `diff` compares a baseline with a new report
-// cell by cell, and FleetMatrix folds any number of reports, one at a time, into one fleet
-// matrix with the odd nodes named and the environment fact that separates them.
-// Pure functions except read_report_file (reads one file). Depends on core (and nlohmann-json
-// inside the reader) only.
+// compare: reading reports back and comparing them. A report JSON (any v1.N) is read into the
+// few fields a comparison needs (ReportDigest); `diff` compares a baseline with a new report cell
+// by cell, and FleetMatrix folds any number of reports, one at a time, into one fleet matrix with
+// the odd nodes named and the environment fact that separates them.
+// Pure functions except read_report_file (reads one file). Depends on core and report (the
+// schema check, the status words the renderers share) only; never on run, advice or cli.
 #pragma once
 
 #include "core/expected.hpp"
@@ -18,7 +18,7 @@
 #include <tuple>
 #include <vector>
 
-namespace sdpa_doctor::report {
+namespace sdpa_doctor::compare {
 
 inline constexpr std::string_view k_diff_schema = "sdpa-doctor/diff/v1";
 inline constexpr std::string_view k_fleet_schema = "sdpa-doctor/fleet/v1";
@@ -53,13 +53,6 @@ struct ReportDigest {
   std::vector<DigestCell> cells; // report order
 };
 
-// Refused above this size (a stream too): a report of a full suite on eight GPUs is a few
-// hundred MiB at most, and it is read whole.
-inline constexpr int64_t k_max_report_bytes = int64_t{1} << 30;
-
-// Accepts "sdpa-doctor/report/v1" and "sdpa-doctor/report/v1.N"; anything else is an error.
-Expected<bool> check_report_schema(std::string_view schema);
-
 // Parses one report JSON. Errors are one line: "truncated or invalid JSON at byte N",
 // "not an sdpa-doctor report (no schema field)", "newer report schema 'sdpa-doctor/report/v2'
 // (this doctor reads v1)", "result 3 (fp16-...) 'device' must be a non-empty string, got
@@ -68,7 +61,7 @@ Expected<bool> check_report_schema(std::string_view schema);
 // are dropped while parsing.
 Expected<ReportDigest> read_report(std::string_view json_text);
 // Reads and parses one file ("-" is stdin; a pipe is read as a stream); a directory, an
-// unreadable file or one over k_max_report_bytes is an error naming why.
+// unreadable file or one over report::k_max_report_bytes is an error naming why.
 Expected<ReportDigest> read_report_file(const std::string& path);
 
 // ---- diff ------------------------------------------------------------------------------------
@@ -181,4 +174,4 @@ std::string render_fleet_console(const FleetMatrix& fleet, bool unicode = true);
 std::string render_fleet_markdown(const FleetMatrix& fleet);
 std::string render_fleet_json(const FleetMatrix& fleet); // "schema": "sdpa-doctor/fleet/v1"
 
-} // namespace sdpa_doctor::report
+} // namespace sdpa_doctor::compare
