@@ -64,7 +64,8 @@ std::string wheel_host() {
   return std::string(url.substr(0, url.find('/')));
 }
 
-// Where a torch with kernels for `arch` comes from (facts memo §3.2, §4).
+// Where a torch with kernels for `arch` comes from: the ROCm wheel index, or TheRock's multi-arch
+// wheel with its per-device extra (AOTriton's arch list per release: ROCm/aotriton's tags).
 std::string wheel_for(const std::string& arch) {
   const std::string index = std::string("pip install torch --index-url ") + k_rocm_wheel_index;
   const std::string extra =

@@ -1,4 +1,5 @@
-// core/status: the closed set of case statuses (DESIGN.md contract) and the exit codes.
+// core/status: the closed set of case statuses (a contract of data/report.schema.json) and the
+// exit codes.
 // Depends on nothing but the standard library.
 #pragma once
 
