@@ -1,5 +1,7 @@
 #include "cases/tolerance.hpp"
 
+#include "core/text.hpp"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -20,14 +22,8 @@ Tolerance TolerancePolicy::for_dtype(DType dtype) const {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 Expected<double> parse_value(std::string_view item, std::string_view text) {
-  text = trim(text);
+  text = trim_blanks(text);
   double value = 0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
@@ -41,9 +37,9 @@ Expected<double> parse_value(std::string_view item, std::string_view text) {
 
 Expected<TolerancePolicy> parse_tolerance_overrides(std::string_view text, TolerancePolicy base) {
   TolerancePolicy policy = base;
-  while (!trim(text).empty()) {
+  while (!trim_blanks(text).empty()) {
     const size_t comma = text.find(',');
-    const std::string_view item = trim(text.substr(0, comma));
+    const std::string_view item = trim_blanks(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
@@ -52,11 +48,11 @@ Expected<TolerancePolicy> parse_tolerance_overrides(std::string_view text, Toler
       return make_error(fmt::format("invalid tolerance '{}': expected DTYPE=ATOL:RTOL, e.g. "
                                     "bf16=0.02:0.02",
                                     item));
-    const auto dtype = dtype_from_string(trim(item.substr(0, eq)));
+    const auto dtype = dtype_from_string(trim_blanks(item.substr(0, eq)));
     if (!dtype)
       return make_error(fmt::format("invalid tolerance '{}': unknown dtype '{}' (fp16, bf16, "
                                     "fp32)",
-                                    item, trim(item.substr(0, eq))));
+                                    item, trim_blanks(item.substr(0, eq))));
     auto atol = parse_value(item, item.substr(eq + 1, colon - eq - 1));
     if (!atol) return atol.error();
     auto rtol = parse_value(item, item.substr(colon + 1));

@@ -1,4 +1,5 @@
 #include "core/case.hpp"
+#include "core/text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -193,12 +194,6 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
     start = pos + 1;
   }
   return parts;
-}
-
-std::string_view trim_blanks(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 Expected<Case> finish(Case c, std::string_view source) {

@@ -61,6 +61,12 @@ std::string clean(std::string_view text, bool keep_newlines) {
 
 } // namespace
 
+std::string_view trim_blanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 std::string escape_to_one_line(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -18,6 +18,9 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
 // error message shows what was typed without breaking the line or driving the terminal.
 std::string escape_to_one_line(std::string_view text);
 
+// `s` without leading and trailing spaces and tabs (the items of a flag such as --case).
+std::string_view trim_blanks(std::string_view s);
+
 // Multi-line text (a stderr tail, a code block) with its line breaks kept ("\r\n" becomes "\n")
 // and every line escaped as by escape_to_one_line.
 std::string escape_lines(std::string_view text);
