@@ -44,6 +44,18 @@ std::vector<double> oracle_attention_at(std::string_view level, const Case& c,
 std::vector<double> oracle_attention_reference(const Case& c, const HostInputs& inputs,
                                                const std::atomic<bool>* cancel = nullptr);
 
+// The oracle's gradients for the upstream gradient `dout` (logical (B,Hq,Lq,D)): dq (B,Hq,Lq,D),
+// and dk, dv (B,Hkv,Lkv,D), each kv head's summed over the query heads it serves (GQA), with
+// oracle_attention's semantics; a fully masked row passes no gradient. One query row at a time
+// per (batch, kv head) on every core; `cancel` is read once per query row (the result is then
+// incomplete).
+struct OracleGradients {
+  std::vector<double> dq, dk, dv;
+};
+OracleGradients oracle_attention_backward(const Case& c, const HostInputs& inputs,
+                                          const std::vector<double>& dout,
+                                          const std::atomic<bool>* cancel = nullptr);
+
 // ref-math (plain QK^T -> softmax -> PV per row) or ref-flash (tiled, online softmax).
 enum class RefKernel { math, flash };
 std::string_view to_string(RefKernel kernel);                      // "ref-math", "ref-flash"

@@ -3,6 +3,7 @@
 // against PyTorch's definition; kept as the truth the fast oracle (oracle.cpp) is tested against
 // and as its "before" in bench/kernels/oracle_bench.cpp. The tool itself does not call it.
 #include "kernels/kernels.hpp"
+#include "kernels/oracle_row.hpp"
 #include "kernels/parallel_for.hpp"
 
 #include <cmath>
@@ -29,21 +30,7 @@ std::vector<double> oracle_attention_reference(const Case& c, const HostInputs& 
     std::vector<double> s(static_cast<size_t>(c.lkv));
     for (int64_t i = 0; i < c.lq; ++i) {
       if (cancel && cancel->load(std::memory_order_relaxed)) return;
-      double row_max = neg_inf;
-      for (int64_t j = 0; j < c.lkv; ++j) {
-        double score = neg_inf;
-        const bool causal_drop = c.causal && j > i;
-        const bool mask_drop = c.mask == Mask::boolean && mask[i * c.lkv + j] == 0.0f;
-        if (!causal_drop && !mask_drop) {
-          double dot = 0;
-          for (int64_t e = 0; e < c.d; ++e)
-            dot += double(q[i * c.d + e]) * double(k[j * c.d + e]);
-          score = dot * scale;
-          if (c.mask == Mask::additive) score += double(mask[i * c.lkv + j]);
-        }
-        s[size_t(j)] = score;
-        row_max = std::max(row_max, score);
-      }
+      const double row_max = oracle_row_scores(c, q + i * c.d, k, mask, i, scale, s.data());
       // A row with nothing to attend to yields zeros, as PyTorch's safe softmax does.
       if (row_max == neg_inf) continue;
       double sum = 0;

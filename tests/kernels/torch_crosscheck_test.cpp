@@ -23,6 +23,43 @@ std::vector<double> read_f64(const std::string& path) {
   return out;
 }
 
+void write_f64(const std::string& path, const std::vector<double>& values) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(values.data()),
+          std::streamsize(values.size() * sizeof(double)));
+}
+
+// max |ours - theirs| / max |theirs|: the error relative to the gradient's own scale.
+double relative_error(const std::vector<double>& ours, const std::vector<double>& theirs) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    diff = std::max(diff, std::abs(ours[i] - theirs[i]));
+    scale = std::max(scale, std::abs(theirs[i]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// The shapes both cross-checks run: GQA, causal with Lq != Lkv, bool and additive masks, causal
+// with a mask, odd head dims and lengths, one query; with `more`, a small bool-masked case too.
+std::vector<Case> crosscheck_cases(bool more) {
+  std::vector<std::string> specs = {
+      "dtype=fp32,b=1,h=2,l=37,d=64", "dtype=fp16,b=2,hq=4,hkv=2,lq=33,lkv=70,d=40,causal,seed=3",
+      "dtype=bf16,b=1,h=3,lq=1,lkv=129,d=128,mask=bool",
+      "dtype=fp32,b=1,hq=8,hkv=1,lq=65,lkv=17,d=72,causal",
+      "dtype=fp16,b=1,h=2,lq=80,lkv=80,d=64,causal,mask=additive,seed=7",
+      "dtype=bf16,b=2,hq=6,hkv=3,lq=20,lkv=200,d=96,mask=additive,seed=2",
+      "dtype=fp32,b=1,h=2,lq=50,lkv=30,d=16,causal,mask=bool,seed=5",
+      "dtype=fp16,b=1,h=1,lq=1,lkv=1,d=8"};
+  if (more) specs.push_back("dtype=bf16,b=1,h=2,lq=16,lkv=16,d=8,mask=bool,seed=11");
+  std::vector<Case> cases;
+  for (const std::string& spec : specs) {
+    auto c = parse_case_spec(spec);
+    EXPECT_TRUE(c) << spec;
+    if (c) cases.push_back(*c);
+  }
+  return cases;
+}
+
 std::string torch_spec(const Case& c) {
   return std::string(to_string(c.dtype)) + "," + std::to_string(c.b) + "," +
          std::to_string(c.hq) + "," + std::to_string(c.hkv) + "," + std::to_string(c.lq) + "," +
@@ -33,23 +70,12 @@ std::string torch_spec(const Case& c) {
 TEST(TorchCrossCheck, OracleAndKernelsAgreeWithTorchMath) {
   const std::string python = SDPA_DOCTOR_TEST_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python configured (SDPA_DOCTOR_PYTHON)";
-  std::vector<Case> cases;
-  for (const char* spec :
-       {"dtype=fp32,b=1,h=2,l=37,d=64", "dtype=fp16,b=2,hq=4,hkv=2,lq=33,lkv=70,d=40,causal,seed=3",
-        "dtype=bf16,b=1,h=3,lq=1,lkv=129,d=128,mask=bool", "dtype=fp32,b=1,hq=8,hkv=1,lq=65,lkv=17,d=72,causal",
-        "dtype=fp16,b=1,h=2,lq=80,lkv=80,d=64,causal,mask=additive,seed=7",
-        "dtype=bf16,b=2,hq=6,hkv=3,lq=20,lkv=200,d=96,mask=additive,seed=2",
-        "dtype=fp32,b=1,h=2,lq=50,lkv=30,d=16,causal,mask=bool,seed=5",
-        "dtype=fp16,b=1,h=1,lq=1,lkv=1,d=8"}) {
-    auto c = parse_case_spec(spec);
-    ASSERT_TRUE(c) << spec;
-    cases.push_back(*c);
-  }
+  const std::vector<Case> cases = crosscheck_cases(false);
   sdpa_test::TempDir dir;
   std::vector<std::string> argv = {python, sdpa_test::source_path("tests/kernels/torch_math_reference.py"),
                                    dir.path()};
   for (const Case& c : cases) argv.push_back(torch_spec(c));
-  const sdpa_test::RunResult r = sdpa_test::run_binary(argv);
+  const sdpa_test::RunResult r = sdpa_test::run_binary(argv, {{}, {}, {}, 300});
   if (r.exit_code == 3) GTEST_SKIP() << "no torch in " << python << ": " << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
@@ -74,6 +100,47 @@ TEST(TorchCrossCheck, OracleAndKernelsAgreeWithTorchMath) {
               tol.atol + tol.rtol * std::abs(torch_out[i])))
           ++outside;
       EXPECT_EQ(outside, 0) << to_string(kernel);
+    }
+  }
+}
+
+// The oracle's gradients against torch's float64 autograd through its math SDPA, on the grid of
+// shapes above. The upstream gradient is seeded, written here and read
+// there, so both differentiate the same function at the same point.
+TEST(TorchCrossCheck, OracleGradientsAgreeWithTorchAutogradInFloat64) {
+  const std::string python = SDPA_DOCTOR_TEST_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no Python configured (SDPA_DOCTOR_PYTHON)";
+  const std::vector<Case> cases = crosscheck_cases(true);
+  sdpa_test::TempDir dir;
+  std::vector<std::string> argv = {python, sdpa_test::source_path("tests/kernels/torch_math_reference.py"),
+                                   "--grad", dir.path()};
+  std::vector<std::vector<double>> douts;
+  for (size_t n = 0; n < cases.size(); ++n) {
+    // A seeded upstream gradient in [-1, 1): each element its own, so no symmetry hides an error.
+    std::vector<double> dout(size_t(cases[n].q_elements()));
+    uint64_t x = 0x9E3779B97F4A7C15ull * (n + 1);
+    for (double& g : dout) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      g = double(x >> 11) * 0x1p-52 - 1.0;
+    }
+    write_f64(dir.file(std::to_string(n) + ".dout.f64"), dout);
+    douts.push_back(std::move(dout));
+    argv.push_back(torch_spec(cases[n]));
+  }
+  const sdpa_test::RunResult r = sdpa_test::run_binary(argv, {{}, {}, {}, 300});
+  if (r.exit_code == 3) GTEST_SKIP() << "no torch in " << python << ": " << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  for (size_t n = 0; n < cases.size(); ++n) {
+    const Case& c = cases[n];
+    SCOPED_TRACE(c.id());
+    const OracleGradients ours = oracle_attention_backward(c, make_inputs(c), douts[n]);
+    const std::string prefix = dir.file(std::to_string(n));
+    for (auto [name, mine] : {std::pair{"dq", &ours.dq}, std::pair{"dk", &ours.dk},
+                              std::pair{"dv", &ours.dv}}) {
+      const std::vector<double> theirs = read_f64(prefix + "." + name + ".f64");
+      ASSERT_EQ(theirs.size(), mine->size()) << name;
+      EXPECT_LE(relative_error(*mine, theirs), 1e-12) << name;
     }
   }
 }

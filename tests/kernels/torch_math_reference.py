@@ -2,9 +2,12 @@
 as src/core/inputs.hpp defines them, runs PyTorch's math SDPA on the CPU in float64 and writes the
 output as raw little-endian float64, logical (B,Hq,Lq,D).
 
-usage: torch_math_reference.py OUT_DIR CASE...
+usage: torch_math_reference.py [--grad] OUT_DIR CASE...
   CASE = dtype,b,hq,hkv,lq,lkv,d,causal(0|1),mask(none|bool|additive),seed; the n-th case's output
   goes to OUT_DIR/<n>.f64. One process for all cases: importing torch costs seconds.
+  --grad: also the float64 autograd gradients for the upstream gradient in OUT_DIR/<n>.dout.f64
+  (raw float64, logical (B,Hq,Lq,D)): OUT_DIR/<n>.dq.f64 (B,Hq,Lq,D), <n>.dk.f64 and <n>.dv.f64
+  (B,Hkv,Lkv,D; GQA's repeated heads summed back by autograd).
 Exit 3 when torch is not importable (the test then skips).
 """
 import sys
@@ -43,7 +46,20 @@ def unit(u):
     return (u >> 8).to(torch.float32) * (2.0 ** -23) - 1.0
 
 
-def run_case(out_path, spec):
+def write_f64(path, tensor):
+    # No numpy needed: the raw bytes of the float64 tensor.
+    raw = tensor.detach().contiguous().flatten().view(torch.uint8)
+    with open(path, "wb") as f:
+        f.write(bytes(raw.tolist()))
+
+
+def read_f64(path, shape):
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    return torch.frombuffer(data, dtype=torch.float64).reshape(shape).clone()
+
+
+def run_case(prefix, spec, grad=False):
     fields = spec.split(",")
     dtype_name = fields[0]
     b, hq, hkv, lq, lkv, d = (int(x) for x in fields[1:7])
@@ -75,20 +91,27 @@ def run_case(out_path, spec):
             attn_mask = attn_mask.masked_fill(~tril, float("-inf"))
         causal = False
     group = hq // hkv
-    k = k.repeat_interleave(group, dim=1)
-    v = v.repeat_interleave(group, dim=1)
+    for t in (q, k, v):
+        t.requires_grad_(grad)
     with sdpa_kernel(SDPBackend.MATH):
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal)
-    # No numpy needed: the raw bytes of the float64 tensor.
-    raw = out.contiguous().flatten().view(torch.uint8)
-    with open(out_path, "wb") as f:
-        f.write(bytes(raw.tolist()))
+        out = F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1),
+                                             v.repeat_interleave(group, dim=1),
+                                             attn_mask=attn_mask, is_causal=causal)
+    write_f64(prefix + ".f64", out)
+    if grad:
+        out.backward(read_f64(prefix + ".dout.f64", out.shape))
+        for name, t in (("dq", q), ("dk", k), ("dv", v)):
+            write_f64(f"{prefix}.{name}.f64", t.grad)
 
 
 def main():
-    out_dir = sys.argv[1]
-    for n, spec in enumerate(sys.argv[2:]):
-        run_case(f"{out_dir}/{n}.f64", spec)
+    args = sys.argv[1:]
+    grad = args[:1] == ["--grad"]
+    if grad:
+        args = args[1:]
+    out_dir = args[0]
+    for n, spec in enumerate(args[1:]):
+        run_case(f"{out_dir}/{n}", spec, grad)
 
 
 if __name__ == "__main__":
