@@ -24,9 +24,10 @@ add_custom_command(OUTPUT ${_completion}
 add_custom_target(sdpa_doctor_completion ALL DEPENDS ${_completion})
 install(FILES ${_completion} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 
-# The .deb carries the doctor, its reference and enumeration workers, data, man page and
-# completion. The libtorch worker (component "torch") is left out: it links the LibTorch of the
-# build machine's Python, which no Debian package provides; install it with `cmake --install`.
+# The .deb carries the doctor, its workers, data (with the LibTorch plugin's source), man page and
+# completion. The LibTorch plugin (component "torch") is left out: it links the LibTorch of the
+# build machine's Python, which no Debian package provides; the installed doctor builds one for
+# the user's torch on first use.
 set(CPACK_PACKAGE_NAME sdpa-doctor)
 set(CPACK_PACKAGE_VENDOR "sdpa-doctor")
 set(CPACK_PACKAGE_CONTACT "sdpa-doctor maintainers <sdpa-doctor@localhost>")

@@ -1,10 +1,12 @@
 # torch_extension_target(PYTHON TARGET): LibTorch as PyTorch's own C++ extensions see it, asked of
-# the torch that PYTHON imports (no TorchConfig.cmake, no CUDA toolkit, no ROCm SDK):
+# the torch that PYTHON imports with src/workers/torch_plugin/torch_facts.py, which the doctor's
+# first-use build of the plugin asks too (no TorchConfig.cmake, no CUDA toolkit, no ROCm SDK):
 #   its include directories (torch.utils.cpp_extension.include_paths()), as SYSTEM;
 #   libtorch, libtorch_cpu and libc10 by full path from its torch/lib, and an RPATH there;
 #   _GLIBCXX_USE_CXX11_ABI as that torch was built.
 # On success TARGET is an imported INTERFACE target and, in the caller's scope, TORCH_EXT_FOUND is
-# TRUE, TORCH_EXT_VERSION is torch.__version__ and TORCH_EXT_LIB_DIR its torch/lib. Otherwise
+# TRUE, TORCH_EXT_VERSION is torch.__version__, TORCH_EXT_GIT_VERSION the build's commit,
+# TORCH_EXT_ABI its C++ ABI (0 or 1) and TORCH_EXT_LIB_DIR its torch/lib. Otherwise
 # TORCH_EXT_FOUND is FALSE and TORCH_EXT_ERROR says why in one line.
 function(torch_extension_target python target)
   set(TORCH_EXT_FOUND FALSE PARENT_SCOPE)
@@ -12,32 +14,15 @@ function(torch_extension_target python target)
     set(TORCH_EXT_ERROR "no Python interpreter (set SDPA_DOCTOR_PYTHON)" PARENT_SCOPE)
     return()
   endif()
-  # cpp_extension imports setuptools, which a fresh venv may lack: its two include directories are
-  # then the ones every torch 2.x wheel has.
-  set(_script [=[
-import os, sys
-import torch
-lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-try:
-    from torch.utils.cpp_extension import include_paths
-    inc = include_paths()
-except ImportError:
-    root = os.path.join(os.path.dirname(torch.__file__), "include")
-    inc = [root, os.path.join(root, "torch", "csrc", "api", "include")]
-print("version=" + torch.__version__)
-print("include=" + ";".join(inc))
-print("lib=" + lib)
-print("abi=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
-]=])
-  execute_process(COMMAND "${python}" -c "${_script}" OUTPUT_VARIABLE _out ERROR_VARIABLE _err
-                  RESULT_VARIABLE _rc TIMEOUT 120)
+  execute_process(COMMAND "${python}" "${CMAKE_SOURCE_DIR}/src/workers/torch_plugin/torch_facts.py"
+                  OUTPUT_VARIABLE _out ERROR_VARIABLE _err RESULT_VARIABLE _rc TIMEOUT 120)
   if(NOT _rc EQUAL 0)
     string(REGEX MATCH "[^\n]+\n?$" _last "${_err}")
     string(STRIP "${_last}" _last)
     set(TORCH_EXT_ERROR "${python} cannot tell its torch (${_last})" PARENT_SCOPE)
     return()
   endif()
-  foreach(_key version include lib abi)
+  foreach(_key version git_version include lib abi)
     string(REGEX MATCH "(^|\n)${_key}=([^\n]*)" _ "${_out}")
     set(_${_key} "${CMAKE_MATCH_2}")
   endforeach()
@@ -55,7 +40,7 @@ print("abi=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
   endif()
 
   add_library(${target} INTERFACE IMPORTED)
-  # libtorch holds no symbol the worker calls; a CUDA or ROCm torch loads its GPU operators from
+  # libtorch holds no symbol the plugin calls; a CUDA or ROCm torch loads its GPU operators from
   # what libtorch itself NEEDS (libtorch_cuda, libtorch_hip), so keep it where --as-needed is the
   # linker's default (Ubuntu).
   set_target_properties(${target} PROPERTIES
@@ -66,4 +51,6 @@ print("abi=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
   set(TORCH_EXT_FOUND TRUE PARENT_SCOPE)
   set(TORCH_EXT_VERSION "${_version}" PARENT_SCOPE)
   set(TORCH_EXT_LIB_DIR "${_lib}" PARENT_SCOPE)
+  set(TORCH_EXT_GIT_VERSION "${_git_version}" PARENT_SCOPE)
+  set(TORCH_EXT_ABI "${_abi}" PARENT_SCOPE)
 endfunction()

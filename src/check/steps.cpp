@@ -1,10 +1,13 @@
 #include "check/steps.hpp"
 
 #include "core/build_info.hpp"
+#include "core/cache.hpp"
+#include "core/text.hpp"
 #include "core/io.hpp"
 #include "devices/devices.hpp"
 #include "cases/cases.hpp"
 #include "report/report.hpp"
+#include "run/torch_plugin.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -125,6 +128,32 @@ run::Plan checked_plan(const CheckRequest& r, const DeviceInventory& inventory) 
     throw Fatal{fmt::format("--variant {}: {}", fmt::join(r.variant_filter, ","),
                             why_not_planned(r.variant_filter.front(), r.probes, plan.targets))};
   return plan;
+}
+
+void choose_torch_plugin(const run::Plan& plan, const run::PythonChoice& located, bool quiet,
+                         run::ExecuteOptions& exec, DeviceInventory& inventory) {
+  if (std::none_of(plan.runs.begin(), plan.runs.end(),
+                   [](const run::PlannedRun& p) { return p.probe == Probe::torch; }))
+    return;
+  run::PluginBuildOptions build;
+  build.python = located.path;
+  build.cache_dir = cache::folder("workers");
+  build.scratch_dir = exec.run_dir;
+  if (!quiet)
+    build.progress = [](const std::string& line) {
+      fmt::print(stderr, "sdpa-doctor: {}\n", escape_to_one_line(line));
+    };
+  // torch/lib comes first among the torch's library folders, when it has one.
+  std::string lib_dir;
+  if (!located.path.empty() && !located.torch_lib_dirs.empty() &&
+      located.torch_lib_dirs.front().ends_with("/lib"))
+    lib_dir = located.torch_lib_dirs.front();
+  run::TorchPlugin plugin = run::torch_plugin_for(lib_dir, build);
+  exec.torch_plugin = plugin.path;
+  exec.torch_plugin_why_not = plugin.why_not;
+  inventory.runtime["torch_plugin"] = plugin.path.empty() ? "none: " + plugin.why_not : plugin.path;
+  if (!plugin.origin.empty()) inventory.runtime["torch_plugin_origin"] = plugin.origin;
+  if (plugin.finding) inventory.findings.push_back(std::move(*plugin.finding));
 }
 
 std::string checked_run_dir(const std::string& named) {

@@ -31,6 +31,13 @@ run::ExecuteOptions execute_options(const CheckRequest& request, const Outputs& 
 // nothing, is Fatal (exit 2) naming what is there.
 run::Plan checked_plan(const CheckRequest& request, const DeviceInventory& inventory);
 
+// Where the plan runs the libtorch probe, the LibTorch plugin it loads: built for the torch the
+// python probe tests, perhaps now (after the run directory, before any worker starts, apart from
+// their time-outs; its progress on stderr unless `quiet`). The inventory's runtime says which file
+// and why; no compiler or a failed build is a finding there and the libtorch cells say why.
+void choose_torch_plugin(const run::Plan& plan, const run::PythonChoice& located, bool quiet,
+                         run::ExecuteOptions& exec, DeviceInventory& inventory);
+
 // The run's directory (journal, oracles, logs): the one named, or a new temporary one.
 std::string checked_run_dir(const std::string& named);
 

@@ -33,6 +33,16 @@ private:
   int m_fd = -1;
 };
 
+// A cache entry's key: FNV-1a over its parts, each closed by a separator, so that ("ab", "c") and
+// ("a", "bc") differ.
+struct KeyHash {
+  uint64_t value = 1469598103934665603ULL;
+  void add(std::string_view part) {
+    for (unsigned char c : part) value = (value ^ c) * 1099511628211ULL;
+    value = (value ^ 0xffu) * 1099511628211ULL;
+  }
+};
+
 // A file of the cache was used now: it is the last that evict_least_recently_used() evicts.
 void mark_used(const std::filesystem::path& file);
 

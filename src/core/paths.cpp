@@ -37,6 +37,15 @@ std::optional<fs::path> find_worker(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<fs::path> built_in_torch_plugin() {
+  const fs::path exe = executable_dir();
+  if (exe.empty()) return std::nullopt;
+  for (const fs::path& candidate :
+       {exe / k_torch_plugin_file, exe.parent_path() / "lib" / "sdpa-doctor" / k_torch_plugin_file})
+    if (::access(candidate.c_str(), R_OK) == 0) return candidate;
+  return std::nullopt;
+}
+
 std::optional<fs::path> find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   if (!path) return std::nullopt;

@@ -18,6 +18,11 @@ std::optional<std::filesystem::path> data_dir();
 // A worker executable beside the doctor (e.g. "sdpa-doctor-torch-worker"), nullopt if absent.
 std::optional<std::filesystem::path> find_worker(const std::string& name);
 
+// The LibTorch plugin built with this doctor (sdpa-doctor-torch-plugin.so beside it in the build
+// tree, in ../lib/sdpa-doctor of an install prefix), nullopt when it was built without LibTorch.
+inline constexpr const char* k_torch_plugin_file = "sdpa-doctor-torch-plugin.so";
+std::optional<std::filesystem::path> built_in_torch_plugin();
+
 // The first executable `name` in the directories of $PATH, as `sh` would find it; nullopt if none.
 std::optional<std::filesystem::path> find_on_path(const std::string& name);
 

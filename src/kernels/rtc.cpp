@@ -179,14 +179,6 @@ Expected<std::unique_ptr<Compiler>> make_compiler(Vendor vendor, loader::Opened 
 }
 
 // FNV-1a, 64 bits: a cache key, not a defence against anyone.
-struct Hash {
-  uint64_t h = 1469598103934665603ULL;
-  void add(std::string_view s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-    h = (h ^ 0xffu) * 1099511628211ULL; // a separator: ("ab","c") != ("a","bc")
-  }
-};
-
 std::string file_safe(std::string text) {
   for (char& ch : text)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-')
@@ -281,13 +273,13 @@ std::vector<std::string> kernel_options(Vendor vendor, const std::string& target
 std::string cache_file_name(const std::vector<SourceFile>& sources,
                             const std::vector<std::string>& options, const std::string& target,
                             const std::string& compiler, const std::string& format) {
-  Hash hash;
+  cache::KeyHash hash;
   for (const SourceFile& f : sources) {
     hash.add(f.name);
     hash.add(f.text);
   }
   for (const std::string& o : options) hash.add(o);
-  return file_safe(fmt::format("sdpa-{}-{}-{:016x}.{}", target, compiler, hash.h, format));
+  return file_safe(fmt::format("sdpa-{}-{}-{:016x}.{}", target, compiler, hash.value, format));
 }
 
 std::string default_cache_dir() {

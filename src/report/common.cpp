@@ -107,6 +107,20 @@ const Device* device_for_target(const Report& report, const std::string& target)
   return nullptr;
 }
 
+std::vector<NotRun> workers_not_run(const Report& report, const std::string& device) {
+  std::vector<NotRun> out;
+  for (const WorkerInfo& w : report.workers) {
+    if (w.device != device || w.available.empty()) continue;
+    const auto same = std::find_if(out.begin(), out.end(), [&](const NotRun& n) {
+      return n.probe == w.probe && n.reason == w.available;
+    });
+    if (same == out.end()) out.push_back({w.probe, {w.variant}, w.available});
+    else if (std::find(same->variants.begin(), same->variants.end(), w.variant) == same->variants.end())
+      same->variants.push_back(w.variant);
+  }
+  return out;
+}
+
 std::string gfx_line(const Report& report, const std::string& device) {
   const Device* d = device_for_target(report, device);
   if (!d || !d->gfx) return {};

@@ -44,6 +44,15 @@ const Device* device_for_target(const Report& report, const std::string& target)
 // empty when the device has no settled GfxTruth.
 std::string gfx_line(const Report& report, const std::string& device);
 
+// The workers of `device` that could not run, one entry per (probe, reason) with the variants it
+// kept from running: a reason shared by every variant of a probe is said once.
+struct NotRun {
+  Probe probe;
+  std::vector<std::string> variants;
+  std::string reason;
+};
+std::vector<NotRun> workers_not_run(const Report& report, const std::string& device);
+
 // Header lines as (label, value), e.g. {"host", "ws1 · Ubuntu 24.04 · kernel 6.8.0"}.
 std::vector<std::pair<std::string, std::string>> environment_lines(const Report& report);
 

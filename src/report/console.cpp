@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace sdpa_doctor::report {
 
@@ -452,12 +453,10 @@ std::string render_matrix(const Report& report, const ConsoleOptions& o) {
     } else {
       out += render_one_matrix(m, o);
     }
-    for (const WorkerInfo& w : report.workers) {
-      if (w.device == m.device && !w.available.empty())
-        out += wrap_paragraph(fmt::format("{} {} not run: {}", to_string(w.probe), w.variant,
-                                          w.available),
-                              size_t(std::max(o.width, 40)), "  note: ", "    ");
-    }
+    for (const NotRun& n : workers_not_run(report, m.device))
+      out += wrap_paragraph(fmt::format("{} {} not run: {}", to_string(n.probe),
+                                        fmt::join(n.variants, ", "), n.reason),
+                            size_t(std::max(o.width, 40)), "  note: ", "    ");
     out += "\n";
   }
   return o.unicode ? out : ascii_only(std::move(out));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <set>
 
 namespace sdpa_doctor::report {
@@ -105,10 +106,11 @@ std::string results_section(const Report& report) {
       out += "\n";
     }
     out += "\n";
-    for (const WorkerInfo& w : report.workers) {
-      if (w.device == m.device && !w.available.empty())
-        out += fmt::format("> {} {} not run: {}\n\n", to_string(w.probe), markdown_code(w.variant),
-                           markdown_text(w.available));
+    for (const NotRun& n : workers_not_run(report, m.device)) {
+      std::vector<std::string> variants;
+      for (const std::string& v : n.variants) variants.push_back(markdown_code(v));
+      out += fmt::format("> {} {} not run: {}\n\n", to_string(n.probe), fmt::join(variants, ", "),
+                         markdown_text(n.reason));
     }
   }
   return out;

@@ -2,6 +2,7 @@
 
 #include "core/paths.hpp"
 #include "cases/cases.hpp"
+#include "workers/torch_worker.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -39,8 +40,9 @@ WorkerLaunch probe_executable(Probe probe, const ExecuteOptions& options) {
   isolate::Command cmd;
   switch (probe) {
   case Probe::torch:
-    if (auto exe = locate_worker("sdpa-doctor-torch-worker", options)) cmd.argv = {exe->string()};
-    else launch.why_not = "the libtorch worker is not built in (LibTorch was not found at build time)";
+    if (!options.torch_plugin_why_not.empty()) launch.why_not = options.torch_plugin_why_not;
+    else if (auto exe = locate_worker("sdpa-doctor-torch-worker", options)) cmd.argv = {exe->string()};
+    else launch.why_not = "the libtorch worker sdpa-doctor-torch-worker is missing beside the doctor";
     break;
   case Probe::reference:
     if (auto exe = locate_worker("sdpa-doctor-ref-worker", options)) cmd.argv = {exe->string()};
@@ -77,6 +79,8 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
     // which started without them, would not have them. Without any, its fork is as fresh.
     if (!run.verify->environment.empty()) return launch;
   }
+  if (run.probe == Probe::torch && !options.torch_plugin.empty())
+    launch.command->env.emplace_back(workers::k_torch_plugin_env, options.torch_plugin);
   if (run.probe == Probe::python && !probe_server.empty())
     launch.command->env.emplace_back("SDPA_DOCTOR_PROBE_SERVER", probe_server);
   // The GPU compiler and runtime the diagnosed torch brought come first for our kernels too

@@ -220,6 +220,11 @@ struct ExecuteOptions {
   // The torch under test's library folders: the reference worker looks there first for the GPU
   // runtime and compiler (SDPA_DOCTOR_TORCH_LIB_DIRS). Empty: its own environment decides.
   std::vector<std::string> torch_lib_dirs;
+  // The LibTorch plugin the libtorch worker loads (torch_plugin_for: built for the torch under
+  // test); empty: the worker's own. `torch_plugin_why_not`, when set, is why there is none: the
+  // reason of every libtorch cell.
+  std::string torch_plugin;
+  std::string torch_plugin_why_not;
   cases::TolerancePolicy tolerances;
   std::optional<std::chrono::milliseconds> case_timeout; // overrides the size-based default
   std::chrono::milliseconds worker_timeout{0};           // 0 = none

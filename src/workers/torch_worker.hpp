@@ -1,13 +1,22 @@
-// workers/torch_worker: the libtorch probe's executor, created for one (device, variant). Its
-// implementation is the only translation unit that includes torch; this header does not.
+// workers/torch_worker: the libtorch probe's executor, created for one (device, variant). It runs
+// LibTorch through the plugin of torch_plugin/ (the one translation unit that includes torch),
+// opened with dlopen: this header and the worker include nothing of torch.
 // Depends on workers/worker.hpp only.
 #pragma once
 
 #include "workers/worker.hpp"
 
 #include <memory>
+#include <string>
 
 namespace sdpa_doctor::workers {
+
+// The plugin a worker loads, when the doctor chose one (built for the torch under test).
+inline constexpr const char* k_torch_plugin_env = "SDPA_DOCTOR_TORCH_PLUGIN";
+
+// $SDPA_DOCTOR_TORCH_PLUGIN, else the plugin built with this worker (core built_in_torch_plugin);
+// empty when there is none.
+std::string torch_plugin_path();
 
 std::unique_ptr<CaseExecutor> make_torch_executor(const WorkerArgs& args);
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The install tree works where it lands and when moved; the .deb installs into a scratch root
-# and runs from there. Usage: install_test.sh BUILD_DIR (tree|deb)
+# and runs from there. Usage: install_test.sh BUILD_DIR (tree|deb) [PYTHON]
+# PYTHON: an interpreter with torch, whose torch the .deb's doctor builds its LibTorch plugin for.
 set -euo pipefail
 build=$1
 mode=$2
+python=${3:-}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -17,13 +19,19 @@ smoke() { # prefix: run the installed doctor from there
   "$bin" check --probe reference --case "dtype=fp32,b=1,h=2,l=16,d=16" --json "$scratch/r.json" \
     -q --run-dir "$scratch/run" >"$scratch/check.txt" 2>&1 || fail "check from $1: $(cat "$scratch/check.txt")"
   grep -q '"status": *"pass"' "$scratch/r.json" || fail "check from $1 did not pass"
-  # The installed LibTorch worker must find the LibTorch it was built with (the .deb leaves it
-  # out: no package provides that LibTorch).
-  if [ -x "$1/bin/sdpa-doctor-torch-worker" ]; then
-    "$bin" check --probe libtorch --variant math --case "dtype=fp32,b=1,h=2,l=16,d=16" \
+  # The installed LibTorch plugin finds the LibTorch it was built with; the .deb ships none (no
+  # package provides that LibTorch): its doctor builds one for the torch of --python on first use.
+  [ -x "$1/bin/sdpa-doctor-torch-worker" ] || fail "the torch worker is not installed under $1"
+  local torch_args=()
+  if [ -n "$python" ] && "$python" -c "import torch" 2>/dev/null; then
+    torch_args=(--python "$python")
+  fi
+  if [ -f "$1/lib/sdpa-doctor/sdpa-doctor-torch-plugin.so" ] || [ ${#torch_args[@]} -gt 0 ]; then
+    SDPA_DOCTOR_CACHE_DIR="$scratch/cache" "$bin" check --probe libtorch --variant math \
+      --case "dtype=fp32,b=1,h=2,l=16,d=16" "${torch_args[@]}" \
       --json "$scratch/t.json" -q --run-dir "$scratch/run-torch" >"$scratch/torch.txt" 2>&1 \
       || fail "libtorch check from $1: $(cat "$scratch/torch.txt"; cat "$scratch"/run-torch/*stderr.log)"
-    grep -q '"status": *"pass"' "$scratch/t.json" || fail "libtorch check from $1 did not pass"
+    grep -q '"status": *"pass"' "$scratch/t.json" || fail "libtorch check from $1 did not pass: $(cat "$scratch/torch.txt")"
   fi
   # The installed reference worker opens a GPU runtime only for a GPU device, and says in one
   # line what it found there (no GPU here: the HIP runtime's or the CUDA driver's answer).

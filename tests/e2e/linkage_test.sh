@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nothing of ROCm is fixed at link time: no executable or shared library of the build tree or of
 # an install NEEDS the HIP runtime, ROCm SMI or AMD SMI (the workers open them at run time), and
-# only the LibTorch worker NEEDS LibTorch.
+# only the LibTorch plugin NEEDS LibTorch (the torch worker opens it with dlopen).
 #   linkage_test.sh BUILD_DIR          the build tree and its `cmake --install` into a scratch prefix
 #   linkage_test.sh --wheel FILE...    the files a wheel installed (wheel_install_test.sh): the same,
 #                                      and nothing NEEDS libfmt or libspdlog (they are built in)
@@ -11,7 +11,7 @@ command -v readelf >/dev/null || { echo "readelf not found: skipped"; exit 77; }
 
 rocm='^(libamdhip64|librocm_smi64|libamd_smi|libhiprtc)\.'
 checked=0
-torch_worker_needs=""
+torch_plugin_needs=""
 # check FILE FORBIDDEN-REGEX: what FILE NEEDS (nothing, if it is no ELF file)
 check() {
   local file=$1 forbidden=$2 dynamic needed
@@ -23,9 +23,9 @@ check() {
     fail "$file NEEDS $(grep -E "$forbidden" <<<"$needed" | tr '\n' ' ')(left from an older build? remove it)"
   fi
   if grep -Eq '^lib(torch|torch_cpu|c10)\.so' <<<"$needed"; then
-    [ "$(basename "$file")" = sdpa-doctor-torch-worker ] ||
-      fail "$file NEEDS LibTorch; only sdpa-doctor-torch-worker may"
-    torch_worker_needs=$needed
+    [ "$(basename "$file")" = sdpa-doctor-torch-plugin.so ] ||
+      fail "$file NEEDS LibTorch; only sdpa-doctor-torch-plugin.so may"
+    torch_plugin_needs=$needed
   fi
 }
 
@@ -34,7 +34,7 @@ if [ "${1:-}" = --wheel ]; then
   for file in "$@"; do check "$file" "$rocm|^lib(fmt|spdlog)\."; done
   [ "$checked" -ge 3 ] || fail "only $checked ELF files among the wheel's $# files"
   echo "linkage (wheel): $checked ELF files, none NEEDS a ROCm library, libfmt or libspdlog;" \
-    "LibTorch only in its worker${torch_worker_needs:+ ($(tr '\n' ' ' <<<"$torch_worker_needs"))}"
+    "LibTorch only in its plugin${torch_plugin_needs:+ ($(tr '\n' ' ' <<<"$torch_plugin_needs"))}"
   exit 0
 fi
 
@@ -52,7 +52,10 @@ for exe in sdpa-doctor sdpa-doctor-enum-worker sdpa-doctor-ref-worker; do
   [ -x "$scratch/prefix/bin/$exe" ] || fail "$exe not installed"
 done
 readelf -d "$build/sdpa-doctor" | grep -q '(NEEDED)' || fail "readelf shows no NEEDED entry at all"
-if [ -x "$build/sdpa-doctor-torch-worker" ]; then
-  grep -q '^libc10\.so' <<<"$torch_worker_needs" || fail "the LibTorch worker does not NEED libc10"
+for exe in sdpa-doctor-torch-worker; do
+  [ -x "$scratch/prefix/bin/$exe" ] || fail "$exe not installed"
+done
+if [ -f "$build/sdpa-doctor-torch-plugin.so" ]; then
+  grep -q '^libc10\.so' <<<"$torch_plugin_needs" || fail "the LibTorch plugin does not NEED libc10"
 fi
-echo "linkage: $checked ELF files, none NEEDS a ROCm library; LibTorch only in its worker"
+echo "linkage: $checked ELF files, none NEEDS a ROCm library; LibTorch only in its plugin"

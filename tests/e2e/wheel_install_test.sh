@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `pip install .` as a user on a GPU machine does it: into a fresh venv that holds torch, without
-# build isolation, so the LibTorch worker is built against that venv's torch. Then that venv's
+# build isolation, so the LibTorch plugin is built against that venv's torch. Then that venv's
 # sdpa-doctor runs all three probes with its default interpreter, and what the wheel installed
-# NEEDS no ROCm library, no libfmt or libspdlog, and LibTorch only in its worker.
+# NEEDS no ROCm library, no libfmt or libspdlog, and LibTorch only in its plugin.
 # Usage: wheel_install_test.sh SOURCE_DIR
 # The venv is made afresh under SOURCE_DIR/.cache/wheel-test each run, and the wheel is built in
 # SOURCE_DIR/build-wheel (pyproject.toml): both at fixed paths inside the checkout, so with
@@ -56,14 +56,16 @@ for f in md.distribution("sdpa-doctor").files or []:
 PY
 )
 for exe in sdpa-doctor sdpa-doctor-ref-worker sdpa-doctor-enum-worker sdpa-doctor-torch-worker; do
-  [ -x "$venv/bin/$exe" ] || fail "$exe not installed in $venv/bin (the LibTorch worker is built when the venv's torch is importable)"
+  [ -x "$venv/bin/$exe" ] || fail "$exe not installed in $venv/bin"
   printf '%s\n' "${files[@]}" | grep -qx "$venv/bin/$exe" || fail "$exe is not among the wheel's files"
 done
 [ -f "$venv/share/sdpa-doctor/sdpa_probe/__main__.py" ] || fail "the Python probe is not in $venv/share/sdpa-doctor"
 "$(dirname "${BASH_SOURCE[0]}")/linkage_test.sh" --wheel "${files[@]}"
-runpath=$(LC_ALL=C readelf -d "$venv/bin/sdpa-doctor-torch-worker" | sed -n 's/.*R.*PATH.*\[\(.*\)\]/\1/p')
+plugin=$venv/lib/sdpa-doctor/sdpa-doctor-torch-plugin.so
+[ -f "$plugin" ] || fail "the LibTorch plugin is not installed in $venv/lib/sdpa-doctor (it is built when the venv's torch is importable)"
+runpath=$(LC_ALL=C readelf -d "$plugin" | sed -n 's/.*R.*PATH.*\[\(.*\)\]/\1/p')
 torch_lib=$("$venv/bin/python" -W ignore -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-[ "$runpath" = "$torch_lib" ] || fail "the LibTorch worker's RUNPATH is '$runpath', not the venv's $torch_lib"
+[ "$runpath" = "$torch_lib" ] || fail "the LibTorch plugin's RUNPATH is '$runpath', not the venv's $torch_lib"
 
 # On the venv's PATH, as after `source venv/bin/activate`, and nothing else that imports torch
 # there: the python probe must take the doctor's own environment by default.
@@ -85,6 +87,10 @@ for probe in ("reference", "libtorch", "python"):
     got = cells.get(probe, [])
     if "pass" not in got or any(s not in ("pass", "unsupported") for s in got):
         sys.exit(f"{probe}: cells {got}, not every one ran and passed")
+runtime = report["inventory"]["runtime"]
+if runtime.get("torch_plugin_origin") != "built with the doctor" or \
+        not runtime.get("torch_plugin", "").startswith(os.path.dirname(sys.argv[2]) + "/lib/sdpa-doctor/"):
+    sys.exit("the libtorch probe did not load the plugin the wheel installed: %s" % runtime.get("torch_plugin"))
 text = json.dumps(report)
 if '"python_executable": "%s/python' % sys.argv[2] not in text:
     sys.exit("the python probe did not run the venv's own interpreter")

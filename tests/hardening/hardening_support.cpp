@@ -17,9 +17,13 @@ namespace sdpa_hardening {
 
 namespace fs = std::filesystem;
 
+// The LibTorch worker, where its plugin was built with the doctor (else it has nothing to load
+// but what a first-use build would make).
 std::string torch_worker() {
   const std::string path = sdpa_test::build_path("sdpa-doctor-torch-worker");
-  return ::access(path.c_str(), X_OK) == 0 ? path : std::string();
+  const std::string plugin = sdpa_test::build_path("sdpa-doctor-torch-plugin.so");
+  return ::access(path.c_str(), X_OK) == 0 && ::access(plugin.c_str(), R_OK) == 0 ? path
+                                                                                 : std::string();
 }
 
 std::string python_with_torch() {

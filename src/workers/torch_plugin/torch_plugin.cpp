@@ -1,9 +1,9 @@
-// The one translation unit that includes torch. Everything version-dependent is either behind a
-// TORCH_VERSION guard or detected with a requires-expression, so that one source builds against
-// LibTorch 2.1 and later. No fmt here: torch ships its own fmt headers, which shadow the system
-// ones in this translation unit and do not link against the system library.
-#include "workers/torch_worker.hpp"
-#include "core/io.hpp"
+// The LibTorch plugin: the one translation unit that includes torch, behind the C interface of
+// torch_plugin.h. It includes nothing else of the project, so it builds with one compiler call
+// against whichever torch is diagnosed (sdpa-doctor builds it on first use for a torch other than
+// the one it was built with). Everything version-dependent is either behind a TORCH_VERSION guard
+// or detected with a requires-expression, so that one source builds against LibTorch 2.1 and later.
+#include "torch_plugin.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Config.h>
@@ -26,14 +26,16 @@
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #define SDPA_DOCTOR_TORCH_AT_LEAST(major, minor)                                                  \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
-namespace sdpa_doctor::workers {
 namespace {
 
 // Torch's warnings say why a backend refused; TORCH_WARN_ONCE ones only with warnAlways.
@@ -53,7 +55,7 @@ private:
 
 std::string one_line(std::string text) {
   for (char& ch : text)
-    if (ch == '\n' || ch == '\r') ch = ' ';
+    if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
   constexpr size_t k_max = 2000;
   if (text.size() > k_max) text = text.substr(0, k_max) + "...";
   return text;
@@ -191,32 +193,66 @@ std::string backend_name(int64_t choice) {
   return "backend#" + std::to_string(choice);
 }
 
-at::ScalarType scalar_type(DType dtype) {
+at::ScalarType scalar_type(int dtype) {
   switch (dtype) {
-  case DType::f16: return at::kHalf;
-  case DType::bf16: return at::kBFloat16;
-  case DType::f32: return at::kFloat;
+  case SDPA_PLUGIN_F16: return at::kHalf;
+  case SDPA_PLUGIN_BF16: return at::kBFloat16;
+  default: return at::kFloat;
   }
-  return at::kFloat;
 }
 
-class TorchExecutor final : public CaseExecutor {
+char* copy_text(const std::string& text) {
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (out) std::memcpy(out, text.c_str(), text.size() + 1);
+  return out;
+}
+
+// What a variant asks of this executor.
+struct VariantArgs {
+  std::string device;
+  int gpu_index = -1;
+  std::string name;
+  std::string backend;
+  std::vector<std::string> flags;
+  bool has_flag(const std::string& f) const {
+    return std::find(flags.begin(), flags.end(), f) != flags.end();
+  }
+};
+
+struct Hello {
+  std::map<std::string, std::string> versions;
+  std::map<std::string, std::string> facts;
+  std::string unavailable;
+};
+
+// What one case gave, before it crosses the C interface.
+struct CaseOutcome {
+  int outcome = SDPA_PLUGIN_RAN;
+  std::string reason;
+  std::vector<float> output;
+  std::vector<double> times_ms;
+  std::string backend_chosen;
+  std::vector<std::string> warnings;
+};
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+class TorchExecutor {
 public:
-  explicit TorchExecutor(const WorkerArgs& args)
-      : m_args(args), m_sdpa_threads(at::get_num_threads()),
+  explicit TorchExecutor(VariantArgs args)
+      : m_args(std::move(args)), m_gpu_index(m_args.gpu_index),
+        m_sdpa_threads(at::get_num_threads()),
         m_check_threads(k_resizable_pool ? 1 : m_sdpa_threads) {
     c10::WarningUtils::set_warnAlways(true);
-    if (cases::is_gpu_target(args.device)) {
-      m_gpu_index = std::stoi(args.device.substr(5));
-      m_device = at::Device(at::kCUDA, c10::DeviceIndex(m_gpu_index));
-    }
+    if (m_gpu_index >= 0) m_device = at::Device(at::kCUDA, c10::DeviceIndex(m_gpu_index));
   }
 
-  HelloInfo hello() override {
+  Hello hello() {
     CapturingHandler handler;
     c10::WarningUtils::WarningHandlerGuard guard(&handler);
-    HelloInfo info;
-    info.worker = "libtorch";
+    Hello info;
     info.versions["torch"] = TORCH_VERSION;
     info.versions["torch_compiled"] = std::to_string(TORCH_VERSION_MAJOR) + "." +
                                       std::to_string(TORCH_VERSION_MINOR) + "." +
@@ -254,17 +290,17 @@ public:
     return info;
   }
 
-  CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs) override {
+  CaseOutcome run(const sdpa_plugin_case& c) {
     CapturingHandler handler;
     c10::WarningUtils::WarningHandlerGuard guard(&handler);
-    CaseRun r;
+    CaseOutcome r;
     try {
       ThreadCount serial(m_check_threads); // run_case takes the pool back for the SDPA calls
-      r = run_case(line, inputs);
+      r = run_case(c);
     } catch (const c10::Error& e) {
-      r = refused_or_failed(e.what_without_backtrace(), handler.messages());
+      r = threw(e.what_without_backtrace());
     } catch (const std::exception& e) {
-      r = refused_or_failed(e.what(), handler.messages());
+      r = threw(e.what());
     }
     r.warnings = handler.take();
     for (auto& w : r.warnings) w = one_line(std::move(w));
@@ -273,7 +309,7 @@ public:
 
   // A 16x16 matmul of ones: every element is exactly 16. A case that left an asynchronous error
   // behind makes this throw (or compute garbage) instead, which the case itself may not show.
-  std::string canary() override {
+  std::string canary() {
     CapturingHandler handler;
     c10::WarningUtils::WarningHandlerGuard guard(&handler);
     try {
@@ -293,8 +329,8 @@ public:
 
 private:
   // Variant-wide set-up; a non-empty answer makes every case `unsupported` with it.
-  std::string prepare(HelloInfo& info) {
-    const Variant& v = m_args.variant;
+  std::string prepare(Hello& info) {
+    const VariantArgs& v = m_args;
     if (m_gpu_index >= 0) {
       if (!at::hasCUDA())
         return "no GPU support in this PyTorch (a CPU-only build of LibTorch)";
@@ -304,7 +340,7 @@ private:
     }
     if (v.has_flag("ck") || v.has_flag("aotriton")) {
       if (!is_rocm_build())
-        return v.name() + " selects a ROCm flash-attention library, but this is not a ROCm build "
+        return v.name + " selects a ROCm flash-attention library, but this is not a ROCm build "
                             "of PyTorch";
 #if defined(SDPA_DOCTOR_HAVE_ROCM_FA_BACKEND)
       auto& ctx = at::globalContext();
@@ -357,7 +393,7 @@ private:
 
   void select_backend() {
     auto& ctx = at::globalContext();
-    const std::string& b = m_args.variant.backend;
+    const std::string& b = m_args.backend;
     const bool all = b == "default";
     ctx.setSDPUseMath(all || b == "math");
     ctx.setSDPUseFlash(all || b == "flash");
@@ -369,9 +405,8 @@ private:
     else disable_overrideable(ctx);
   }
 
-  at::Tensor to_tensor(const std::vector<float>& values, at::IntArrayRef shape, DType dtype,
-                       bool transposed) {
-    at::Tensor t = at::from_blob(const_cast<float*>(values.data()), shape, at::kFloat)
+  at::Tensor to_tensor(const float* values, at::IntArrayRef shape, int dtype, bool transposed) {
+    at::Tensor t = at::from_blob(const_cast<float*>(values), shape, at::kFloat)
                        .to(scalar_type(dtype));
     // Transposed: a (B,L,H,D) buffer seen as (B,H,L,D), as user code produces with .transpose.
     if (transposed) t = t.transpose(1, 2).contiguous().transpose(1, 2);
@@ -387,31 +422,30 @@ private:
     }
   }
 
-  CaseRun run_case(const protocol::CaseLine& line, const HostInputs& in) {
-    const Case& c = line.kase;
-    const bool tr = c.layout == Layout::transposed;
-    at::Tensor q = to_tensor(in.q, {c.b, c.hq, c.lq, c.d}, c.dtype, tr);
-    at::Tensor k = to_tensor(in.k, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
-    at::Tensor v = to_tensor(in.v, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
+  CaseOutcome run_case(const sdpa_plugin_case& c) {
+    const bool tr = c.transposed != 0;
+    at::Tensor q = to_tensor(c.q, {c.b, c.hq, c.lq, c.d}, c.dtype, tr);
+    at::Tensor k = to_tensor(c.k, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
+    at::Tensor v = to_tensor(c.v, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
     c10::optional<at::Tensor> mask;
-    if (c.mask != Mask::none) {
-      at::Tensor m = at::from_blob(const_cast<float*>(in.mask.data()), {c.b, 1, c.lq, c.lkv},
+    if (c.mask != SDPA_PLUGIN_MASK_NONE) {
+      at::Tensor m = at::from_blob(const_cast<float*>(c.mask_values), {c.b, 1, c.lq, c.lkv},
                                    at::kFloat);
-      m = c.mask == Mask::boolean ? m.ne(0) : m.to(scalar_type(c.dtype));
+      m = c.mask == SDPA_PLUGIN_MASK_BOOL ? m.ne(0) : m.to(scalar_type(c.dtype));
       mask = m.to(m_device);
     }
     const bool gqa = c.hq != c.hkv;
 #if !SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
     if (gqa) {
-      CaseRun r;
-      r.status = Status::unsupported;
+      CaseOutcome r;
+      r.outcome = SDPA_PLUGIN_UNSUPPORTED;
       r.reason = "grouped-query attention (enable_gqa) needs PyTorch >= 2.5";
       return r;
     }
 #endif
     select_backend();
-    CaseRun r;
-    if (m_args.variant.backend == "default") {
+    CaseOutcome r;
+    if (m_args.backend == "default") {
 #if SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
       r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, 0.0, c.causal, {}, gqa));
 #else
@@ -431,12 +465,14 @@ private:
     {
       ThreadCount pool(m_sdpa_threads);
       const auto start = std::chrono::steady_clock::now();
-      const auto spent = [&] { return line.budget_ms > 0 && ms_since(start) >= line.budget_ms; };
+      const auto spent = [&] {
+        return c.budget_ms > 0 && ms_since(start) >= static_cast<double>(c.budget_ms);
+      };
       out = call(); // the checked run: its output is the one compared with the oracle
       synchronize();
-      for (int i = 1; i < line.warmup && !spent(); ++i) (void)call();
+      for (int i = 1; i < c.warmup && !spent(); ++i) (void)call();
       synchronize();
-      for (int i = 0; i < line.repeat && (i == 0 || !spent()); ++i) {
+      for (int i = 0; i < c.repeat && (i == 0 || !spent()); ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         (void)call();
         synchronize();
@@ -448,7 +484,7 @@ private:
     (void)out.to(at::kFloat).sum().item<double>();
     at::Tensor host = out.to(at::kFloat).to(at::kCPU).contiguous();
     if (host.sizes() != at::IntArrayRef{c.b, c.hq, c.lq, c.d}) {
-      r.status = Status::error;
+      r.outcome = SDPA_PLUGIN_FAILED;
       r.times_ms.clear();
       std::ostringstream msg;
       msg << "output has shape " << host.sizes() << ", expected [" << c.b << ", " << c.hq
@@ -458,34 +494,96 @@ private:
     }
     const float* p = host.data_ptr<float>();
     r.output.assign(p, p + host.numel());
-    if (m_args.variant.backend != "default") r.backend_chosen = m_args.variant.backend;
+    if (m_args.backend != "default") r.backend_chosen = m_args.backend;
     return r;
   }
 
-  static CaseRun refused_or_failed(const std::string& what, const std::vector<std::string>& warnings) {
-    CaseRun r;
-    std::string reason = one_line(what);
-    bool refusal = cases::is_backend_refusal(reason);
-    for (const auto& w : warnings) {
-      reason += " | " + one_line(w);
-      refusal = refusal || cases::is_backend_refusal(w);
-    }
-    r.status = refusal ? Status::unsupported : Status::error;
-    r.reason = std::move(reason);
+  // Whether torch refused the case or failed at it is the worker's to tell, from this text and
+  // the warnings, against the refusal texts it knows.
+  static CaseOutcome threw(const std::string& what) {
+    CaseOutcome r;
+    r.outcome = SDPA_PLUGIN_THREW;
+    r.reason = one_line(what);
     return r;
   }
 
-  WorkerArgs m_args;
+  VariantArgs m_args;
+  int m_gpu_index; // N of cuda:N; -1 on the CPU
   int m_sdpa_threads; // torch's configured intra-op count, for every SDPA call
   int m_check_threads; // for the rest
-  int m_gpu_index = -1;
   at::Device m_device{at::kCPU};
 };
 
-} // namespace
+// --- the C interface ----------------------------------------------------------------------------
 
-std::unique_ptr<CaseExecutor> make_torch_executor(const WorkerArgs& args) {
-  return std::make_unique<TorchExecutor>(args);
+std::vector<std::string> split_flags(const char* flags) {
+  std::vector<std::string> out;
+  std::string one;
+  for (const char* p = flags ? flags : ""; ; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (!one.empty()) out.push_back(std::move(one));
+      one.clear();
+      if (*p == '\0') break;
+    } else {
+      one += *p;
+    }
+  }
+  return out;
 }
 
-} // namespace sdpa_doctor::workers
+void* plugin_open(const char* device, int gpu_index, const char* variant_name, const char* backend,
+                  const char* flags) {
+  VariantArgs args;
+  args.device = device ? device : "cpu";
+  args.gpu_index = gpu_index;
+  args.name = variant_name ? variant_name : "";
+  args.backend = backend ? backend : "default";
+  args.flags = split_flags(flags);
+  try {
+    return new TorchExecutor(std::move(args));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+char* plugin_hello(void* self) {
+  const Hello info = static_cast<TorchExecutor*>(self)->hello();
+  std::string text = "worker\tlibtorch\n";
+  for (const auto& [k, v] : info.versions) text += "version." + k + "\t" + one_line(v) + "\n";
+  for (const auto& [k, v] : info.facts) text += "fact." + k + "\t" + one_line(v) + "\n";
+  if (!info.unavailable.empty()) text += "unavailable\t" + one_line(info.unavailable) + "\n";
+  return copy_text(text);
+}
+
+void plugin_run(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* result) {
+  CaseOutcome r = static_cast<TorchExecutor*>(self)->run(*c);
+  result->outcome = r.outcome;
+  result->times_len = 0;
+  if (r.outcome == SDPA_PLUGIN_RAN) {
+    std::copy(r.output.begin(), r.output.end(), result->output);
+    const size_t n = std::min(r.times_ms.size(), static_cast<size_t>(std::max(c->repeat, 0)));
+    std::copy_n(r.times_ms.begin(), n, result->times_ms);
+    result->times_len = static_cast<int>(n);
+  }
+  result->reason = r.reason.empty() ? nullptr : copy_text(r.reason);
+  result->backend_chosen = r.backend_chosen.empty() ? nullptr : copy_text(r.backend_chosen);
+  std::string warnings;
+  for (const auto& w : r.warnings) warnings += one_line(w) + "\n";
+  result->warnings = warnings.empty() ? nullptr : copy_text(warnings);
+}
+
+char* plugin_canary(void* self) { return copy_text(static_cast<TorchExecutor*>(self)->canary()); }
+
+void plugin_free_text(char* text) { std::free(text); }
+
+void plugin_close(void* self) { delete static_cast<TorchExecutor*>(self); }
+
+const sdpa_torch_plugin k_plugin = {SDPA_TORCH_PLUGIN_VERSION, plugin_open,     plugin_hello,
+                                    plugin_run,                plugin_canary,   plugin_free_text,
+                                    plugin_close};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const sdpa_torch_plugin* sdpa_torch_plugin_v1() {
+  return &k_plugin;
+}

@@ -1,0 +1,74 @@
+// run/torch_plugin: which LibTorch plugin the libtorch probe loads, so that it tests the same torch
+// as the python probe. The one built with the doctor when that is the torch under test; else one
+// built for that torch by an earlier check (the cache's "workers" folder); else built now, with
+// one compiler call against that torch's headers and torch/lib, as PyTorch's C++ extensions are.
+// No compiler, or a build that fails: one finding, and the libtorch cells say why they did not run.
+#pragma once
+
+#include "core/model.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sdpa_doctor::run {
+
+// A torch install as the doctor tells one from another, read without importing it: its torch/lib
+// (canonical), version and build (torch/version.py) and the size of its libtorch_cpu.so.
+struct TorchIdentity {
+  std::string lib_dir;
+  std::string version;
+  std::string git_version;
+  int64_t libtorch_cpu_size = -1;
+  bool operator==(const TorchIdentity&) const = default;
+};
+
+// The identity of the torch whose torch/lib is `lib_dir`; nullopt when it has no libtorch_cpu.so
+// or no readable version.py.
+std::optional<TorchIdentity> torch_identity(const std::string& lib_dir);
+
+// The identity a plugin's sidecar (sdpa-doctor-torch-plugin.json, written when it was built) names;
+// nullopt for text that is not one.
+std::optional<TorchIdentity> identity_from_sidecar(const std::string& json_text);
+
+// What torch_facts.py printed: what a build against that torch needs.
+struct TorchBuildFacts {
+  std::string version;
+  std::vector<std::string> include_dirs;
+  std::string lib_dir;
+  int abi = -1; // _GLIBCXX_USE_CXX11_ABI
+};
+// nullopt unless every key is there and the ABI is 0 or 1.
+std::optional<TorchBuildFacts> parse_torch_facts(const std::string& text);
+
+// The one compiler call that builds the plugin: C++20, optimised, position-independent, only the
+// entry point exported, that torch's headers as system headers and its ABI, libtorch, torch_cpu
+// and c10 from its torch/lib with an RPATH there.
+std::vector<std::string> plugin_compile_command(const std::vector<std::string>& compiler,
+                                                const TorchBuildFacts& facts,
+                                                const std::string& source,
+                                                const std::string& output);
+
+struct TorchPlugin {
+  std::string path;    // the plugin to load; empty when there is none
+  std::string origin;  // "built with the doctor", "built earlier (cache)", "built now in 63 s"
+  std::string why_not; // when path is empty: the reason of the libtorch cells
+  std::optional<Finding> finding;
+};
+
+struct PluginBuildOptions {
+  std::string python;     // the interpreter whose torch it is (torch_facts.py runs with it)
+  std::string cache_dir;  // where built plugins are kept; empty: scratch_dir, for this run only
+  std::string scratch_dir;
+  std::function<void(const std::string&)> progress; // one line at a time; none = silent
+  std::chrono::seconds deadline{900};                // the compiler's, apart from any worker's
+};
+
+// The plugin for the torch whose torch/lib is `lib_dir`; empty `lib_dir` (no torch located): the
+// one built with the doctor, if any.
+TorchPlugin torch_plugin_for(const std::string& lib_dir, const PluginBuildOptions& options);
+
+} // namespace sdpa_doctor::run

@@ -1,0 +1,80 @@
+/* The LibTorch plugin's interface: plain C, so that the plugin can be built against any torch (its
+ * headers, its C++ ABI, its compiler flags) while sdpa-doctor-torch-worker, which links no torch,
+ * loads it with dlopen. The worker and the plugin are always built from the same source (a built
+ * plugin is cached under a hash of it), so a version mismatch means a stale file: refused.
+ *
+ * Strings the plugin returns are allocated by it and released with free_text; every text is one
+ * line (no newline, no tab) unless said otherwise. */
+#ifndef SDPA_DOCTOR_TORCH_PLUGIN_H
+#define SDPA_DOCTOR_TORCH_PLUGIN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SDPA_TORCH_PLUGIN_VERSION 1
+#define SDPA_TORCH_PLUGIN_ENTRY "sdpa_torch_plugin_v1"
+
+enum sdpa_plugin_dtype { SDPA_PLUGIN_F16 = 0, SDPA_PLUGIN_BF16 = 1, SDPA_PLUGIN_F32 = 2 };
+enum sdpa_plugin_mask { SDPA_PLUGIN_MASK_NONE = 0, SDPA_PLUGIN_MASK_BOOL = 1, SDPA_PLUGIN_MASK_ADDITIVE = 2 };
+
+/* What the case runs on: logical (B,H,L,D) float buffers made by the worker, the mask (B,1,Lq,Lkv)
+ * with 0/1 for a bool mask. `transposed`: q, k and v laid out as (B,L,H,D) and viewed as (B,H,L,D). */
+typedef struct sdpa_plugin_case {
+  int64_t b, hq, hkv, lq, lkv, d;
+  int dtype;  /* sdpa_plugin_dtype */
+  int mask;   /* sdpa_plugin_mask */
+  int causal;
+  int transposed;
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* mask_values; /* NULL without a mask */
+  int warmup;
+  int repeat;
+  int64_t budget_ms; /* 0: none */
+} sdpa_plugin_case;
+
+enum sdpa_plugin_outcome {
+  SDPA_PLUGIN_RAN = 0,         /* output and times are filled */
+  SDPA_PLUGIN_THREW = 1,       /* torch raised: reason is its message (the worker tells refusals) */
+  SDPA_PLUGIN_UNSUPPORTED = 2, /* this torch cannot run the case at all: reason says why */
+  SDPA_PLUGIN_FAILED = 3       /* it ran but gave nothing usable: reason says why */
+};
+
+/* Filled by run. The worker owns output (b*hq*lq*d floats) and times_ms (`repeat` doubles); the
+ * plugin owns the texts. */
+typedef struct sdpa_plugin_result {
+  int outcome; /* sdpa_plugin_outcome */
+  float* output;
+  double* times_ms;
+  int times_len;
+  char* reason;         /* NULL when it ran */
+  char* backend_chosen; /* NULL when unknown */
+  char* warnings;       /* torch's warnings during the case, one per line; NULL for none */
+} sdpa_plugin_result;
+
+typedef struct sdpa_torch_plugin {
+  int version; /* SDPA_TORCH_PLUGIN_VERSION */
+  /* One executor for (device, variant). `gpu_index` is N of cuda:N, -1 for the CPU; `flags` the
+   * variant's flags, comma-separated ("ck", "aotriton"). NULL when torch failed at once. */
+  void* (*open)(const char* device, int gpu_index, const char* variant_name, const char* backend,
+                const char* flags);
+  /* The hello: "key\tvalue" lines, keys "worker", "version.NAME", "fact.NAME", "unavailable". */
+  char* (*hello)(void* self);
+  void (*run)(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* result);
+  /* "ok" or "failed: why", after each case (a deferred device error shows here). */
+  char* (*canary)(void* self);
+  void (*free_text)(char* text);
+  void (*close)(void* self);
+} sdpa_torch_plugin;
+
+typedef const sdpa_torch_plugin* (*sdpa_torch_plugin_entry)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
