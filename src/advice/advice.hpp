@@ -53,7 +53,12 @@ struct IssueRule {
   std::optional<std::regex> stderr_re;
   std::vector<std::string> signatures; // any of these isolate signature ids matched
   std::set<Status> statuses;           // empty = any status but pass
+  // ECMAScript, searched in the canary after the case ("failed: ..."; same bounds as stderr)
+  std::string canary_regex;
+  std::optional<std::regex> canary_re;
   std::set<DType> dtypes;
+  std::set<Mask> masks;     // the case's mask kind ("none", "bool", "additive")
+  std::set<Layout> layouts; // the case's q/k/v layout ("contiguous", "transposed")
   std::optional<int64_t> head_dim_min; // inclusive
   std::optional<int64_t> head_dim_max; // inclusive
   std::optional<bool> causal;
@@ -64,6 +69,30 @@ struct IssueRule {
   std::set<Probe> probes;
 };
 
+// What a rule needs to know about the run of one case.
+struct CaseFacts {
+  std::string arch;     // base gfx target of the case's device, "" for the CPU or unknown
+  std::string torch;    // version of torch that ran it, "" when unknown
+  std::string aotriton; // "" when unknown
+  std::string gfx_verdict = {}; // the device's GfxTruth::verdict, "" when none was settled
+};
+
+// The text a source published for an issue, and where a result shows it: what the tests feed an
+// entry's own rules. `published` false: the source described the failure in words only, `text`
+// is what the failure prints as the source describes it and `note` says so.
+struct Verbatim {
+  std::string text;
+  bool published = false;
+  std::string note;
+  // Where the text lands in a result: "stderr" (the tail), "reason" or "canary".
+  std::string in = "stderr";
+  // The result that carries it: its status, variant, case id and the facts of its device.
+  Status status = Status::error;
+  std::string variant = "default";
+  std::string case_id;
+  CaseFacts facts;
+};
+
 struct KnownIssue {
   std::string id; // stable, unique across merged files
   std::string title;
@@ -72,6 +101,7 @@ struct KnownIssue {
   std::string fixed_in; // empty = not fixed, or unknown
   std::vector<IssueRule> rules; // any one matching is enough
   std::string source;           // file it came from
+  std::optional<Verbatim> verbatim; // absent in files that do not give one
 };
 
 struct KnownIssues {
@@ -88,8 +118,9 @@ inline constexpr int k_max_regex_nesting = 16; // groups inside groups
 inline constexpr std::size_t k_max_regex_line = 2048;
 inline constexpr std::size_t k_max_regex_text = 64 * 1024;
 
-// Reads one file: a JSON array of entries {id, title, link, match, advice, fixed_in}, where
-// `match` is one rule object or an array of alternatives. Bad JSON, wrong types, unknown keys
+// Reads one file: a JSON array of entries {id, title, link, match, advice, fixed_in, notes,
+// verbatim}, where `match` is one rule object or an array of alternatives and `verbatim` is
+// {text, published, note, in, status, variant, case, arch, torch, aotriton, gfx_verdict}. Bad JSON, wrong types, unknown keys
 // and bad regexes (too long or too deeply nested included) are an Error whose one-line message
 // names the file and the entry.
 Expected<KnownIssues> load_known_issues(const std::string& path);
@@ -99,15 +130,10 @@ Expected<KnownIssues> parse_known_issues(std::string_view text, const std::strin
 // correct a shipped one). Order: first appearance.
 KnownIssues merge_known_issues(const std::vector<KnownIssues>& files);
 
-// What a rule needs to know about the run of one case.
-struct CaseFacts {
-  std::string arch;     // base gfx target of the case's device, "" for the CPU or unknown
-  std::string torch;    // version of torch that ran it, "" when unknown
-  std::string aotriton; // "" when unknown
-  std::string gfx_verdict = {}; // the device's GfxTruth::verdict, "" when none was settled
-};
-
 bool rule_matches(const IssueRule& rule, const CaseResult& result, const CaseFacts& facts);
+// The result an entry's verbatim text describes: a python probe's result of that status, variant
+// and case, with the text in its stderr tail, reason or canary. Pure.
+CaseResult verbatim_result(const Verbatim& verbatim);
 bool issue_matches(const KnownIssue& issue, const CaseResult& result, const CaseFacts& facts);
 // Whether any rule can hold on a device of this arch and these versions, judged by the arch and
 // version conditions only (what `sdpa-doctor known-issues` shows before anything ran). Empty

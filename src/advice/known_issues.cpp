@@ -140,6 +140,36 @@ constexpr auto k_regex_flags =
 constexpr auto k_regex_flags = std::regex::ECMAScript | std::regex::optimize;
 #endif
 
+// A list of names, each read by `parse` ("statuses": status_from_string); `what` is one of them
+// in words, `names` the accepted ones where the message should list them.
+template <typename T>
+std::set<T> name_set(const json& v, const std::string& key, std::string_view what,
+                     std::optional<T> (*parse)(std::string_view), std::string_view names = {}) {
+  std::set<T> out;
+  for (const std::string& name : string_list(v, key)) {
+    auto value = parse(name);
+    if (!value)
+      throw EntryError{fmt::format("unknown {} '{}' in '{}'{}", what, name, key,
+                                   names.empty() ? "" : fmt::format(" ({})", names))};
+    out.insert(*value);
+  }
+  return out;
+}
+
+// A regex condition (`stderr`, `canary`): its text, compiled into `re`.
+std::string regex_field(const json& v, const std::string& key, std::optional<std::regex>& re) {
+  if (!v.is_string()) throw EntryError{fmt::format("'{}' must be a string (a regex)", key)};
+  std::string text = v.get<std::string>();
+  if (const std::string why = regex_too_complex(text); !why.empty())
+    throw EntryError{fmt::format("'{}' regex too complex: {}", key, why)};
+  try {
+    re.emplace(text, k_regex_flags);
+  } catch (const std::regex_error& e) {
+    throw EntryError{fmt::format("bad '{}' regex '{}': {}", key, shortened(text), e.what())};
+  }
+  return text;
+}
+
 int64_t int_field(const json& v, const std::string& key) {
   if (!v.is_number_integer()) throw EntryError{fmt::format("'{}' must be an integer", key)};
   return v.get<int64_t>();
@@ -161,30 +191,19 @@ IssueRule parse_rule(const json& j) {
     } else if (k == "torch" || k == "aotriton") {
       (k == "torch" ? rule.torch : rule.aotriton) = parse_range(v, k);
     } else if (k == "stderr") {
-      if (!v.is_string()) throw EntryError{"'stderr' must be a string (a regex)"};
-      rule.stderr_regex = v.get<std::string>();
-      if (const std::string why = regex_too_complex(rule.stderr_regex); !why.empty())
-        throw EntryError{fmt::format("'stderr' regex too complex: {}", why)};
-      try {
-        rule.stderr_re.emplace(rule.stderr_regex, k_regex_flags);
-      } catch (const std::regex_error& e) {
-        throw EntryError{
-            fmt::format("bad 'stderr' regex '{}': {}", shortened(rule.stderr_regex), e.what())};
-      }
+      rule.stderr_regex = regex_field(v, k, rule.stderr_re);
+    } else if (k == "canary") {
+      rule.canary_regex = regex_field(v, k, rule.canary_re);
+    } else if (k == "masks") {
+      rule.masks = name_set(v, k, "mask", mask_from_string, "none, bool, additive");
+    } else if (k == "layouts") {
+      rule.layouts = name_set(v, k, "layout", layout_from_string, "contiguous, transposed");
     } else if (k == "signatures") {
       rule.signatures = string_list(v, k);
     } else if (k == "statuses") {
-      for (const std::string& name : string_list(v, k)) {
-        auto s = status_from_string(name);
-        if (!s) throw EntryError{fmt::format("unknown status '{}' in 'statuses'", name)};
-        rule.statuses.insert(*s);
-      }
+      rule.statuses = name_set(v, k, "status", status_from_string);
     } else if (k == "dtypes") {
-      for (const std::string& name : string_list(v, k)) {
-        auto d = dtype_from_string(name);
-        if (!d) throw EntryError{fmt::format("unknown dtype '{}' in 'dtypes'", name)};
-        rule.dtypes.insert(*d);
-      }
+      rule.dtypes = name_set(v, k, "dtype", dtype_from_string);
     } else if (k == "head_dim") {
       if (!v.is_object()) throw EntryError{"'head_dim' must be an object {min, max}"};
       for (const auto& [hk, hv] : v.items()) {
@@ -217,10 +236,48 @@ IssueRule parse_rule(const json& j) {
   return rule;
 }
 
+Verbatim parse_verbatim(const json& j) {
+  if (!j.is_object()) throw EntryError{"'verbatim' must be an object"};
+  static const std::set<std::string> k_keys = {"text",    "published", "note",     "in",
+                                               "status",  "variant",   "case",     "arch",
+                                               "torch",   "aotriton",  "gfx_verdict"};
+  for (const auto& [k, v] : j.items())
+    if (!k_keys.count(k)) throw EntryError{fmt::format("unknown key 'verbatim.{}'", k)};
+  Verbatim out;
+  out.text = string_field(j, "text", true);
+  auto published = j.find("published");
+  if (published == j.end() || !published->is_boolean())
+    throw EntryError{"'verbatim.published' must be true or false"};
+  out.published = published->get<bool>();
+  out.note = string_field(j, "note", false);
+  // A text the source did not publish says what it is instead.
+  if (!out.published && out.note.empty())
+    throw EntryError{"'verbatim.note' must say what the text is when it was not published"};
+  if (j.contains("in")) out.in = string_field(j, "in", true);
+  if (out.in != "stderr" && out.in != "reason" && out.in != "canary")
+    throw EntryError{fmt::format("'verbatim.in' is '{}' (stderr, reason, canary)", out.in)};
+  if (j.contains("status")) {
+    auto s = status_from_string(string_field(j, "status", true));
+    if (!s || *s == Status::pass) throw EntryError{"'verbatim.status' must be a failing status"};
+    out.status = *s;
+  }
+  if (j.contains("variant")) out.variant = string_field(j, "variant", true);
+  if (!parse_variant(out.variant))
+    throw EntryError{fmt::format("bad variant '{}' in 'verbatim.variant'", out.variant)};
+  out.case_id = string_field(j, "case", true);
+  if (!parse_case_id(out.case_id))
+    throw EntryError{fmt::format("bad case id '{}' in 'verbatim.case'", out.case_id)};
+  out.facts.arch = string_field(j, "arch", false);
+  out.facts.torch = string_field(j, "torch", false);
+  out.facts.aotriton = string_field(j, "aotriton", false);
+  out.facts.gfx_verdict = string_field(j, "gfx_verdict", false);
+  return out;
+}
+
 KnownIssue parse_issue(const json& j) {
   if (!j.is_object()) throw EntryError{"an entry must be an object"};
-  static const std::set<std::string> k_keys = {"id",     "title",    "link", "match",
-                                               "advice", "fixed_in", "notes"};
+  static const std::set<std::string> k_keys = {"id",     "title",    "link",  "match",
+                                               "advice", "fixed_in", "notes", "verbatim"};
   for (const auto& [k, v] : j.items()) {
     if (!k_keys.count(k)) throw EntryError{fmt::format("unknown key '{}'", k)};
   }
@@ -232,6 +289,7 @@ KnownIssue parse_issue(const json& j) {
   issue.advice = string_field(j, "advice", true);
   issue.fixed_in = string_field(j, "fixed_in", false);
   if (j.contains("notes")) string_field(j, "notes", false); // free text for maintainers
+  if (auto v = j.find("verbatim"); v != j.end()) issue.verbatim = parse_verbatim(*v);
   auto m = j.find("match");
   if (m == j.end()) throw EntryError{"missing 'match'"};
   if (m->is_array()) {
@@ -332,9 +390,9 @@ std::string backend_of(const std::string& variant_name) {
   return variant_name.substr(0, variant_name.find('['));
 }
 
-// Whether `re` matches within one line of the case's reason, warnings or stderr tail, searched
-// within the k_max_regex_line and k_max_regex_text bounds.
-bool search_lines(const std::regex& re, const CaseResult& r) {
+// Whether `re` matches within one line of the texts, searched within the k_max_regex_line and
+// k_max_regex_text bounds.
+bool search_lines(const std::regex& re, const std::vector<const std::string*>& texts) {
   std::size_t budget = k_max_regex_text;
   const auto search = [&](std::string_view text) {
     while (budget > 0) {
@@ -348,10 +406,15 @@ bool search_lines(const std::regex& re, const CaseResult& r) {
     }
     return false;
   };
-  if (search(r.reason)) return true;
-  for (const std::string& w : r.warnings)
-    if (search(w)) return true;
-  return search(r.stderr_tail);
+  return std::any_of(texts.begin(), texts.end(), [&](const std::string* t) { return search(*t); });
+}
+
+// A case's reason, warnings and stderr tail, in the order `stderr` searches them.
+std::vector<const std::string*> error_texts(const CaseResult& r) {
+  std::vector<const std::string*> out{&r.reason};
+  for (const std::string& w : r.warnings) out.push_back(&w);
+  out.push_back(&r.stderr_tail);
+  return out;
 }
 
 } // namespace
@@ -383,8 +446,23 @@ bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& f
         return std::find(r.signatures.begin(), r.signatures.end(), s) != r.signatures.end();
       }))
     return false;
-  if (rule.stderr_re && !search_lines(*rule.stderr_re, r)) return false;
+  if (!rule.masks.empty() && !rule.masks.count(r.kase.mask)) return false;
+  if (!rule.layouts.empty() && !rule.layouts.count(r.kase.layout)) return false;
+  if (rule.stderr_re && !search_lines(*rule.stderr_re, error_texts(r))) return false;
+  if (rule.canary_re && !search_lines(*rule.canary_re, {&r.canary})) return false;
   return true;
+}
+
+CaseResult verbatim_result(const Verbatim& v) {
+  CaseResult r;
+  r.probe = Probe::python;
+  r.device = v.facts.arch.empty() ? "cpu" : "cuda:0";
+  r.variant = v.variant;
+  r.case_id = v.case_id;
+  if (auto c = parse_case_id(v.case_id)) r.kase = *c;
+  r.status = v.status;
+  (v.in == "reason" ? r.reason : v.in == "canary" ? r.canary : r.stderr_tail) = v.text;
+  return r;
 }
 
 bool issue_matches(const KnownIssue& issue, const CaseResult& r, const CaseFacts& facts) {

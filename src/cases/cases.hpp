@@ -105,6 +105,11 @@ Expected<PlannedCases> plan_cases(const CaseSources& sources);
 
 // --- comparison -----------------------------------------------------------------------------------
 
+// What a mismatch's reason opens with when every output element is 0 and the oracle is not all
+// 0: what a kernel that never ran leaves (AOTriton's hipErrorInvalidValue). The Python probe's
+// compare (sdpa_probe/oracle.py) writes the same words.
+inline constexpr std::string_view k_all_zero_output = "all-zero output where the oracle is not";
+
 struct Comparison {
   Metrics metrics;     // error metrics only; timing fields are left empty
   Status status = Status::pass; // pass, mismatch or nonfinite
@@ -114,7 +119,8 @@ struct Comparison {
 // Compares `n` output values with the oracle. An element is outside when
 // |out - ref| > atol + rtol * |ref| (non-finite outputs are outside). max_abs_err and rel_l2_err
 // are taken over the elements where both are finite. nonfinite: a NaN or Inf in the output where
-// the oracle is finite; mismatch: any element outside the tolerance.
+// the oracle is finite; mismatch: any element outside the tolerance. A mismatch whose output is
+// all zeros where the oracle is not opens its reason with k_all_zero_output and ": ".
 Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol);
 
 // --- limits ---------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fcntl.h>
 #include <cstdlib>
@@ -143,7 +144,7 @@ Expected<PlantedFault> parse_planted_fault(std::string_view text) {
           {"abort", FaultAction::abort}, {"segv", FaultAction::segv},
           {"hang", FaultAction::hang},   {"nan", FaultAction::nan},
           {"perturb", FaultAction::perturb}, {"exit3", FaultAction::exit3},
-          {"poison", FaultAction::poison}};
+          {"poison", FaultAction::poison}, {"zeros", FaultAction::zeros}};
       have_action = false;
       for (auto [name, action] : k_actions)
         if (value == name) {
@@ -152,7 +153,7 @@ Expected<PlantedFault> parse_planted_fault(std::string_view text) {
         }
       if (!have_action)
         return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown action '{}' (abort, "
-                                      "segv, hang, nan, perturb, exit3, poison)",
+                                      "segv, hang, nan, perturb, exit3, poison, zeros)",
                                       value));
     } else {
       return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown key '{}' (variant, case, "
@@ -188,7 +189,8 @@ __attribute__((no_sanitize("undefined"))) void trigger_process_fault(FaultAction
   case FaultAction::none:
   case FaultAction::nan:
   case FaultAction::perturb:
-  case FaultAction::poison: return;
+  case FaultAction::poison:
+  case FaultAction::zeros: return;
   }
 }
 
@@ -197,6 +199,17 @@ void corrupt_output(FaultAction action, std::vector<float>& output) {
   const size_t at = output.size() / 2;
   if (action == FaultAction::nan) output[at] = std::numeric_limits<float>::quiet_NaN();
   if (action == FaultAction::perturb) output[at] += 0.5f;
+  if (action == FaultAction::zeros) std::fill(output.begin(), output.end(), 0.0f);
+}
+
+std::string planted_canary(FaultAction action, std::string measured) {
+  if (action == FaultAction::poison)
+    return "failed: injected deferred device error (SDPA_DOCTOR_TEST_FAULT action=poison)";
+  // The words torch prints for the deferred launch error, so known issues see what they would.
+  if (action == FaultAction::zeros)
+    return "failed: AcceleratorError: HIP error: invalid argument (hipErrorInvalidValue, injected "
+           "by SDPA_DOCTOR_TEST_FAULT action=zeros)";
+  return measured;
 }
 
 } // namespace sdpa_doctor::workers

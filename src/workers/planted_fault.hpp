@@ -14,7 +14,7 @@
 
 namespace sdpa_doctor::workers {
 
-enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison };
+enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison, zeros };
 
 // A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N or NAME=N. NAME is b, hq,
 // hkv, lq, lkv, d, causal (0/1), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
@@ -41,9 +41,11 @@ struct PlantedFault {
 };
 
 // "variant=<name|*>,case=<id|*>,when=<cond>,...,once=<path>,action=<abort|segv|hang|nan|perturb|
-// exit3|poison>".
+// exit3|poison|zeros>".
 // poison leaves the case alone and makes the canary after it fail, as a deferred asynchronous GPU
-// error would. `when` may repeat (all must hold).
+// error would; zeros replaces the output by zeros and fails the canary with HIP's "invalid
+// argument", as a fused kernel that failed to launch (AOTriton's hipErrorInvalidValue) leaves
+// them. `when` may repeat (all must hold).
 Expected<PlantedFault> parse_planted_fault(std::string_view text);
 // Several specs separated by ';'; the first that matches a case decides its fault.
 Expected<std::vector<PlantedFault>> parse_planted_faults(std::string_view text);
@@ -54,7 +56,10 @@ const PlantedFault* matching_fault(const std::vector<PlantedFault>& specs, std::
 Expected<std::vector<PlantedFault>> planted_faults_from_environment();
 // abort, segv, hang and exit3 happen here, for real (this function does not return for them).
 void trigger_process_fault(FaultAction action);
-// nan and perturb corrupt the output before it is compared (element n/2: NaN, resp. +0.5).
+// nan, perturb and zeros corrupt the output before it is compared (element n/2: NaN, resp. +0.5;
+// every element 0).
 void corrupt_output(FaultAction action, std::vector<float>& output);
+// The canary after a case with this fault: poison's and zeros' planted failure, else `measured`.
+std::string planted_canary(FaultAction action, std::string measured);
 
 } // namespace sdpa_doctor::workers

@@ -171,8 +171,7 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
       ev.reason = fmt::format("comparing with the oracle failed: {}", e.what());
     }
     if (info.unavailable.empty()) ev.canary = executor.canary();
-    if (faulty && fault.action == FaultAction::poison && !ev.canary.empty())
-      ev.canary = "failed: injected deferred device error (SDPA_DOCTOR_TEST_FAULT action=poison)";
+    if (faulty && !ev.canary.empty()) ev.canary = planted_canary(fault.action, std::move(ev.canary));
     if (!out.result(ev)) return exit_code::failures;
     if (protocol::canary_failed(ev.canary)) return protocol::k_exit_canary_failed; // no bye: a fresh worker goes on
   }

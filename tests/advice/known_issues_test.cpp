@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace sdpa_doctor;
 using namespace sdpa_doctor::advice;
 
@@ -203,4 +205,134 @@ TEST(KnownIssues, ShippedFileLoadsWithTheCkAssertFirst) {
                             "Fatal! Attempting to call a CK SDPA kernel on unsupported hardware");
   EXPECT_TRUE(issue_matches(k->issues[0], crash, {"gfx1201", "2.14.0a0", "0.12b"}));
   EXPECT_FALSE(issue_matches(k->issues[0], crash, {"gfx942", "2.14.0a0", "0.12b"}));
+}
+
+namespace {
+
+const KnownIssues& shipped() {
+  static const KnownIssues k = [] {
+    auto loaded = load_known_issues(sdpa_test::source_path("data/known_issues.json"));
+    EXPECT_TRUE(loaded) << loaded.error().message;
+    return loaded ? *loaded : KnownIssues{};
+  }();
+  return k;
+}
+
+const KnownIssue* shipped_issue(const std::string& id) {
+  for (const KnownIssue& i : shipped().issues)
+    if (i.id == id) return &i;
+  return nullptr;
+}
+
+bool every_rule_needs_text(const KnownIssue& issue) {
+  return std::all_of(issue.rules.begin(), issue.rules.end(), [](const IssueRule& r) {
+    return r.stderr_re.has_value() || r.canary_re.has_value();
+  });
+}
+
+} // namespace
+
+TEST(KnownIssues, EveryShippedEntryMatchesItsOwnVerbatimText) {
+  ASSERT_GE(shipped().issues.size(), 25u);
+  for (const KnownIssue& issue : shipped().issues) {
+    ASSERT_TRUE(issue.verbatim) << issue.id << ": no verbatim text";
+    const Verbatim& v = *issue.verbatim;
+    EXPECT_FALSE(v.text.empty()) << issue.id;
+    if (!v.published) EXPECT_FALSE(v.note.empty()) << issue.id << ": says what its text is";
+    CaseResult r = verbatim_result(v);
+    EXPECT_TRUE(issue_matches(issue, r, v.facts)) << issue.id << ": '" << v.text << "'";
+    // Where every rule reads a text, it is the text that matches: other words do not.
+    if (every_rule_needs_text(issue)) {
+      Verbatim other = v;
+      other.text = "RuntimeError: something else went wrong";
+      EXPECT_FALSE(issue_matches(issue, verbatim_result(other), v.facts)) << issue.id;
+    }
+  }
+}
+
+TEST(KnownIssues, EveryShippedEntryNamesItsSource) {
+  for (const KnownIssue& issue : shipped().issues) {
+    EXPECT_EQ(issue.link.rfind("https://", 0), 0u) << issue.id << ": link '" << issue.link << "'";
+    EXPECT_FALSE(issue.title.empty()) << issue.id;
+  }
+}
+
+TEST(KnownIssues, VerbatimIsCheckedWhenTheFileIsRead) {
+  const auto entry = [](const std::string& verbatim) {
+    return R"([{"id":"x","title":"t","link":"https://x/1","advice":"a","match":{"statuses":["crash"]},
+               "verbatim":)" + verbatim + "}]";
+  };
+  EXPECT_TRUE(parse_known_issues(entry(R"({"text":"boom","published":true,"case":"fp16-b1-h8-q128-k128-d64"})"), "t"));
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"text":"boom","published":false,"case":"fp16-b1-h8-q128-k128-d64"})", "verbatim.note"},
+      {R"({"text":"boom","case":"fp16-b1-h8-q128-k128-d64"})", "verbatim.published"},
+      {R"({"text":"boom","published":true,"case":"not-a-case"})", "verbatim.case"},
+      {R"({"text":"boom","published":true,"case":"fp16-b1-h8-q128-k128-d64","in":"stdout"})", "verbatim.in"},
+      {R"({"text":"boom","published":true,"case":"fp16-b1-h8-q128-k128-d64","status":"pass"})",
+       "verbatim.status"},
+      {R"({"text":"boom","published":true,"case":"fp16-b1-h8-q128-k128-d64","url":"x"})", "verbatim.url"},
+  };
+  for (const auto& [text, expect] : bad) {
+    auto k = parse_known_issues(entry(text), "t.json");
+    ASSERT_FALSE(k) << text;
+    EXPECT_NE(k.error().message.find(expect), std::string::npos) << k.error().message;
+    EXPECT_EQ(k.error().message.find('\n'), std::string::npos);
+  }
+}
+
+TEST(KnownIssues, CanaryMaskAndLayoutConditions) {
+  const KnownIssues k = parse(R"([{"id":"c","title":"t","link":"https://x/1","advice":"a",
+    "match":{"canary":"invalid argument","masks":["bool"],"layouts":["transposed"]}}])");
+  CaseResult r = result("flash", Status::mismatch);
+  r.kase = parse_case_spec("dtype=fp16,b=1,h=8,l=128,d=64,mask=bool,layout=transposed").value();
+  r.canary = "failed: AcceleratorError: HIP error: invalid argument";
+  EXPECT_TRUE(issue_matches(k.issues[0], r, {"gfx1201", "", ""}));
+  CaseResult in_stderr = r;
+  in_stderr.canary = "ok";
+  in_stderr.stderr_tail = r.canary;
+  EXPECT_FALSE(issue_matches(k.issues[0], in_stderr, {"gfx1201", "", ""})) << "the canary only";
+  CaseResult contiguous = r;
+  contiguous.kase.layout = Layout::contiguous;
+  EXPECT_FALSE(issue_matches(k.issues[0], contiguous, {"gfx1201", "", ""})) << "layout";
+  CaseResult no_mask = r;
+  no_mask.kase.mask = Mask::none;
+  EXPECT_FALSE(issue_matches(k.issues[0], no_mask, {"gfx1201", "", ""})) << "mask";
+  for (const char* bad : {R"("masks":["sometimes"])", R"("layouts":["diagonal"])", R"("canary":"(unclosed")"}) {
+    auto e = parse_known_issues(
+        std::string(R"([{"id":"c","title":"t","link":"","advice":"a","match":{)") + bad + "}}]", "t");
+    EXPECT_FALSE(e) << bad;
+  }
+}
+
+// The hipErrorInvalidValue family: text spelled by HIP proves a ROCm build anywhere; "CUDA error:
+// invalid argument" and an all-zero output count only on an AMD GPU; math never runs AOTriton.
+TEST(KnownIssues, HipInvalidValueIsMatchedFromItsEvidence) {
+  const KnownIssue* issue = shipped_issue("aotriton-hip-invalid-value");
+  ASSERT_NE(issue, nullptr);
+  CaseResult zeros = result("flash", Status::mismatch);
+  zeros.reason = "all-zero output where the oracle is not: 65536 of 65536 elements outside atol=0.001";
+  const CaseFacts cpu{"", "2.13.0", ""}, gfx{"gfx1201", "2.12.0", ""};
+  EXPECT_TRUE(issue_matches(*issue, zeros, gfx));
+  EXPECT_FALSE(issue_matches(*issue, zeros, cpu)) << "zeros alone on the CPU are not AOTriton's";
+  CaseResult zeros_canary = zeros;
+  zeros_canary.canary = "failed: AcceleratorError: HIP error: invalid argument";
+  EXPECT_TRUE(issue_matches(*issue, zeros_canary, cpu));
+  CaseResult cuda_text = result("default", Status::error,
+                                "torch.AcceleratorError: CUDA error: invalid argument");
+  EXPECT_TRUE(issue_matches(*issue, cuda_text, gfx));
+  EXPECT_FALSE(issue_matches(*issue, cuda_text, cpu)) << "CUDA's words prove no ROCm build";
+  CaseResult math = zeros_canary;
+  math.variant = "math";
+  EXPECT_FALSE(issue_matches(*issue, math, gfx));
+  CaseResult later = result("mem_efficient", Status::error);
+  later.canary = "failed: RuntimeError: Search for `hipErrorInvalidValue' for more information";
+  EXPECT_TRUE(issue_matches(*issue, later, cpu));
+}
+
+// Re-checked: a crash of flash[ck] on gfx12 without the guard text is not CK's (stock builds run
+// AOTriton there), so only the guard text names the CK assert.
+TEST(KnownIssues, CkAssertIsNamedByItsTextOnly) {
+  const KnownIssue* issue = shipped_issue("ck-sdpa-unsupported-hw-rdna4");
+  ASSERT_NE(issue, nullptr);
+  EXPECT_FALSE(issue_matches(*issue, result("flash[ck]", Status::crash), {"gfx1201", "2.12.0", ""}));
 }

@@ -46,14 +46,14 @@ def canary(torch, device):
         return "failed: " + one_line("%s: %s" % (type(e).__name__, e), 500)
 
 
-def add_canary(result, torch, device, ran, poison):
-    """Puts the canary after a case into its result; True when the worker must stop."""
+def add_canary(result, torch, device, ran, planted=None):
+    """Puts the canary after a case into its result (`planted`: a test fault's instead of the
+    measured one); True when the worker must stop."""
     if not ran:
         return False
     result["canary"] = canary(torch, device)
-    if poison:
-        result["canary"] = ("failed: injected deferred device error "
-                            "(SDPA_DOCTOR_TEST_FAULT action=poison)")
+    if planted:
+        result["canary"] = planted
     return result["canary"].startswith("failed")
 
 BACKEND_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION", "mem_efficient": "EFFICIENT_ATTENTION",

@@ -9,7 +9,7 @@ import time
 from .protocol import DTYPE_NAMES
 
 
-FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison")
+FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison", "zeros")
 FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed")
 
 
@@ -107,3 +107,25 @@ def process_fault(action):
             time.sleep(3600)
     if action == "exit3":
         os._exit(3)
+
+
+def corrupt_output(action, host):
+    """nan, perturb and zeros corrupt the flat output before it is compared, as
+    workers::corrupt_output does (element n/2: NaN, resp. +0.5; every element 0)."""
+    if action == "nan":
+        host[host.numel() // 2] = float("nan")
+    if action == "perturb":
+        host[host.numel() // 2] += 0.5
+    if action == "zeros":
+        host.zero_()
+
+
+def planted_canary(action):
+    """The canary a fault plants after its case (workers::planted_canary), or None."""
+    if action == "poison":
+        return "failed: injected deferred device error (SDPA_DOCTOR_TEST_FAULT action=poison)"
+    if action == "zeros":
+        # The words torch prints for the deferred launch error, so known issues see what they would.
+        return ("failed: AcceleratorError: HIP error: invalid argument (hipErrorInvalidValue, "
+                "injected by SDPA_DOCTOR_TEST_FAULT action=zeros)")
+    return None

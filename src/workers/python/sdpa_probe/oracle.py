@@ -48,6 +48,11 @@ def load_oracle(torch, line, q, k, v, mask):
     return oracle_attention(torch, line["case"], q, k, v, mask).reshape(-1)
 
 
+# cases::k_all_zero_output: a mismatch's reason opens with it when the output is all zeros and the
+# oracle is not.
+ALL_ZERO_OUTPUT = "all-zero output where the oracle is not"
+
+
 def compare(torch, out, ref, atol, rtol):
     """Same definitions as cases::compare_to_oracle, in float64."""
     out = out.double().reshape(-1)
@@ -74,8 +79,11 @@ def compare(torch, out, ref, atol, rtol):
         return "nonfinite", ("%d NaN and %d Inf of %d output elements (first at index %d)"
                              % (nan, inf, n, first)), metrics
     if outside:
-        return "mismatch", ("%d of %d elements outside atol=%g + rtol=%g*|ref| (first at index %d: "
-                            "got %.6g, expected %.6g); max abs err %.3g, rel L2 err %.3g"
-                            % (outside, n, atol, rtol, first, float(out[first]), float(ref[first]),
-                               max_abs, rel_l2)), metrics
+        # Zeros where the oracle is not: what a kernel that never ran leaves (cases.hpp).
+        zeros = n > 0 and not bool(out.ne(0).any()) and bool(ref.ne(0).any())
+        reason = ("%d of %d elements outside atol=%g + rtol=%g*|ref| (first at index %d: "
+                  "got %.6g, expected %.6g); max abs err %.3g, rel L2 err %.3g"
+                  % (outside, n, atol, rtol, first, float(out[first]), float(ref[first]),
+                     max_abs, rel_l2))
+        return "mismatch", (ALL_ZERO_OUTPUT + ": " if zeros else "") + reason, metrics
     return "pass", "", metrics

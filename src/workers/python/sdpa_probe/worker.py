@@ -8,7 +8,8 @@ import sys
 import warnings
 
 from .backends import Probe, add_canary, classify, import_torch
-from .faults import matching_fault, parse_fault, process_fault
+from .faults import (corrupt_output, matching_fault, parse_fault, planted_canary,
+                     process_fault)
 from .inputs import make_inputs, torch_dtype
 from .oracle import compare, load_oracle
 from .protocol import (CANARY_FAILED_EXIT, Writer, finite_or_none, normalise_case, one_line,
@@ -148,10 +149,8 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                         raise RuntimeError("output has shape %s, expected %s"
                                            % (tuple(host.shape), shape))
                     host = host.reshape(-1).clone()
-                    if hit and fault["action"] == "nan":
-                        host[host.numel() // 2] = float("nan")
-                    if hit and fault["action"] == "perturb":
-                        host[host.numel() // 2] += 0.5
+                    if hit:
+                        corrupt_output(fault["action"], host)
                     ref = load_oracle(torch, line, q, k, v, mask)
                     status, reason, m = compare(torch, host, ref, line["atol"], line["rtol"])
                     metrics.update(m)
@@ -163,7 +162,7 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
         result["metrics"] = {key: (finite_or_none(v) if isinstance(v, float) else v)
                              for key, v in metrics.items()}
         poisoned = add_canary(result, torch, device, not (unavailable or broken),
-                              hit and fault["action"] == "poison")
+                              planted_canary(fault["action"]) if hit else None)
         if not writer.event("result", **result):
             return 1
         if poisoned:
