@@ -7,8 +7,10 @@
 namespace sdpa_doctor::cli {
 
 namespace {
-std::string built_in(const char* version) {
-  return *version ? fmt::format("{} (built in)", version) : std::string("not built in");
+// The plugin built with the doctor serves that torch; any other gets one built on first use.
+std::string libtorch_plugin(const char* version) {
+  return *version ? fmt::format("plugin for torch {} (others: built on first use)", version)
+                  : std::string("plugin built on first use for the torch under test");
 }
 } // namespace
 
@@ -19,7 +21,7 @@ int print_version() {
   // Nothing of ROCm is built in: the workers open it where the diagnosed torch finds its own.
   fmt::print("  HIP runtime   opened at run time (`sdpa-doctor devices` says which)\n");
   fmt::print("  AMD/ROCm SMI  opened at run time\n");
-  fmt::print("  LibTorch      {}\n", built_in(bi::k_torch_version));
+  fmt::print("  LibTorch      {}\n", libtorch_plugin(bi::k_torch_version));
   fmt::print("  fmt           {}\n", bi::k_fmt_version);
   fmt::print("  spdlog        {}\n", bi::k_spdlog_version);
   fmt::print("  CLI11         {}\n", bi::k_cli11_version);
