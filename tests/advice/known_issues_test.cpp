@@ -238,7 +238,9 @@ TEST(KnownIssues, EveryShippedEntryMatchesItsOwnVerbatimText) {
     ASSERT_TRUE(issue.verbatim) << issue.id << ": no verbatim text";
     const Verbatim& v = *issue.verbatim;
     EXPECT_FALSE(v.text.empty()) << issue.id;
-    if (!v.published) EXPECT_FALSE(v.note.empty()) << issue.id << ": says what its text is";
+    if (!v.published) {
+      EXPECT_FALSE(v.note.empty()) << issue.id << ": says what its text is";
+    }
     CaseResult r = verbatim_result(v);
     EXPECT_TRUE(issue_matches(issue, r, v.facts)) << issue.id << ": '" << v.text << "'";
     // Where every rule reads a text, it is the text that matches: other words do not.
