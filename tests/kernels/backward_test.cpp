@@ -189,7 +189,7 @@ std::vector<Case> kernel_grid() {
   return out;
 }
 
-TEST(CpuBackward, MathAndFlashMatchTheOracle) {
+TEST(CpuKernelBackward, MathAndFlashMatchTheOracle) {
   for (const Case& c : kernel_grid()) {
     SCOPED_TRACE(c.id());
     const HostInputs in = make_inputs(c);
@@ -205,7 +205,7 @@ TEST(CpuBackward, MathAndFlashMatchTheOracle) {
   }
 }
 
-TEST(CpuBackward, AWrongGradientFailsTheCheck) {
+TEST(CpuKernelBackward, AWrongGradientFailsTheCheck) {
   // The same check on wrong answers: the oracle's gradients for another upstream gradient, and
   // dk and dv swapped. Each must land far outside the tolerance.
   const Case c = spec("dtype=bf16,b=1,hq=4,hkv=2,lq=50,lkv=60,d=32,causal");
@@ -229,7 +229,7 @@ TEST(CpuBackward, AWrongGradientFailsTheCheck) {
   }
 }
 
-TEST(CpuBackward, ResultsDoNotDependOnThreadCount) {
+TEST(CpuKernelBackward, ResultsDoNotDependOnThreadCount) {
   const Case c = spec("dtype=fp16,b=1,hq=4,hkv=2,lq=150,lkv=190,d=40,causal,mask=additive");
   const HostInputs in = make_inputs(c);
   const std::vector<float> dout = upstream_gradient(c);
@@ -243,7 +243,7 @@ TEST(CpuBackward, ResultsDoNotDependOnThreadCount) {
   }
 }
 
-TEST(CpuBackward, FullyMaskedRowsPassNoGradientNotNan) {
+TEST(CpuKernelBackward, FullyMaskedRowsPassNoGradientNotNan) {
   const Case c = spec("dtype=fp16,b=1,h=2,lq=70,lkv=90,d=32,mask=bool");
   HostInputs in = make_inputs(c);
   std::fill_n(in.mask.begin() + 3 * c.lkv, c.lkv, 0.0f);
@@ -261,7 +261,7 @@ TEST(CpuBackward, FullyMaskedRowsPassNoGradientNotNan) {
 
 // Bottom-right causal (an offset the oracle does not take): ref-math's and ref-flash's backward,
 // which share no code past the masking rule, agree to fp32 rounding.
-TEST(CpuBackward, BottomRightCausalAgreesBetweenMathAndFlash) {
+TEST(CpuKernelBackward, BottomRightCausalAgreesBetweenMathAndFlash) {
   for (const char* text : {"dtype=fp32,b=1,hq=4,hkv=2,lq=50,lkv=180,d=64,causal",
                            "dtype=fp32,b=1,h=2,lq=130,lkv=70,d=32,causal"}) {
     const Case c = spec(text);
@@ -300,7 +300,7 @@ TEST(CpuBackward, BottomRightCausalAgreesBetweenMathAndFlash) {
   }
 }
 
-TEST(CpuBackward, RefusesWhatItCannotRun) {
+TEST(CpuKernelBackward, RefusesWhatItCannotRun) {
   const Case c = spec("dtype=fp32,b=1,hq=4,hkv=2,l=16,d=16");
   const HostInputs in = make_inputs(c);
   std::vector<float> o(size_t(c.q_elements())), g(o.size()), dk(size_t(c.kv_elements()));
