@@ -3,7 +3,8 @@
 // and kernel the wall and CPU seconds and GFLOP/s over the backward's usual count, 2.5 times the
 // forward's (five products of the forward's two sizes: 10*B*Hq*Lq*Lkv*D, halved for causal),
 // and the largest difference between the two oracles (relative to each gradient's largest
-// |value|). The oracle's time includes the forward it runs for O and the log-sum-exp; ref-flash's
+// |value|); the blocked forward oracle's time beside them for scale (GFLOP/s over the forward's
+// count). The oracle's time includes the forward it runs for O and the log-sum-exp; ref-flash's
 // forward runs once beforehand, untimed, as run_cpu_backward does.
 //   --case SPEC    a case (parse_case_spec); repeatable. Default: B1 H8 L1024 D64 and
 //                  B1 H8 L4096 D128, bf16.
@@ -61,8 +62,10 @@ double relative_error(const std::vector<double>& a, const std::vector<double>& b
   return scale > 0 ? diff / scale : diff;
 }
 
-void print(const Case& c, const char* kernel, const Timing& t, const std::string& extra = {}) {
-  const double gflop = 2.5 * c.flops() / 1e9;
+// flop_factor: 2.5 for a backward, 1 for the forward.
+void print(const Case& c, const char* kernel, const Timing& t, double flop_factor,
+           const std::string& extra = {}) {
+  const double gflop = flop_factor * c.flops() / 1e9;
   char cpu[16] = "        -"; // not measured
   if (!std::isnan(t.cpu)) std::snprintf(cpu, sizeof cpu, "%9.3f", t.cpu);
   std::printf("%-34s %-15s %9.3f %s %9.2f%s\n", c.id().c_str(), kernel, t.wall, cpu,
@@ -110,10 +113,16 @@ int main(int argc, char** argv) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       g = round_to_dtype(c.dtype, float(double(x >> 11) * 0x1p-52 - 1.0));
     }
+    // The blocked forward for scale: the backward runs it once inside.
+    print(c, "oracle-forward", best_of(repeat, [&] {
+            kernels::oracle_attention_at(level, c, in, nullptr, threads);
+          }),
+          1.0);
     kernels::OracleGradients blocked;
     print(c, "oracle-blocked", best_of(repeat, [&] {
             blocked = kernels::oracle_attention_backward_at(level, c, in, dout, nullptr, threads);
-          }));
+          }),
+          2.5);
     if (reference) {
       kernels::OracleGradients row_wise;
       const Timing t = best_of(repeat, [&] {
@@ -124,7 +133,7 @@ int main(int argc, char** argv) {
                                     relative_error(blocked.dv, row_wise.dv)});
       char extra[64];
       std::snprintf(extra, sizeof extra, "  max diff to blocked %.1e", diff);
-      print(c, "oracle-rowwise", t, extra);
+      print(c, "oracle-rowwise", t, 2.5, extra);
     }
     const std::vector<float> dout_f(dout.begin(), dout.end());
     for (kernels::RefKernel kernel : {kernels::RefKernel::flash, kernels::RefKernel::math}) {
@@ -137,7 +146,7 @@ int main(int argc, char** argv) {
       Timing t;
       t.wall = *std::min_element(run->times_ms.begin(), run->times_ms.end()) / 1e3;
       t.cpu = NAN; // run_cpu_backward times the backward alone; its CPU time is not split out
-      print(c, std::string(kernels::to_string(kernel)).c_str(), t);
+      print(c, std::string(kernels::to_string(kernel)).c_str(), t, 2.5);
     }
   }
   return 0;

@@ -66,6 +66,7 @@ const char* const k_oracle_shapes[] = {
     "dtype=fp16,b=2,hq=4,hkv=4,lq=64,lkv=128,d=128,mask=additive,causal,seed=6",
     "dtype=bf16,b=1,hq=2,hkv=1,lq=33,lkv=257,d=256,mask=additive,seed=7",
     "dtype=fp32,b=1,h=3,lq=5,lkv=300,d=8,causal,mask=bool,seed=8",
+    "dtype=fp16,b=1,hq=2,hkv=1,lq=3,lkv=65,d=1,seed=9",
 };
 
 TEST(OracleBackward, BlockedAgreesWithTheRowWiseOneAtEveryLevel) {
@@ -183,7 +184,8 @@ std::vector<Case> kernel_grid() {
       "b=1,hq=2,hkv=1,lq=33,lkv=257,d=256,mask=additive",
       "b=1,h=3,lq=5,lkv=300,d=8,causal,mask=bool",
       "b=2,hq=4,hkv=2,lq=77,lkv=77,d=40,layout=transposed,causal",
-      "b=1,h=1,lq=1,lkv=1,d=160"};
+      "b=1,h=1,lq=1,lkv=1,d=160",
+      "b=1,hq=2,hkv=1,lq=3,lkv=65,d=1"};
   int seed = 0;
   for (const char* dtype : {"fp32", "fp16", "bf16"})
     for (const char* shape : shapes)
