@@ -31,6 +31,12 @@ inline void write_output_row(const AttnParams& p, const core::RowState& st, cons
 // FlashAttention-2 forward with portable loops (any CPU) on n_threads threads.
 void portable_flash(const AttnParams& p, int n_threads);
 
+// The portable path's tile product, shared with the backward: C[rows x cols] (+)= A[rows x
+// depth] . B[depth x cols], row-major, leading dimensions in elements; rows a multiple of 8,
+// cols of 32. Its register block is picked once per process from the CPU's ISA.
+void portable_tile_gemm(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows,
+                        int64_t cols, int64_t depth, float* c, int64_t ldc, bool accumulate);
+
 #ifdef SDPA_X86_PATHS
 // The same with AVX-512 intrinsics; bf16: vdpbf16ps products over bf16-exact values. Call only
 // when cpu_has_avx512() (and, for bf16, cpu_has_avx512_bf16()) said yes.

@@ -265,6 +265,11 @@ void flash_item(const AttnParams& p, const PackedKv& pk, int64_t bh, int64_t qt,
 
 } // namespace
 
+void portable_tile_gemm(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows,
+                        int64_t cols, int64_t depth, float* c, int64_t ldc, bool accumulate) {
+  tile_gemm(a, lda, b, ldb, rows, cols, depth, c, ldc, accumulate);
+}
+
 void portable_flash(const AttnParams& p, int n_threads) {
   const int64_t q_tiles = (p.lq + k_tile_q - 1) / k_tile_q;
   const PackedKv packed = pack_kv(p, n_threads);

@@ -1,7 +1,7 @@
 // ref-math on the CPU: the textbook path, one query row at a time: all scores of the row, the
 // max, exp and sum, then the weighted sum of values, in fp32 with sequential accumulation. It
 // shares only the masking and final-scale rules with ref-flash, so the two fail independently.
-#include "kernels/attention_core.hpp"
+#include "kernels/cpu_math_row.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
 
@@ -33,22 +33,7 @@ std::string cpu_math_attention(const AttnParams& p, int threads) {
     std::vector<float>& s = scores[size_t(worker)];
     const int64_t i_end = std::min(p.lq, (item % blocks + 1) * k_rows_per_item);
     for (int64_t i = (item % blocks) * k_rows_per_item; i < i_end; ++i) {
-      const float* qrow = q + i * p.q_stride_l;
-      float row_max = core::neg_inf();
-      for (int64_t j = 0; j < p.lkv; ++j) {
-        const float* krow = k + j * p.k_stride_l;
-        float dot = 0.0f;
-        for (int64_t e = 0; e < p.d; ++e) dot += qrow[e] * krow[e];
-        s[size_t(j)] = core::masked_score(dot, p.scale, p.causal, p.causal_offset, p.mask_kind,
-                                          mask ? mask[i * p.mask_stride_q + j] : 1.0f, i, j);
-        row_max = std::max(row_max, s[size_t(j)]);
-      }
-      core::RowState st{row_max, 0.0f};
-      for (int64_t j = 0; j < p.lkv; ++j) {
-        s[size_t(j)] = s[size_t(j)] == core::neg_inf() ? 0.0f : std::exp(s[size_t(j)] - row_max);
-        st.sum += s[size_t(j)];
-      }
-      const float f = core::row_final_scale(st);
+      const float f = math_row_softmax(p, q + i * p.q_stride_l, k, mask, i, s.data());
       float* orow = o + i * p.o_stride_l;
       std::fill_n(orow, p.d, 0.0f);
       for (int64_t j = 0; j < p.lkv; ++j) {

@@ -46,15 +46,34 @@ std::vector<double> oracle_attention_reference(const Case& c, const HostInputs& 
 
 // The oracle's gradients for the upstream gradient `dout` (logical (B,Hq,Lq,D)): dq (B,Hq,Lq,D),
 // and dk, dv (B,Hkv,Lkv,D), each kv head's summed over the query heads it serves (GQA), with
-// oracle_attention's semantics; a fully masked row passes no gradient. One query row at a time
-// per (batch, kv head) on every core; `cancel` is read once per query row (the result is then
-// incomplete).
+// oracle_attention's semantics; a fully masked row passes no gradient. Blocked like the forward
+// (oracle_backward_blocked.cpp: the forward oracle with each row's log-sum-exp, then dK/dV items
+// per block of keys and dQ items per block of rows, none sharing an output, so the result does
+// not depend on the thread count), except for decoding shapes, which take the row-wise loop of
+// oracle_attention_backward_reference. Memory beside the gradients: the forward's output, at
+// most 64 MiB of packed operands (or one kv head's with its query heads, if bigger) and
+// 4 x 64 x 64 + 2 x 64 x D doubles per thread. `cancel` (may be null) is read every 64 x 64 tile
+// (the result is then incomplete; the caller discards it).
 struct OracleGradients {
   std::vector<double> dq, dk, dv;
 };
 OracleGradients oracle_attention_backward(const Case& c, const HostInputs& inputs,
                                           const std::vector<double>& dout,
                                           const std::atomic<bool>* cancel = nullptr);
+// The blocked backward with the loops of `level` (oracle_isa_levels; unknown: "generic") on
+// `threads` threads (0 = all cores, or one for a small case), whatever the shape: for the tests
+// and the bench.
+OracleGradients oracle_attention_backward_at(std::string_view level, const Case& c,
+                                             const HostInputs& inputs,
+                                             const std::vector<double>& dout,
+                                             const std::atomic<bool>* cancel = nullptr,
+                                             int threads = 0);
+// The backward as first written, one query row at a time per (batch, kv head) on every core:
+// plain enough to read against the chain rule, the truth the tests hold the blocked one to.
+// `cancel` is read once per query row.
+OracleGradients oracle_attention_backward_reference(const Case& c, const HostInputs& inputs,
+                                                    const std::vector<double>& dout,
+                                                    const std::atomic<bool>* cancel = nullptr);
 
 // ref-math (plain QK^T -> softmax -> PV per row) or ref-flash (tiled, online softmax).
 enum class RefKernel { math, flash };
@@ -78,6 +97,29 @@ CpuFlashPath cpu_flash_path_for(const AttnParams& p);
 std::string cpu_flash_attention(const AttnParams& p, int threads = 0,
                                 CpuFlashPath path = CpuFlashPath::automatic);
 
+// The gradient buffers of a CPU backward, f32, each laid out with the strides of its forward
+// counterpart in AttnParams: dout as o, dq as q, dk as k, dv as v. dk and dv are per kv head,
+// summed over the query heads of its group (GQA); a fully masked row passes no gradient.
+struct AttnGrads {
+  const float* dout = nullptr;
+  float* dq = nullptr;
+  float* dk = nullptr;
+  float* dv = nullptr;
+};
+// ref-math's backward: the chain rule through its forward, one query row at a time in fp32
+// (scores, softmax, dP = dO.V^T, dS = P (dP - sum_j P dP)); reads p.q, p.k, p.v and p.mask, not
+// p.o or p.lse. Deterministic: per-query-head sums of dk and dv are added in head order.
+// Empty string when it ran; otherwise why there is no instance (nothing was written).
+std::string cpu_math_attention_backward(const AttnParams& p, const AttnGrads& g,
+                                        int threads = 0);
+// ref-flash's backward, FlashAttention-2's algorithm in fp32 with portable loops: P recomputed
+// per 64 x 64 tile from the forward's log-sum-exp, D_i = dO_i . O_i, dS = P (dP - D); dK and dV
+// per block of keys, dQ per block of rows (no atomics, so the result does not depend on the
+// thread count). Reads the forward's output p.o and log-sum-exp p.lse (both required: run
+// cpu_flash_attention with p.lse first), as a flash kernel reads what its forward saved.
+std::string cpu_flash_attention_backward(const AttnParams& p, const AttnGrads& g,
+                                         int threads = 0);
+
 // One kernel run over a case: the output rounded to the case dtype, logical (B,Hq,Lq,D), and the
 // wall time of each timed run in milliseconds (warm-up runs not included).
 struct KernelRun {
@@ -99,6 +141,22 @@ std::vector<float> output_from_layout(const Case& c, const std::vector<float>& l
 // taken that long, the warm-ups left are skipped and no timed run starts after the first.
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
                             int repeat, int threads = 0, int budget_ms = 0);
+
+// One backward run over a case: dq (B,Hq,Lq,D), dk and dv (B,Hkv,Lkv,D), logical order,
+// rounded to the case dtype; the wall time of each timed backward in milliseconds.
+struct KernelGradients {
+  std::vector<float> dq, dk, dv;
+  std::vector<double> times_ms;
+};
+// Runs `kernel`'s backward on the CPU for the upstream gradient `dout` (logical (B,Hq,Lq,D),
+// rounded here to the case dtype as a backend receives it: give the oracle the same rounded
+// values) over inputs laid out as the case says. ref-flash first runs its forward once, untimed,
+// for the output (rounded to the case dtype, as a backend saves it) and the log-sum-exp; then
+// `warmup` untimed and `repeat` timed backward runs (at least one). threads: 0 = all cores.
+Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
+                                           const HostInputs& inputs,
+                                           const std::vector<float>& dout, int warmup = 0,
+                                           int repeat = 1, int threads = 0);
 
 // --- GPU: the same kernels from one source (attention_gpu.cu), compiled at run time -----------
 // `device` is torch's N of cuda:N: the HIP runtime's device N where that runtime sees a GPU, else

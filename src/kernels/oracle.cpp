@@ -11,6 +11,8 @@
 // every core; keys go by 128 at a time with a running max per row, so the item's buffers stay in
 // L2 whatever Lkv; the exp is a vector polynomial instead of a libm call per score.
 #include "kernels/kernels.hpp"
+#include "kernels/oracle_blocked.hpp"
+#include "kernels/oracle_simd.hpp"
 #include "kernels/parallel_for.hpp"
 
 #include <algorithm>
@@ -21,142 +23,14 @@
 namespace sdpa_doctor::kernels {
 namespace {
 
-constexpr int64_t k_cols = 16;        // micro-kernel columns, key and V panel width
+using namespace oracle_simd;
+
 constexpr int64_t k_item_rows = 96;   // query rows per work item (K/V reuse per pass over them)
 constexpr int64_t k_key_chunk = 128;  // keys per step: its K and V panels stay in L2
 constexpr int64_t k_pack_keys = 1024; // keys per packing work item
 // Packed K and V of the (batch, kv head)s in flight at once: bounds the extra memory (one kv head
 // is packed whatever its size: 2 * Lkv * D doubles, 32 MiB at L = 16384, D = 128).
 constexpr int64_t k_pack_bytes = int64_t{64} << 20;
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// One vector register of doubles (and of int64 for the exp's exponent bits) of the clone's ISA:
-// 64 bytes for AVX-512, 32 for AVX2, 16 for SSE2; wider ones lower into spills. No function
-// takes or returns one by value (no ABI question). They move in and out of memory through
-// load() and at(): a plain unaligned access, which GCC keeps in registers where a 32-byte
-// memcpy under generic tuning became two 16-byte copies through the stack.
-template <int Bytes> struct Simd {
-  typedef double D __attribute__((vector_size(Bytes), aligned(8), may_alias));
-  typedef int64_t I __attribute__((vector_size(Bytes), aligned(8)));
-  static constexpr int64_t lanes = Bytes / 8;
-  static constexpr int64_t per_panel = k_cols / lanes; // vectors across the 16 columns
-  static inline __attribute__((always_inline)) const D& load(const double* p) {
-    return *reinterpret_cast<const D*>(p);
-  }
-  static inline __attribute__((always_inline)) D& at(double* p) {
-    return *reinterpret_cast<D*>(p);
-  }
-};
-
-// C[Rows x 16] (+)= A[Rows x depth] . B[depth x 16]; row-major, leading dimensions in elements.
-// Each C element is one sequential sum over depth, as in the plain dot product.
-template <typename S, int64_t Rows>
-inline __attribute__((always_inline)) void micro_gemm(const double* __restrict a, int64_t lda,
-                                                      const double* __restrict b, int64_t ldb,
-                                                      int64_t depth, double* __restrict c,
-                                                      int64_t ldc, bool accumulate) {
-  using Vec = typename S::D;
-  constexpr int64_t k_vecs = S::per_panel;
-  constexpr int64_t w = S::lanes;
-  // Every loop but the one over depth must unroll for acc to live in registers; GCC does not
-  // always do it by itself at four vectors and more.
-  Vec acc[Rows][k_vecs];
-#pragma GCC unroll 16
-  for (int64_t r = 0; r < Rows; ++r)
-#pragma GCC unroll 16
-    for (int64_t x = 0; x < k_vecs; ++x)
-      if (accumulate)
-        acc[r][x] = S::load(c + r * ldc + w * x);
-      else
-        acc[r][x] = Vec{};
-  for (int64_t e = 0; e < depth; ++e) {
-    Vec brow[k_vecs];
-#pragma GCC unroll 16
-    for (int64_t x = 0; x < k_vecs; ++x) brow[x] = S::load(b + e * ldb + w * x);
-#pragma GCC unroll 16
-    for (int64_t r = 0; r < Rows; ++r) {
-      const double av = a[r * lda + e];
-#pragma GCC unroll 16
-      for (int64_t x = 0; x < k_vecs; ++x) acc[r][x] += av * brow[x];
-    }
-  }
-#pragma GCC unroll 16
-  for (int64_t r = 0; r < Rows; ++r)
-#pragma GCC unroll 16
-    for (int64_t x = 0; x < k_vecs; ++x) S::at(c + r * ldc + w * x) = acc[r][x];
-}
-
-// The same for any number of rows: blocks of Rows, then the rest in halving blocks.
-template <typename S, int64_t Rows>
-inline __attribute__((always_inline)) void panel_gemm(const double* a, int64_t lda,
-                                                      const double* b, int64_t ldb, int64_t rows,
-                                                      int64_t depth, double* c, int64_t ldc,
-                                                      bool accumulate) {
-  int64_t r = 0;
-  for (; r + Rows <= rows; r += Rows)
-    micro_gemm<S, Rows>(a + r * lda, lda, b, ldb, depth, c + r * ldc, ldc, accumulate);
-  if constexpr (Rows > 1)
-    if (r < rows)
-      panel_gemm<S, Rows / 2>(a + r * lda, lda, b, ldb, rows - r, depth, c + r * ldc, ldc,
-                              accumulate);
-}
-
-// s[j] = exp(s[j] - max) for n (a multiple of 16) scores, max finite; returns their sum.
-// exp(x) = 2^k exp(r), k = round(x / ln 2), r = x - k ln 2 in [-0.35, 0.35] (Cody-Waite, ln 2 in
-// two parts), exp(r) by its Taylor series to r^13 (the first term left out is < 5e-18): within
-// about 2 ulp of the libm exp the plain oracle calls. Below -708 (where libm turns subnormal,
-// so the score weighs < 1e-307 against the row's largest, which is 1) and for -inf: 0.
-template <typename S>
-inline __attribute__((always_inline)) double exp_row(double* s, int64_t n, double max) {
-  using Vec = typename S::D;
-  using VecI = typename S::I;
-  const double shifter = 0x1.8p52; // adding it rounds to an integer (|x| < 2^51)
-  Vec sum{};
-  for (int64_t j = 0; j < n; j += S::lanes) {
-    const Vec x = S::load(s + j) - max;
-    const Vec xc = x < -708.0 ? Vec{} - 708.0 : x;
-    const Vec t = xc * 1.4426950408889634 + shifter;
-    const Vec k = t - shifter;
-    Vec r = xc - k * 6.93147180369123816490e-01;
-    r = r - k * 1.90821492927058770002e-10;
-    Vec p = r * (1.0 / 6227020800.0) + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    const VecI ki = __builtin_bit_cast(VecI, t) - __builtin_bit_cast(int64_t, shifter);
-    const Vec two_k = __builtin_bit_cast(Vec, (ki + 1023) << 52);
-    const Vec y = x < -708.0 ? Vec{} : p * two_k;
-    S::at(s + j) = y;
-    sum += y;
-  }
-  double total = 0;
-  for (int64_t l = 0; l < S::lanes; ++l) total += sum[l];
-  return total;
-}
-
-// Max of n (a multiple of 16) values, -inf when all are.
-template <typename S>
-inline __attribute__((always_inline)) double max_row(const double* s, int64_t n) {
-  using Vec = typename S::D;
-  Vec m = Vec{} - std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < n; j += S::lanes) {
-    const Vec x = S::load(s + j);
-    m = x > m ? x : m;
-  }
-  double out = m[0];
-  for (int64_t l = 1; l < S::lanes; ++l) out = std::max(out, m[l]);
-  return out;
-}
 
 // K and V of the (batch, kv head)s [first, first + count) as doubles, zeros past Lkv and past D:
 // per head, K^T in panels of 16 keys (D x 16 each) and V in panels of 16 columns (Lkv_pad x 16
@@ -204,11 +78,13 @@ struct Scratch {
 // row keeps its running max, and when a chunk raises it, the row's sum and accumulator are
 // multiplied by exp(old - new). Both get the same factor, so its rounding cancels in the final
 // division: the result is the two-pass softmax's up to rounding, and every buffer stays in L2
-// whatever Lkv. False when `cancel` stopped it (the rows are then left incomplete).
+// whatever Lkv. `lse` (may be null): each row's log-sum-exp, for the backward. False when
+// `cancel` stopped it (the rows are then left incomplete).
 template <typename S, int64_t Rows>
 inline __attribute__((always_inline)) bool oracle_item(const Case& c, const HostInputs& in,
                                                        const Packed& pk, int64_t slot, int64_t h,
-                                                       int64_t i0, double* out, Scratch& w,
+                                                       int64_t i0, double* out, double* lse,
+                                                       Scratch& w,
                                                        const std::atomic<bool>* cancel) {
   const int64_t d = c.d;
   const int64_t dp = pk.dp;
@@ -284,36 +160,38 @@ inline __attribute__((always_inline)) bool oracle_item(const Case& c, const Host
       std::fill_n(orow, d, 0.0);
     else
       for (int64_t e = 0; e < d; ++e) orow[e] = acc[e] / sum;
+    if (lse)
+      lse[(b * c.hq + h) * c.lq + i0 + r] = sum == 0 ? neg_inf : w.max[size_t(r)] + std::log(sum);
   }
   return true;
 }
 
 using ItemFn = bool (*)(const Case&, const HostInputs&, const Packed&, int64_t, int64_t, int64_t,
-                        double*, Scratch&, const std::atomic<bool>*);
+                        double*, double*, Scratch&, const std::atomic<bool>*);
 
 // The register block follows the register file: 12 rows x 2 vectors (24 of 32 zmm) with
 // AVX-512; 2 rows x 4 ymm (8 of 16, enough independent sums to cover the FMA latency) with AVX2;
 // 1 row x 8 xmm with SSE2.
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+#ifdef SDPA_ORACLE_X86_LEVELS
 __attribute__((target("arch=x86-64-v4"))) bool item_v4(const Case& c, const HostInputs& in,
                                                        const Packed& pk, int64_t slot,
                                                        int64_t h, int64_t i0, double* out,
-                                                       Scratch& w,
+                                                       double* lse, Scratch& w,
                                                        const std::atomic<bool>* cancel) {
-  return oracle_item<Simd<64>, 12>(c, in, pk, slot, h, i0, out, w, cancel);
+  return oracle_item<Simd<64>, 12>(c, in, pk, slot, h, i0, out, lse, w, cancel);
 }
 __attribute__((target("arch=x86-64-v3"))) bool item_v3(const Case& c, const HostInputs& in,
                                                        const Packed& pk, int64_t slot,
                                                        int64_t h, int64_t i0, double* out,
-                                                       Scratch& w,
+                                                       double* lse, Scratch& w,
                                                        const std::atomic<bool>* cancel) {
-  return oracle_item<Simd<32>, 2>(c, in, pk, slot, h, i0, out, w, cancel);
+  return oracle_item<Simd<32>, 2>(c, in, pk, slot, h, i0, out, lse, w, cancel);
 }
 #endif
 bool item_generic(const Case& c, const HostInputs& in, const Packed& pk, int64_t slot,
-                  int64_t h, int64_t i0, double* out, Scratch& w,
+                  int64_t h, int64_t i0, double* out, double* lse, Scratch& w,
                   const std::atomic<bool>* cancel) {
-  return oracle_item<Simd<16>, 1>(c, in, pk, slot, h, i0, out, w, cancel);
+  return oracle_item<Simd<16>, 1>(c, in, pk, slot, h, i0, out, lse, w, cancel);
 }
 
 struct Level {
@@ -324,13 +202,9 @@ struct Level {
 // Best first; only those this CPU runs.
 std::vector<Level> levels() {
   std::vector<Level> out;
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
-    out.push_back({"x86-64-v4", item_v4});
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    out.push_back({"x86-64-v3", item_v3});
+#ifdef SDPA_ORACLE_X86_LEVELS
+  if (cpu_runs_v4()) out.push_back({"x86-64-v4", item_v4});
+  if (cpu_runs_v3()) out.push_back({"x86-64-v3", item_v3});
 #endif
   out.push_back({"generic", item_generic});
   return out;
@@ -342,7 +216,7 @@ const std::vector<Level>& known_levels() {
 }
 
 std::vector<double> run_oracle(ItemFn item, const Case& c, const HostInputs& in,
-                               const std::atomic<bool>* cancel, int threads) {
+                               const std::atomic<bool>* cancel, int threads, double* lse) {
   std::vector<double> out(static_cast<size_t>(c.q_elements()), 0.0);
   if (c.q_elements() == 0 || c.lkv <= 0 || c.hkv <= 0) return out;
   auto cancelled = [&] { return cancel && cancel->load(std::memory_order_relaxed); };
@@ -379,7 +253,8 @@ std::vector<double> run_oracle(ItemFn item, const Case& c, const HostInputs& in,
       const int64_t slot = (it % per_block) / group;
       const int64_t hk = (pk.first + slot) % c.hkv;
       const int64_t h = hk * group + (it % per_block) % group;
-      item(c, in, pk, slot, h, rb * k_item_rows, out.data(), scratch[size_t(worker)], cancel);
+      item(c, in, pk, slot, h, rb * k_item_rows, out.data(), lse, scratch[size_t(worker)],
+           cancel);
     });
     if (cancelled()) break;
   }
@@ -394,7 +269,7 @@ std::vector<double> oracle_attention(const Case& c, const HostInputs& inputs,
   // the products; the plain loop reads them once, in place (a 64-head L = 8192 decode case:
   // 0.12 s against 0.54 s blocked).
   if (c.hkv > 0 && c.lq * (c.hq / c.hkv) <= 4) return oracle_attention_reference(c, inputs, cancel);
-  return run_oracle(known_levels().front().fn, c, inputs, cancel, 0);
+  return run_oracle(known_levels().front().fn, c, inputs, cancel, 0, nullptr);
 }
 
 std::vector<std::string> oracle_isa_levels() {
@@ -406,10 +281,17 @@ std::vector<std::string> oracle_isa_levels() {
 std::vector<double> oracle_attention_at(std::string_view level, const Case& c,
                                         const HostInputs& inputs,
                                         const std::atomic<bool>* cancel, int threads) {
+  return oracle_detail::blocked_forward(level, c, inputs, cancel, threads, nullptr);
+}
+
+std::vector<double> oracle_detail::blocked_forward(std::string_view level, const Case& c,
+                                                   const HostInputs& inputs,
+                                                   const std::atomic<bool>* cancel, int threads,
+                                                   double* lse) {
   ItemFn fn = known_levels().back().fn;
   for (const Level& l : known_levels())
     if (level == l.name) fn = l.fn;
-  return run_oracle(fn, c, inputs, cancel, threads);
+  return run_oracle(fn, c, inputs, cancel, threads, lse);
 }
 
 } // namespace sdpa_doctor::kernels

@@ -1,5 +1,6 @@
-// The float64 oracle's gradients: attention backward over the same (dtype-rounded) inputs and
-// semantics as oracle_attention, the witness a backend's dq, dk and dv are judged against.
+// The float64 oracle's gradients as first written, row-wise: attention backward over the same
+// (dtype-rounded) inputs and semantics as oracle_attention; the truth the blocked backward
+// (oracle_backward_blocked.cpp) is tested against.
 // Per (batch, kv head), so that the kv head's dk and dv are summed by one thread over every query
 // head it serves (GQA) without atomics; a query row at a time within it.
 #include "kernels/kernels.hpp"
@@ -11,9 +12,9 @@
 
 namespace sdpa_doctor::kernels {
 
-OracleGradients oracle_attention_backward(const Case& c, const HostInputs& in,
-                                          const std::vector<double>& dout,
-                                          const std::atomic<bool>* cancel) {
+OracleGradients oracle_attention_backward_reference(const Case& c, const HostInputs& in,
+                                                    const std::vector<double>& dout,
+                                                    const std::atomic<bool>* cancel) {
   const int64_t group = c.hq / c.hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
   const double neg_inf = -std::numeric_limits<double>::infinity();

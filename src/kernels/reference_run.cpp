@@ -1,5 +1,5 @@
 // Case-level entry points: lay the inputs out as the case says, run a kernel repeatedly with
-// timing, round the output to the case dtype.
+// timing, round the output (and the gradients of a backward run) to the case dtype.
 #include "kernels/kernels.hpp"
 #include "core/io.hpp"
 
@@ -65,31 +65,55 @@ std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, i
   return out;
 }
 
-std::vector<float> output_from_layout(const Case& c, const std::vector<float>& laid_out) {
+namespace {
+
+// Values of `heads` x `length` rows in the case layout back to logical (B,H,L,D), rounded to the
+// case dtype: the inverse of to_layout.
+std::vector<float> from_layout(const Case& c, const std::vector<float>& laid_out, int64_t heads,
+                               int64_t length) {
   std::vector<float> out(laid_out.size());
-  const AttnParams p = params_for(c);
+  const bool tr = c.layout == Layout::transposed;
   for (int64_t b = 0; b < c.b; ++b)
-    for (int64_t h = 0; h < c.hq; ++h)
-      for (int64_t l = 0; l < c.lq; ++l)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t l = 0; l < length; ++l) {
+        const int64_t from = tr ? (b * length + l) * heads + h : (b * heads + h) * length + l;
         for (int64_t e = 0; e < c.d; ++e)
-          out[size_t(((b * c.hq + h) * c.lq + l) * c.d + e)] = round_to_dtype(
-              c.dtype, laid_out[size_t(b * p.o_stride_b + h * p.o_stride_h + l * p.o_stride_l + e)]);
+          out[size_t(((b * heads + h) * length + l) * c.d + e)] =
+              round_to_dtype(c.dtype, laid_out[size_t(from * c.d + e)]);
+      }
   return out;
+}
+
+// The case's inputs in its layout, an output buffer, and the parameters over them (the pointers
+// stay valid when the struct moves: a moved vector keeps its buffer).
+struct LaidOut {
+  std::vector<float> q, k, v, o;
+  AttnParams p;
+};
+
+LaidOut lay_out(const Case& c, const HostInputs& inputs) {
+  LaidOut l{to_layout(c, inputs.q, c.hq, c.lq), to_layout(c, inputs.k, c.hkv, c.lkv),
+            to_layout(c, inputs.v, c.hkv, c.lkv), std::vector<float>(size_t(c.q_elements())),
+            params_for(c)};
+  l.p.q = l.q.data();
+  l.p.k = l.k.data();
+  l.p.v = l.v.data();
+  l.p.o = l.o.data();
+  l.p.mask = inputs.mask.empty() ? nullptr : inputs.mask.data();
+  return l;
+}
+
+} // namespace
+
+std::vector<float> output_from_layout(const Case& c, const std::vector<float>& laid_out) {
+  return from_layout(c, laid_out, c.hq, c.lq);
 }
 
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
                             int repeat, int threads, int budget_ms) {
   if (const std::string bad = validate(c); !bad.empty()) return make_error(bad);
-  const std::vector<float> q = to_layout(c, inputs.q, c.hq, c.lq);
-  const std::vector<float> k = to_layout(c, inputs.k, c.hkv, c.lkv);
-  const std::vector<float> v = to_layout(c, inputs.v, c.hkv, c.lkv);
-  std::vector<float> o(size_t(c.q_elements()));
-  AttnParams p = params_for(c);
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  p.o = o.data();
-  p.mask = inputs.mask.empty() ? nullptr : inputs.mask.data();
+  LaidOut laid = lay_out(c, inputs);
+  const AttnParams& p = laid.p;
   if (p.mask_kind != MaskKind::none && inputs.mask.size() != size_t(c.b * c.lq * c.lkv))
     return make_error("mask has the wrong size for the case");
   KernelRun run;
@@ -107,7 +131,45 @@ Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& i
     if (std::string refused = once(false); !refused.empty()) return make_error(refused);
   for (int r = 0; r < std::max(repeat, 1) && (r == 0 || !spent()); ++r)
     if (std::string refused = once(true); !refused.empty()) return make_error(refused);
-  run.out = output_from_layout(c, o);
+  run.out = output_from_layout(c, laid.o);
+  return run;
+}
+
+Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
+                                           const HostInputs& inputs,
+                                           const std::vector<float>& dout, int warmup,
+                                           int repeat, int threads) {
+  if (const std::string bad = validate(c); !bad.empty()) return make_error(bad);
+  if (dout.size() != size_t(c.q_elements()))
+    return make_error("the upstream gradient has the wrong size for the case");
+  if (c.mask != Mask::none && inputs.mask.size() != size_t(c.b * c.lq * c.lkv))
+    return make_error("mask has the wrong size for the case");
+  LaidOut laid = lay_out(c, inputs);
+  AttnParams& p = laid.p;
+  std::vector<float> go(dout.size());
+  for (size_t x = 0; x < dout.size(); ++x) go[x] = round_to_dtype(c.dtype, dout[x]);
+  go = to_layout(c, go, c.hq, c.lq);
+  std::vector<float> lse(size_t(c.b * c.hq * c.lq));
+  std::vector<float> dq(laid.o.size()), dk(size_t(c.kv_elements())), dv(dk.size());
+  if (kernel == RefKernel::flash) {
+    p.lse = lse.data();
+    if (std::string refused = cpu_flash_attention(p, threads); !refused.empty())
+      return make_error(refused);
+    for (float& x : laid.o) x = round_to_dtype(c.dtype, x);
+  }
+  const AttnGrads g{go.data(), dq.data(), dk.data(), dv.data()};
+  KernelGradients run;
+  for (int r = 0; r < warmup + std::max(repeat, 1); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string refused = kernel == RefKernel::math
+                                    ? cpu_math_attention_backward(p, g, threads)
+                                    : cpu_flash_attention_backward(p, g, threads);
+    if (!refused.empty()) return make_error(refused);
+    if (r >= warmup) run.times_ms.push_back(ms_since(t0));
+  }
+  run.dq = from_layout(c, dq, c.hq, c.lq);
+  run.dk = from_layout(c, dk, c.hkv, c.lkv);
+  run.dv = from_layout(c, dv, c.hkv, c.lkv);
   return run;
 }
 

@@ -104,9 +104,10 @@ TEST(TorchCrossCheck, OracleAndKernelsAgreeWithTorchMath) {
   }
 }
 
-// The oracle's gradients against torch's float64 autograd through its math SDPA, on the grid of
-// shapes above. The upstream gradient is seeded, written here and read
-// there, so both differentiate the same function at the same point.
+// The oracle's gradients (blocked and row-wise) against torch's float64 autograd through its math
+// SDPA, on the grid of shapes above; and ref-math's and ref-flash's CPU backward against the same
+// within their dtype's bound. The upstream gradient is seeded, written here and read there, so
+// both differentiate the same function at the same point.
 TEST(TorchCrossCheck, OracleGradientsAgreeWithTorchAutogradInFloat64) {
   const std::string python = SDPA_DOCTOR_TEST_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python configured (SDPA_DOCTOR_PYTHON)";
@@ -116,12 +117,13 @@ TEST(TorchCrossCheck, OracleGradientsAgreeWithTorchAutogradInFloat64) {
                                    "--grad", dir.path()};
   std::vector<std::vector<double>> douts;
   for (size_t n = 0; n < cases.size(); ++n) {
-    // A seeded upstream gradient in [-1, 1): each element its own, so no symmetry hides an error.
+    // A seeded upstream gradient in [-1, 1): each element its own, so no symmetry hides an error;
+    // in the case dtype, as a backend receives it (the kernels round it to that).
     std::vector<double> dout(size_t(cases[n].q_elements()));
     uint64_t x = 0x9E3779B97F4A7C15ull * (n + 1);
     for (double& g : dout) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      g = double(x >> 11) * 0x1p-52 - 1.0;
+      g = round_to_dtype(cases[n].dtype, float(double(x >> 11) * 0x1p-52 - 1.0));
     }
     write_f64(dir.file(std::to_string(n) + ".dout.f64"), dout);
     douts.push_back(std::move(dout));
@@ -134,13 +136,33 @@ TEST(TorchCrossCheck, OracleGradientsAgreeWithTorchAutogradInFloat64) {
   for (size_t n = 0; n < cases.size(); ++n) {
     const Case& c = cases[n];
     SCOPED_TRACE(c.id());
-    const OracleGradients ours = oracle_attention_backward(c, make_inputs(c), douts[n]);
+    const HostInputs in = make_inputs(c);
+    const OracleGradients blocked = oracle_attention_backward(c, in, douts[n]);
+    const OracleGradients row_wise = oracle_attention_backward_reference(c, in, douts[n]);
+    const std::vector<float> dout_f(douts[n].begin(), douts[n].end());
+    auto math = run_cpu_backward(RefKernel::math, c, in, dout_f);
+    auto flash = run_cpu_backward(RefKernel::flash, c, in, dout_f);
+    ASSERT_TRUE(math && flash);
     const std::string prefix = dir.file(std::to_string(n));
-    for (auto [name, mine] : {std::pair{"dq", &ours.dq}, std::pair{"dk", &ours.dk},
-                              std::pair{"dv", &ours.dv}}) {
+    // The kernels' bound, relative to the gradient's largest |value|: backward_test.cpp says why.
+    const double kernel_tol = c.dtype == DType::f32 ? 5e-6 : c.dtype == DType::f16 ? 4e-3 : 1.6e-2;
+    auto as_double = [](const std::vector<float>& v) {
+      return std::vector<double>(v.begin(), v.end());
+    };
+    const std::pair<const char*, std::vector<double> OracleGradients::*> grads[] = {
+        {"dq", &OracleGradients::dq}, {"dk", &OracleGradients::dk}, {"dv", &OracleGradients::dv}};
+    const std::vector<float> KernelGradients::*kernel_grads[] = {
+        &KernelGradients::dq, &KernelGradients::dk, &KernelGradients::dv};
+    for (size_t t = 0; t < 3; ++t) {
+      const char* name = grads[t].first;
       const std::vector<double> theirs = read_f64(prefix + "." + name + ".f64");
-      ASSERT_EQ(theirs.size(), mine->size()) << name;
-      EXPECT_LE(relative_error(*mine, theirs), 1e-12) << name;
+      ASSERT_EQ(theirs.size(), (blocked.*grads[t].second).size()) << name;
+      EXPECT_LE(relative_error(blocked.*grads[t].second, theirs), 1e-12) << name;
+      EXPECT_LE(relative_error(row_wise.*grads[t].second, theirs), 1e-12) << name << " row-wise";
+      EXPECT_LE(relative_error(as_double((*math).*kernel_grads[t]), theirs), kernel_tol)
+          << name << " ref-math";
+      EXPECT_LE(relative_error(as_double((*flash).*kernel_grads[t]), theirs), kernel_tol)
+          << name << " ref-flash";
     }
   }
 }
