@@ -88,11 +88,15 @@ def main():
     # 3. The measured tolerance and verdict, and a run that judges by them.
     expect("ATOL, RTOL = 1.0000000000000001e-09, 0.0" in benign_script or
            "ATOL, RTOL = 1e-09, 0.0" in benign_script, "the measured tolerance is not in the script")
-    run_script = subprocess.run([PYTHON, benign], capture_output=True, text=True, timeout=300)
-    expect(run_script.returncode == 1 and "MISMATCH" in run_script.stdout,
-           f"the script judged by the measured tolerance: exit {run_script.returncode} {run_script.stdout}")
-    expect("measured ref-math (reference) here: mismatch" in run_script.stdout,
-           f"the script does not say the measured verdict: {run_script.stdout}")
+    # The script imports torch: it runs where PYTHON has one (a set-up without torch skips this).
+    if subprocess.run([PYTHON, "-c", "import torch"], capture_output=True).returncode == 0:
+        run_script = subprocess.run([PYTHON, benign], capture_output=True, text=True, timeout=300)
+        expect(run_script.returncode == 1 and "MISMATCH" in run_script.stdout,
+               f"the script judged by the measured tolerance: exit {run_script.returncode} {run_script.stdout}")
+        expect("measured ref-math (reference) here: mismatch" in run_script.stdout,
+               f"the script does not say the measured verdict: {run_script.stdout}")
+    else:
+        print(f"not run: the script itself ({PYTHON} has no torch)")
 
     # 2. Free text from the report: data in the script, never statements.
     texts = [INJECTION, "a\nimport os\nos.system('touch PWNED')", "a\r\nimport os", "a\u2028b\u2029c\x0c\x0b",
