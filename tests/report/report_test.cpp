@@ -342,6 +342,32 @@ TEST(Console, APoisonedDeviceIsOneBlock) {
   EXPECT_EQ(occurrences(md, "AMD_SERIALIZE_KERNEL=3"), 1u) << md;
 }
 
+// A number's sign and notation belong to it: the values a mismatch got and expected differ from
+// cell to cell, and cells that differ in nothing else are one cause.
+TEST(Causes, ANumberIsMaskedWithItsSignAndExponent) {
+  Report r = sdpa_fixtures::no_gpu();
+  const char* expected[] = {"0.0187", "-0.0298", "-3.1e-05"};
+  for (size_t i = 0; i < 3; ++i) {
+    CaseResult& x = r.results[i];
+    x.status = Status::mismatch;
+    x.reason = fmt::format("all-zero output where the oracle is not: 12 of 4096 elements outside "
+                           "atol=1e-05 + rtol=1e-05*|ref| (first at index {}: got 0, expected {})",
+                           i * 7, expected[i]);
+  }
+  // A dash between two numbers is no sign: a range is not a pair of numbers (math's cells).
+  r.results[3].status = r.results[4].status = Status::error;
+  r.results[3].reason = "rows 8-16 failed";
+  r.results[4].reason = "rows 8 16 failed";
+  const auto causes = report::detail::failure_causes(r);
+  ASSERT_EQ(causes.size(), 3u);
+  EXPECT_EQ(causes[0].results.size(), 3u);
+  EXPECT_EQ(causes[1].results.size(), 1u);
+  EXPECT_EQ(causes[2].results.size(), 1u);
+  sdpa_fixtures::advise(r);
+  const std::string out = report::render_console(r, {false, true, 100});
+  EXPECT_EQ(occurrences(out, "≠ MISMATCH  cpu · libtorch · flash · 3 cases\n"), 1u) << out;
+}
+
 TEST(Markdown, SaysEachCauseOnceWithAllItsCases) {
   const Report& r = fixture("budget_spent");
   const std::string md = report::render_markdown(r);
