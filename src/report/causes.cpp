@@ -109,17 +109,19 @@ bool contains(const std::vector<std::string>& ids, const std::string& id) {
 }
 
 // The finding advice wrote about these cells: `variant-<status>` for a variant's failures (its
-// message opens with "VARIANT (PROBE)"), `device-poisoned` for a case whose canary failed.
+// message opens with "VARIANT (PROBE)"), `device-poisoned` for a worker's cases whose canary
+// failed (one finding naming them all; its message opens with "DEVICE PROBE VARIANT: ").
 const Finding* finding_for(const Report& report, const Cause& c) {
   const CaseResult& e = c.example();
-  const std::string group = fmt::format("{} ({})", e.variant, to_string(e.probe));
-  const std::string poisoned = fmt::format("{} {}: {}", to_string(e.probe), e.variant, e.case_id);
   const bool canary_failed = e.canary.rfind("failed", 0) == 0;
+  const std::string opening =
+      canary_failed ? fmt::format("{} {} {}: ", e.device, to_string(e.probe), e.variant)
+                    : fmt::format("{} ({})", e.variant, to_string(e.probe));
+  const std::string id =
+      canary_failed ? "device-poisoned" : fmt::format("variant-{}", to_string(e.status));
   for (const Finding& f : report.findings) {
-    if (f.device != e.device || !contains(f.case_ids, e.case_id)) continue;
-    if (canary_failed ? f.id == "device-poisoned" && f.message.find(poisoned) != std::string::npos
-                      : f.id == fmt::format("variant-{}", to_string(e.status)) &&
-                            f.message.rfind(group, 0) == 0)
+    if (f.device == e.device && f.id == id && contains(f.case_ids, e.case_id) &&
+        f.message.rfind(opening, 0) == 0)
       return &f;
   }
   return nullptr;
