@@ -202,7 +202,8 @@ void apply_gfx_truth(const GfxSettlement& settlement, Report& report);
 // One `torch-not-built-for-arch` finding per device whose verdict is missing, naming the cause
 // of that device's failures once.
 void gfx_findings(const Report& report, std::vector<Finding>& out);
-// One `device-poisoned` finding per result whose canary failed.
+// One `device-poisoned` finding per (device, probe, variant) whose canary failed after any case,
+// naming every such case (case_ids in report order).
 void poisoned_findings(const Report& report, std::vector<Finding>& out);
 // Workers that saw two or more HIP runtimes mapped in their own process: one finding per set.
 void mapped_runtime_findings(const Report& report, std::vector<Finding>& out);

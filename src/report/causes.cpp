@@ -13,17 +13,41 @@ namespace sdpa_doctor::report::detail {
 
 namespace {
 
-// The reason with every run of digits as '#': the same failure on cases of other shapes (sizes,
-// byte counts in an out-of-memory message) is one cause.
+bool is_digit(std::string_view s, size_t i) {
+  return i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]));
+}
+
+size_t after_digits(std::string_view s, size_t i) {
+  while (is_digit(s, i)) ++i;
+  return i;
+}
+
+// The length of the number at `at` ("-0.0298", "1e-05", "128"), 0 where none starts there. A
+// sign is part of it unless it follows a word or a number ("q12-k12", "8-16" stay apart).
+size_t number_length(std::string_view s, size_t at) {
+  size_t i = at;
+  if ((s[i] == '-' || s[i] == '+') &&
+      (i == 0 || !(std::isalnum(static_cast<unsigned char>(s[i - 1])) || s[i - 1] == '.')))
+    ++i;
+  if (!is_digit(s, i)) return 0;
+  i = after_digits(s, i);
+  if (s.substr(i, 1) == "." && is_digit(s, i + 1)) i = after_digits(s, i + 1);
+  if (s.substr(i, 1) == "e" || s.substr(i, 1) == "E") {
+    const size_t sign = s.substr(i + 1, 1) == "-" || s.substr(i + 1, 1) == "+";
+    if (is_digit(s, i + 1 + sign)) i = after_digits(s, i + 1 + sign);
+  }
+  return i - at;
+}
+
+// The reason with every number as '#': the same failure on cases of other shapes (sizes, byte
+// counts in an out-of-memory message, the values a mismatch got and expected, of either sign and
+// in either notation) is one cause.
 std::string reason_shape(std::string_view reason) {
   std::string out;
-  for (size_t i = 0; i < reason.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(reason[i]))) {
-      out += reason[i];
-      continue;
-    }
-    out += '#';
-    while (i + 1 < reason.size() && std::isdigit(static_cast<unsigned char>(reason[i + 1]))) ++i;
+  for (size_t i = 0; i < reason.size();) {
+    const size_t n = number_length(reason, i);
+    out += n == 0 ? reason[i] : '#';
+    i += n == 0 ? 1 : n;
   }
   return out;
 }
@@ -85,17 +109,19 @@ bool contains(const std::vector<std::string>& ids, const std::string& id) {
 }
 
 // The finding advice wrote about these cells: `variant-<status>` for a variant's failures (its
-// message opens with "VARIANT (PROBE)"), `device-poisoned` for a case whose canary failed.
+// message opens with "VARIANT (PROBE)"), `device-poisoned` for a worker's cases whose canary
+// failed (one finding naming them all; its message opens with "DEVICE PROBE VARIANT: ").
 const Finding* finding_for(const Report& report, const Cause& c) {
   const CaseResult& e = c.example();
-  const std::string group = fmt::format("{} ({})", e.variant, to_string(e.probe));
-  const std::string poisoned = fmt::format("{} {}: {}", to_string(e.probe), e.variant, e.case_id);
   const bool canary_failed = e.canary.rfind("failed", 0) == 0;
+  const std::string opening =
+      canary_failed ? fmt::format("{} {} {}: ", e.device, to_string(e.probe), e.variant)
+                    : fmt::format("{} ({})", e.variant, to_string(e.probe));
+  const std::string id =
+      canary_failed ? "device-poisoned" : fmt::format("variant-{}", to_string(e.status));
   for (const Finding& f : report.findings) {
-    if (f.device != e.device || !contains(f.case_ids, e.case_id)) continue;
-    if (canary_failed ? f.id == "device-poisoned" && f.message.find(poisoned) != std::string::npos
-                      : f.id == fmt::format("variant-{}", to_string(e.status)) &&
-                            f.message.rfind(group, 0) == 0)
+    if (f.device == e.device && f.id == id && contains(f.case_ids, e.case_id) &&
+        f.message.rfind(opening, 0) == 0)
       return &f;
   }
   return nullptr;

@@ -6,6 +6,7 @@
 #include "report/report.hpp"
 #include "support/run_binary.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -262,6 +263,46 @@ TEST(DevicePoisoned, AFailedCanaryNamesItsCaseOnce) {
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].id, "device-poisoned");
   EXPECT_EQ(f[0].case_ids, std::vector<std::string>{bad.case_id});
+  EXPECT_EQ(f[0].message.rfind("cpu python math: " + bad.case_id + " poisoned the device", 0), 0u)
+      << f[0].message;
+}
+
+// Every case one worker (device, probe, variant) poisoned the device with is one finding, so its
+// remedy is said once; another worker's cases are another finding.
+TEST(DevicePoisoned, OneWorkersPoisoningCasesAreOneFinding) {
+  Report r;
+  std::vector<std::string> flash_ids;
+  for (int64_t l : {16, 32, 48, 64, 80}) {
+    CaseResult x = cell("flash", Status::error, "poisoned the device", l);
+    x.canary = fmt::format("failed: HIP error: invalid argument ({})", l);
+    r.results.push_back(x);
+    flash_ids.push_back(x.case_id);
+  }
+  CaseResult ok = cell("flash", Status::pass, "", 96);
+  ok.canary = "ok";
+  CaseResult libtorch = cell("flash", Status::error, "poisoned the device", 128);
+  libtorch.probe = Probe::torch;
+  libtorch.canary = "failed: x";
+  CaseResult other_gpu = libtorch;
+  other_gpu.device = "cuda:1";
+  r.results.insert(r.results.begin() + 2, {ok, libtorch, other_gpu});
+  std::vector<Finding> f;
+  advice::poisoned_findings(r, f);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].case_ids, flash_ids);
+  EXPECT_EQ(f[0].device, "cuda:0");
+  // Three cases by name, the rest counted; the first's canary.
+  EXPECT_EQ(f[0].message.rfind(fmt::format("cuda:0 python flash: 5 cases poisoned the device ({}, "
+                                           "{}, {} and 2 more)",
+                                           flash_ids[0], flash_ids[1], flash_ids[2]),
+                               0),
+            0u)
+      << f[0].message;
+  EXPECT_NE(f[0].message.find("invalid argument (16)"), std::string::npos) << f[0].message;
+  EXPECT_NE(f[0].remedy.find("treat flash as broken for these cases"), std::string::npos);
+  EXPECT_EQ(f[1].case_ids, std::vector<std::string>{libtorch.case_id});
+  EXPECT_EQ(f[1].message.rfind("cuda:0 libtorch flash: ", 0), 0u) << f[1].message;
+  EXPECT_EQ(f[2].device, "cuda:1");
 }
 
 // Two HIP runtimes in one worker's own process: one finding per set of files, naming each worker

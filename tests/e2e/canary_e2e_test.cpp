@@ -4,7 +4,7 @@
 // fresh worker and pass. A fused kernel whose launch failed (AOTriton's hipErrorInvalidValue)
 // leaves zeros and fails the canary (action=zeros): the doctor blames those cells only, names the
 // all-zero output in their reason and matches them to the aotriton-hip-invalid-value known issue
-// once, with its remedy.
+// once, with its remedy; the device-poisoned remedy of those cells is said once too.
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
@@ -139,6 +139,18 @@ void expect_zeros_matched_once(const std::string& probe) {
   const std::string opening = advice.substr(0, advice.find(':'));
   EXPECT_EQ(count(r.out, "aotriton-hip-invalid-value on cpu flash (2 cases)"), 1u) << r.out;
   EXPECT_EQ(count(r.out, opening), 1u) << opening << "\n" << r.out;
+  // The two cells are one cause block (their reasons differ only in numbers, signs included), so
+  // the block names the issue once.
+  EXPECT_EQ(count(r.out, "known issue: aotriton-hip-invalid-value"), 1u) << r.out;
+  // Both cells poisoned the device: one finding names them, and its remedy is said once.
+  int poisoned = 0;
+  for (const json& f : report.at("findings")) {
+    if (f.at("id") != "device-poisoned") continue;
+    ++poisoned;
+    EXPECT_EQ(f.at("case_ids").get<std::set<std::string>>(), culprits) << f;
+  }
+  EXPECT_EQ(poisoned, 1) << report.at("findings").dump(1);
+  EXPECT_EQ(count(r.out, "device-poisoned: treat flash as broken"), 1u) << r.out;
   // The failing cells' findings name those cells only.
   for (const json& f : report.at("findings")) {
     if (f.at("case_ids").empty()) continue;

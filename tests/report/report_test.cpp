@@ -330,9 +330,14 @@ TEST(Console, APoisonedDeviceIsOneBlock) {
     x.reason = "poisoned the device: canary failed after it: " + x.canary;
   }
   sdpa_fixtures::advise(r);
-  ASSERT_EQ(std::count_if(r.findings.begin(), r.findings.end(),
+  // One finding for the worker, naming its three cases.
+  const auto poisoned = std::find_if(r.findings.begin(), r.findings.end(),
+                                     [](const Finding& f) { return f.id == "device-poisoned"; });
+  ASSERT_NE(poisoned, r.findings.end());
+  EXPECT_EQ(poisoned->case_ids.size(), 3u);
+  EXPECT_EQ(std::count_if(r.findings.begin(), r.findings.end(),
                           [](const Finding& f) { return f.id == "device-poisoned"; }),
-            3);
+            1);
   const std::string out = report::render_console(r, {false, true, 100});
   EXPECT_EQ(occurrences(out, "! ERROR  cpu · libtorch · flash · 3 cases\n"), 1u) << out;
   EXPECT_EQ(occurrences(out, "AMD_SERIALIZE_KERNEL=3"), 1u) << out;
@@ -340,6 +345,57 @@ TEST(Console, APoisonedDeviceIsOneBlock) {
   const std::string md = report::render_markdown(r);
   EXPECT_EQ(occurrences(md, "· flash · 3 cases</summary>"), 1u) << md;
   EXPECT_EQ(occurrences(md, "AMD_SERIALIZE_KERNEL=3"), 1u) << md;
+}
+
+// One worker's poisoning cases are one finding, which every cause of those cells carries (two
+// causes here: the canaries failed for two reasons); another variant's are its own.
+TEST(Causes, EachCauseOfAPoisonedWorkerCarriesItsOneFinding) {
+  Report r = sdpa_fixtures::no_gpu();
+  const std::string whys[] = {"RuntimeError: deferred error", "HIP error: invalid argument",
+                              "RuntimeError: deferred error"};
+  for (size_t i : {0, 1, 3}) {
+    CaseResult& x = r.results[i];
+    x.status = Status::error;
+    x.canary = "failed: " + whys[i % 3];
+    x.reason = "poisoned the device: canary failed after it: " + x.canary;
+  }
+  sdpa_fixtures::advise(r);
+  const auto causes = report::detail::failure_causes(r);
+  ASSERT_EQ(causes.size(), 3u);
+  ASSERT_NE(causes[0].finding, nullptr);
+  EXPECT_EQ(causes[0].finding->id, "device-poisoned");
+  EXPECT_EQ(causes[0].finding->case_ids,
+            (std::vector<std::string>{r.results[0].case_id, r.results[1].case_id}));
+  EXPECT_EQ(causes[1].finding, causes[0].finding); // flash's other reason
+  ASSERT_NE(causes[2].finding, nullptr);           // math
+  EXPECT_NE(causes[2].finding, causes[0].finding);
+  EXPECT_EQ(causes[2].finding->case_ids, std::vector<std::string>{r.results[3].case_id});
+}
+
+// A number's sign and notation belong to it: the values a mismatch got and expected differ from
+// cell to cell, and cells that differ in nothing else are one cause.
+TEST(Causes, ANumberIsMaskedWithItsSignAndExponent) {
+  Report r = sdpa_fixtures::no_gpu();
+  const char* expected[] = {"0.0187", "-0.0298", "-3.1e-05"};
+  for (size_t i = 0; i < 3; ++i) {
+    CaseResult& x = r.results[i];
+    x.status = Status::mismatch;
+    x.reason = fmt::format("all-zero output where the oracle is not: 12 of 4096 elements outside "
+                           "atol=1e-05 + rtol=1e-05*|ref| (first at index {}: got 0, expected {})",
+                           i * 7, expected[i]);
+  }
+  // A dash between two numbers is no sign: a range is not a pair of numbers (math's cells).
+  r.results[3].status = r.results[4].status = Status::error;
+  r.results[3].reason = "rows 8-16 failed";
+  r.results[4].reason = "rows 8 16 failed";
+  const auto causes = report::detail::failure_causes(r);
+  ASSERT_EQ(causes.size(), 3u);
+  EXPECT_EQ(causes[0].results.size(), 3u);
+  EXPECT_EQ(causes[1].results.size(), 1u);
+  EXPECT_EQ(causes[2].results.size(), 1u);
+  sdpa_fixtures::advise(r);
+  const std::string out = report::render_console(r, {false, true, 100});
+  EXPECT_EQ(occurrences(out, "≠ MISMATCH  cpu · libtorch · flash · 3 cases\n"), 1u) << out;
 }
 
 TEST(Markdown, SaysEachCauseOnceWithAllItsCases) {
