@@ -116,7 +116,9 @@ TEST(DescribeWriteFailure, NamesTheFileTheErrorAndItsFileSystem) {
   EXPECT_EQ(line.rfind(path + ": " + std::strerror(ENOSPC) + " (", 0), 0u) << line;
   // The mount point, where this process can see one above the file: in a chroot whose root is
   // no mount of its own, /proc/self/mountinfo lists none, and the line leaves it out.
-  if (root_is_a_mount()) EXPECT_NE(line.find(" at /"), std::string::npos) << "the mount point: " << line;
+  if (root_is_a_mount()) {
+    EXPECT_NE(line.find(" at /"), std::string::npos) << "the mount point: " << line;
+  }
   EXPECT_NE(line.find(" free of "), std::string::npos) << line;
   EXPECT_EQ(line.find('\n'), std::string::npos);
   // A file in a directory that is gone still gets its error and the nearest file system.
