@@ -34,11 +34,13 @@ if(SDPA_DOCTOR_BUILD_BENCH)
 endif()
 
 # --- LibTorch -------------------------------------------------------------------------------
-# Built the way PyTorch's own C++ extensions are, against the torch that SDPA_DOCTOR_PYTHON imports
+# The LibTorch plugin the libtorch probe's worker opens (src/workers/torch_plugin/), built here
+# the way PyTorch's own C++ extensions are, against the torch that SDPA_DOCTOR_PYTHON imports
 # (cmake/TorchExtension.cmake): that torch's headers and torch/lib, no TorchConfig.cmake, so a CPU,
 # CUDA or ROCm wheel builds it with no CUDA toolkit and no ROCm SDK. SDPA_DOCTOR_PYTHON defaults to
 # $SDPA_DOCTOR_PYTHON, then (a wheel build) the interpreter pip builds for, then the project's
-# .venv, then python3 on PATH. A torch that cannot be asked: no worker (AUTO), or one line (ON).
+# .venv, then python3 on PATH. A torch that cannot be asked: no plugin here (AUTO; the doctor
+# builds one on first use), or one line (ON).
 set(SDPA_DOCTOR_TORCH_SUMMARY "off")
 set(TORCH_EXT_FOUND FALSE)
 if(NOT SDPA_DOCTOR_WITH_TORCH STREQUAL "OFF")
@@ -68,5 +70,5 @@ if(SDPA_DOCTOR_WITH_TORCH_ENABLED)
   set(SDPA_DOCTOR_TORCH_VERSION "${TORCH_EXT_VERSION}")
   set(SDPA_DOCTOR_TORCH_SUMMARY "on (torch ${TORCH_EXT_VERSION} from ${TORCH_EXT_LIB_DIR})")
 elseif(NOT SDPA_DOCTOR_WITH_TORCH STREQUAL "OFF")
-  set(SDPA_DOCTOR_TORCH_SUMMARY "not found (${TORCH_EXT_ERROR}): libtorch worker not built")
+  set(SDPA_DOCTOR_TORCH_SUMMARY "not found (${TORCH_EXT_ERROR}): no LibTorch plugin built in (the doctor builds one on first use)")
 endif()

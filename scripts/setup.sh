@@ -162,7 +162,7 @@ else
     python3 -m venv "$here/.venv" || die "python3 -m venv failed (install python3-venv)"
   fi
   if [ "$skip_torch" = 1 ]; then
-    say "torch: not installed (SDPA_DOCTOR_SKIP_TORCH=1): no libtorch worker, no python probe; their tests skip"
+    say "torch: not installed (SDPA_DOCTOR_SKIP_TORCH=1): no torch for the libtorch and python probes; their tests skip"
   elif ! "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
     if [ -n "${SDPA_DOCTOR_TORCH_INDEX:-}" ]; then
       from="from $SDPA_DOCTOR_TORCH_INDEX (SDPA_DOCTOR_TORCH_INDEX)"

@@ -8,7 +8,7 @@
 #   scripts/test-in-chroot.sh bookworm
 #
 # Torch: no torch wheel but PyPI's multi-GB CUDA build fits Debian 13's Python 3.13, so the chroot
-# is set up with SDPA_DOCTOR_SKIP_TORCH=1 (no libtorch worker, no python probe; the tests that need
+# is set up with SDPA_DOCTOR_SKIP_TORCH=1 (no torch for the libtorch and python probes; the tests that need
 # torch skip and say so) unless SDPA_DOCTOR_TORCH_INDEX names an index to take torch from.
 # Environment: SDPA_CHROOT_MIRROR (default http://deb.debian.org/debian), SDPA_CHROOT_DIR.
 # /proc, /sys and /dev are mounted in the chroot only while this script runs: delete the chroot
