@@ -28,10 +28,14 @@ inline constexpr std::string_view k_suites[] = {"quick", "full"};
 inline constexpr std::string_view k_default_suite = "quick";
 
 // The cases of a named suite, in a fixed order. "quick": a few dozen small cases that cover every
-// backend gate (dtypes, head dims 64/128/256, odd lengths, decode, Lq != Lkv, GQA, causal, masks,
-// transposed layout), seconds on a CPU. "full": hundreds, head dims 32..512, lengths up to 8k.
+// backend gate (dtypes, head dims 64/128/256/512, odd lengths, decode, causal decode, Lq != Lkv,
+// GQA, causal, masks, transposed layout), seconds on a CPU. "full": hundreds, head dims 16..512,
+// lengths up to 8k, causal queries of 1..16 against odd key lengths.
 // Unknown names are an error that lists the known suites.
 Expected<std::vector<Case>> suite_cases(std::string_view suite);
+// The cases a suite adds for GPU targets only, after its own ("full": batch x heads past 65,535,
+// the limit of a launch grid's y and z axes). A CPU target never runs them: target_guard.
+std::vector<Case> gpu_suite_cases(std::string_view suite);
 
 // Refused above this size: a case file is a list of shapes, not data.
 inline constexpr int64_t k_max_case_file_bytes = int64_t{64} << 20;
@@ -139,6 +143,11 @@ int64_t case_memory_bytes(const Case& c, bool math_scores = true);
 int64_t case_host_bytes(const Case& c);
 // Empty when the case fits in `budget_bytes`; otherwise the skip reason, with the numbers.
 std::string memory_guard(const Case& c, int64_t budget_bytes, bool math_scores = true);
+// The most blocks a GPU launch grid holds on its y and z axes (HIP and CUDA).
+inline constexpr int64_t k_max_grid_yz = 65535;
+// Empty when `target` runs `c`; otherwise the skip reason: a CPU target does not run a case whose
+// batch x heads is past k_max_grid_yz (it tests a GPU launch limit a CPU does not have).
+std::string target_guard(const Case& c, std::string_view target);
 
 // --- plan helpers ---------------------------------------------------------------------------------
 

@@ -56,6 +56,12 @@ std::string memory_guard(const Case& c, int64_t budget_bytes, bool math_scores) 
                      human_bytes(need), need, human_bytes(budget_bytes), budget_bytes);
 }
 
+std::string target_guard(const Case& c, std::string_view target) {
+  if (is_gpu_target(target) || c.b * c.hq <= k_max_grid_yz) return {};
+  return fmt::format("batch x heads {} is past a GPU launch grid's {} blocks: a GPU-only case",
+                     c.b * c.hq, k_max_grid_yz);
+}
+
 bool is_valid_target(std::string_view target) {
   if (target == "cpu") return true;
   return is_gpu_target(target);

@@ -60,6 +60,11 @@ std::vector<Case> quick_suite() {
   // torch refuses an explicit mask together with is_causal, so masked cases are never causal.
   out.push_back(make(DType::f16, 1, 2, 2, 48, 48, 32, false, Mask::additive, Layout::contiguous,
                      3));
+  // Shapes real reports break on: causal decode against an odd KV (top-left causal, the query sees
+  // one key), a tiny causal query at head dim 80, and head dim 512.
+  out.push_back(make(DType::f16, 1, 4, 4, 1, 77, 64, true));
+  out.push_back(make(DType::bf16, 1, 2, 2, 16, 45, 80, true));
+  out.push_back(make(DType::f16, 1, 2, 2, 64, 64, 512));
   return out;
 }
 
@@ -103,6 +108,28 @@ std::vector<Case> full_suite() {
   for (DType t : k_dtypes)
     for (auto [lq, lkv] : lengths)
       for (int64_t d : {int64_t{64}, int64_t{128}}) out.push_back(make(t, 1, 8, 8, lq, lkv, d));
+  // Tiny causal queries (decode and speculative steps) against keys that are no multiple of 8 or
+  // 16, where kernels take their tile tails.
+  for (DType t : k_dtypes)
+    for (int64_t lq : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{16}}) {
+      out.push_back(make(t, 2, 8, 8, lq, 77, 64, true));
+      out.push_back(make(t, 2, 8, 8, lq, 1037, 128, true));
+    }
+  // Head dims field reports name that the dims above leave out, at an odd length, causal or not.
+  for (DType t : k_dtypes)
+    for (int64_t d : {int64_t{16}, int64_t{40}, int64_t{48}, int64_t{72}, int64_t{384}})
+      for (bool causal : {false, true}) out.push_back(make(t, 1, 8, 8, 257, 257, d, causal));
+  return out;
+}
+
+// batch x heads past 65,535: what a kernel that puts them on a launch grid's y or z axis (at most
+// 65,535 blocks) cannot launch. Tiny per head, so only the count is large.
+std::vector<Case> gpu_full_suite() {
+  std::vector<Case> out;
+  for (DType t : {DType::f16, DType::bf16})
+    for (bool causal : {false, true}) out.push_back(make(t, 2048, 32, 32, 8, 8, 32, causal));
+  // The heads alone past it, one decode step, for a kernel that gives the batch its own axis.
+  out.push_back(make(DType::f16, 1, 65600, 65600, 1, 13, 32));
   return out;
 }
 
@@ -113,6 +140,11 @@ Expected<std::vector<Case>> suite_cases(std::string_view suite) {
   if (suite == "full") return full_suite();
   return make_error(fmt::format("unknown suite '{}' (known: {})", suite,
                                 fmt::join(std::begin(k_suites), std::end(k_suites), ", ")));
+}
+
+std::vector<Case> gpu_suite_cases(std::string_view suite) {
+  if (suite == "full") return gpu_full_suite();
+  return {};
 }
 
 namespace {

@@ -92,6 +92,22 @@ std::vector<int64_t> ladder(std::string_view axis, int64_t current) {
   return out;
 }
 
+// A query shorter than this is also tried at this length: below it live the decode and
+// tiny-causal kernels that fail only for short queries; at 64 a query is a prefill.
+constexpr int64_t k_long_query = 64;
+constexpr std::string_view k_grown_lq = "lq-grown";
+
+// The values the query length may grow to, ascending from the case's own: powers of two up to
+// `top`.
+std::vector<int64_t> upward_ladder(int64_t current, int64_t top) {
+  std::vector<int64_t> out = {current};
+  int64_t v = 1;
+  while (v <= current) v *= 2;
+  for (; v <= top; v *= 2) out.push_back(v);
+  if (out.back() < top) out.push_back(top);
+  return out;
+}
+
 std::string axis_text(std::string_view axis) {
   if (axis == "d") return "head_dim";
   if (axis == "lq") return "query length";
@@ -172,6 +188,12 @@ void ShrinkSearch::finish_axes() {
       if (o == ProbeOutcome::passes) dtype_passed = true;
       continue;
     }
+    if (axis == k_grown_lq) {
+      // Passing when longer: the failure needs a short query.
+      if (o == ProbeOutcome::passes)
+        m_bisects.push_back({"lq", upward_ladder(m_original.lq, c.lq), 0, 0, true});
+      continue;
+    }
     const bool numeric = std::find(std::begin(k_numeric_axes), std::end(k_numeric_axes), axis) !=
                          std::end(k_numeric_axes);
     if (o == ProbeOutcome::fails) {
@@ -227,6 +249,8 @@ std::vector<Case> ShrinkSearch::next() {
       const int64_t lowest = ladder(axis, v).front();
       if (lowest < v) m_axis_cases.emplace_back(std::string(axis), with_axis(m_original, axis, lowest));
     }
+    if (m_original.lq < k_long_query)
+      m_axis_cases.emplace_back(std::string(k_grown_lq), with_axis(m_original, "lq", k_long_query));
     m_axis_cases.erase(std::remove_if(m_axis_cases.begin(), m_axis_cases.end(),
                                       [](const auto& a) { return !validate(a.second).empty(); }),
                        m_axis_cases.end());
@@ -245,8 +269,11 @@ std::vector<Case> ShrinkSearch::next() {
     // An unneeded axis that is needed with another reduced: keep the case that failed.
     if (m_combined && outcome(*m_combined) == ProbeOutcome::fails) m_current = *m_combined;
     m_stage = Stage::bisect;
-    for (Bisect& b : m_bisects) b.ladder = ladder(b.axis, axis_value(m_current, b.axis));
-    for (Bisect& b : m_bisects) b.hi = b.ladder.size() - 1;
+    for (Bisect& b : m_bisects) {
+      const int64_t v = axis_value(m_current, b.axis);
+      b.ladder = b.upward ? upward_ladder(v, b.ladder.back()) : ladder(b.axis, v);
+      b.hi = b.ladder.size() - 1;
+    }
     [[fallthrough]];
   case Stage::bisect: {
     for (Bisect& b : m_bisects) {
@@ -254,13 +281,15 @@ std::vector<Case> ShrinkSearch::next() {
       const size_t mid = (b.lo + b.hi) / 2;
       const Case probe = with_axis(m_current, b.axis, b.ladder[mid]);
       if (m_outcomes.count(probe.id()) == 0) continue; // not asked yet
-      (outcome(probe) == ProbeOutcome::fails ? b.hi : b.lo) = mid;
+      const bool fails = outcome(probe) == ProbeOutcome::fails;
+      (fails != b.upward ? b.hi : b.lo) = mid;
     }
     std::vector<Case> batch = bisect_batch();
     if (!batch.empty()) return batch;
     m_stage = Stage::confirm;
     Case least = m_current;
-    for (const Bisect& b : m_bisects) least = with_axis(least, b.axis, b.ladder[b.hi]);
+    for (const Bisect& b : m_bisects)
+      if (!b.upward) least = with_axis(least, b.axis, b.ladder[b.hi]);
     if (!(least == m_current) && validate(least).empty() && !m_outcomes.count(least.id())) {
       m_combined = least;
       return {least};
@@ -281,10 +310,10 @@ void ShrinkSearch::fill(Shrink& out) const {
   for (const Bisect& b : m_bisects) {
     ShrinkCondition w;
     w.axis = b.axis;
-    w.op = ">";
+    w.op = b.upward ? "<=" : ">";
     w.value = b.ladder[b.lo];
     w.settled = b.hi - b.lo <= 1;
-    w.text = fmt::format("{} > {}", axis_text(b.axis), w.value);
+    w.text = fmt::format("{} {} {}", axis_text(b.axis), w.op, w.value);
     out.conditions.push_back(w);
   }
   if (m_flaky || m_outcomes.empty()) {

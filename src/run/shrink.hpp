@@ -1,6 +1,8 @@
 // run/shrink: the pure part of failure shrinking. Given one failing case and the outcomes of the
 // probe cases tried so far, which cases to try next, and what the outcomes say: the conditions the
-// failure needs ("head_dim > 128", "causal") and the smallest failing case. No I/O: the driver in
+// failure needs ("head_dim > 128", "causal", "query length <= 16") and the smallest failing case.
+// Every numeric axis is tried smaller; a short query is also tried longer, since decode and
+// tiny-causal kernels fail only below some length. No I/O: the driver in
 // shrink_run.cpp runs each batch through execute_plan like any other cases.
 #pragma once
 
@@ -42,8 +44,9 @@ private:
   enum class Stage { rerun, axes, combine, bisect, confirm, done };
   struct Bisect {
     std::string axis;
-    std::vector<int64_t> ladder; // ascending; [lo] passes, [hi] fails
+    std::vector<int64_t> ladder; // ascending; [lo] passes, [hi] fails (upward: the reverse)
     size_t lo = 0, hi = 0;
+    bool upward = false; // the failure needs the axis small: "query length <= 16"
   };
   ProbeOutcome outcome(const Case& c) const;
   void finish_axes();

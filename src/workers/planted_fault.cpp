@@ -46,18 +46,19 @@ Expected<FaultCondition> parse_condition(std::string_view text) {
   w.name = std::string(text.substr(0, at));
   const auto bad = [&] {
     return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: bad condition '{}' (NAME, NAME>N, "
-                                  "NAME<N, NAME=N; NAME b, hq, hkv, lq, lkv, d, causal, gqa, "
-                                  "mask, transposed, dtype)",
+                                  "NAME<N, NAME>=N, NAME<=N, NAME=N; NAME b, hq, hkv, lq, lkv, "
+                                  "d, causal, gqa, mask, transposed, dtype)",
                                   text));
   };
   if (at == std::string_view::npos) {
     if (w.name == "dtype" || !condition_value(w.name, Case{})) return bad();
     return w;
   }
-  w.op = text[at];
-  const std::string_view value = text.substr(at + 1);
+  const bool or_equal = text[at] != '=' && text.substr(at + 1).starts_with('=');
+  w.op = std::string(text.substr(at, or_equal ? 2 : 1));
+  const std::string_view value = text.substr(at + w.op.size());
   if (w.name == "dtype") {
-    if (w.op != '=' || !dtype_from_string(value)) return bad();
+    if (w.op != "=" || !dtype_from_string(value)) return bad();
     w.text = std::string(to_string(*dtype_from_string(value)));
     return w;
   }
@@ -77,12 +78,12 @@ Expected<FaultCondition> parse_condition(std::string_view text) {
 bool FaultCondition::holds(const Case& c) const {
   if (name == "dtype") return to_string(c.dtype) == text;
   const int64_t v = condition_value(name, c).value_or(0);
-  switch (op) {
-  case '>': return v > value;
-  case '<': return v < value;
-  case '=': return v == value;
-  default: return v != 0;
-  }
+  if (op == ">") return v > value;
+  if (op == "<") return v < value;
+  if (op == ">=") return v >= value;
+  if (op == "<=") return v <= value;
+  if (op == "=") return v == value;
+  return v != 0;
 }
 
 bool PlantedFault::fires() const {

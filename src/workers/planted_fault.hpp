@@ -16,12 +16,13 @@ namespace sdpa_doctor::workers {
 
 enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison, zeros };
 
-// A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N or NAME=N. NAME is b, hq,
+// A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N, NAME>=N, NAME<=N or NAME=N
+// (`when=causal,when=lq<=16`: the causal cases with at most 16 queries). NAME is b, hq,
 // hkv, lq, lkv, d, causal (0/1), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
 // transposed (0/1) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
 struct FaultCondition {
   std::string name;
-  char op = 0;        // '>', '<', '=' or 0 for a bare NAME
+  std::string op;     // ">", "<", ">=", "<=", "=" or empty for a bare NAME
   int64_t value = 0;
   std::string text;   // the dtype name for dtype=...
   bool holds(const Case& c) const;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fcntl.h>
 #include <limits>
@@ -53,11 +54,66 @@ TEST(Suites, QuickCoversEveryGateAndStaysSmall) {
     transposed |= c.layout == Layout::transposed;
   }
   EXPECT_EQ(dtypes.size(), 3u);
-  EXPECT_TRUE(dims.count(64) && dims.count(128) && dims.count(256));
+  EXPECT_TRUE(dims.count(64) && dims.count(128) && dims.count(256) && dims.count(512));
   EXPECT_TRUE(odd && decode && lq_ne_lkv && gqa && causal && bool_mask && add_mask && transposed);
+  // The shapes field reports break on, once each: causal decode against an odd KV.
+  EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [](const Case& c) {
+    return c.causal && c.lq == 1 && c.lkv % 8 != 0;
+  }));
 }
 
-TEST(Suites, FullHasHundredsUpTo8kAndDims32To512) {
+// `diff` matches cells by case id, so a renamed or dropped id breaks every baseline: the suites'
+// ids are pinned, in order, and a new case adds a line to its file.
+TEST(Suites, CaseIdsArePinned) {
+  for (std::string name : {"quick", "full"}) {
+    std::string ids;
+    for (const Case& c : suite(name)) ids += c.id() + "\n";
+    EXPECT_EQ(ids, sdpa_test::read_file(sdpa_test::source_path("tests/cases/golden/" + name + ".ids")))
+        << name;
+  }
+}
+
+TEST(Suites, FullHasTinyCausalQueriesOddKeysAndEveryReportedHeadDim) {
+  const auto cases = suite("full");
+  for (int64_t lq : {1, 2, 8, 16})
+    EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [&](const Case& c) {
+      return c.causal && c.lq == lq && c.lkv % 8 != 0 && c.lkv > lq;
+    })) << lq;
+  // The head dims field reports name (AOTriton 48/80, corruption at 384, 512), causal or not.
+  for (int64_t d : {16, 40, 48, 72, 80, 96, 160, 192, 256, 384, 512})
+    for (bool causal : {false, true})
+      EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [&](const Case& c) {
+        return c.d == d && c.causal == causal;
+      })) << d << " causal " << causal;
+  for (int64_t d : {16, 40, 48, 72, 384})
+    EXPECT_TRUE(std::any_of(cases.begin(), cases.end(),
+                            [&](const Case& c) { return c.d == d && c.lkv % 16 != 0; }))
+        << d;
+  // A CPU runs the whole suite: the GPU launch limits live in gpu_suite_cases.
+  for (const Case& c : cases) EXPECT_LE(c.b * c.hq, k_max_grid_yz) << c.id();
+}
+
+TEST(Suites, GpuOnlyCasesPassTheGridLimitAndACpuNeverRunsThem) {
+  EXPECT_TRUE(gpu_suite_cases("quick").empty());
+  const auto gpu = gpu_suite_cases("full");
+  ASSERT_FALSE(gpu.empty());
+  std::set<std::string> full_ids;
+  for (const Case& c : suite("full")) full_ids.insert(c.id());
+  for (const Case& c : gpu) {
+    EXPECT_EQ(validate(c), "") << c.id();
+    EXPECT_GT(c.b * c.hq, k_max_grid_yz) << c.id();
+    EXPECT_EQ(full_ids.count(c.id()), 0u) << c.id();
+    EXPECT_EQ(target_guard(c, "cuda:0"), "") << c.id();
+    const std::string why = target_guard(c, "cpu");
+    EXPECT_NE(why.find("65535"), std::string::npos) << why;
+    EXPECT_NE(why.find(std::to_string(c.b * c.hq)), std::string::npos) << why;
+  }
+  // Inputs stay small enough for the host's float64 oracle.
+  for (const Case& c : gpu) EXPECT_LE(case_host_bytes(c), int64_t{1} << 30) << c.id();
+  for (const Case& c : suite("full")) EXPECT_EQ(target_guard(c, "cpu"), "") << c.id();
+}
+
+TEST(Suites, FullHasHundredsUpTo8kAndDims16To512) {
   const auto cases = suite("full");
   EXPECT_GE(cases.size(), 200u);
   int64_t max_l = 0, min_d = 1 << 20, max_d = 0;
@@ -72,7 +128,7 @@ TEST(Suites, FullHasHundredsUpTo8kAndDims32To512) {
     transposed |= c.layout == Layout::transposed;
   }
   EXPECT_EQ(max_l, 8192);
-  EXPECT_EQ(min_d, 32);
+  EXPECT_EQ(min_d, 16);
   EXPECT_EQ(max_d, 512);
   EXPECT_TRUE(transposed);
 }

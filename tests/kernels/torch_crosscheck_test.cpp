@@ -40,7 +40,9 @@ double relative_error(const std::vector<double>& ours, const std::vector<double>
 }
 
 // The shapes both cross-checks run: GQA, causal with Lq != Lkv, bool and additive masks, causal
-// with a mask, odd head dims and lengths, one query; with `more`, a small bool-masked case too.
+// with a mask, odd head dims and lengths, one query; tiny causal queries against longer odd keys
+// (top-left: query i sees keys 0..i) and head dims 384 and 512; with `more`, a small bool-masked
+// case too.
 std::vector<Case> crosscheck_cases(bool more) {
   std::vector<std::string> specs = {
       "dtype=fp32,b=1,h=2,l=37,d=64", "dtype=fp16,b=2,hq=4,hkv=2,lq=33,lkv=70,d=40,causal,seed=3",
@@ -49,7 +51,12 @@ std::vector<Case> crosscheck_cases(bool more) {
       "dtype=fp16,b=1,h=2,lq=80,lkv=80,d=64,causal,mask=additive,seed=7",
       "dtype=bf16,b=2,hq=6,hkv=3,lq=20,lkv=200,d=96,mask=additive,seed=2",
       "dtype=fp32,b=1,h=2,lq=50,lkv=30,d=16,causal,mask=bool,seed=5",
-      "dtype=fp16,b=1,h=1,lq=1,lkv=1,d=8"};
+      "dtype=fp16,b=1,h=1,lq=1,lkv=1,d=8",
+      "dtype=fp16,b=1,h=2,lq=1,lkv=77,d=64,causal,seed=4",
+      "dtype=bf16,b=1,hq=4,hkv=2,lq=2,lkv=13,d=48,causal,seed=6",
+      "dtype=fp32,b=1,h=2,lq=16,lkv=45,d=80,causal,seed=8",
+      "dtype=fp16,b=1,h=1,lq=8,lkv=23,d=384,causal,seed=9",
+      "dtype=fp32,b=1,h=1,lq=5,lkv=21,d=512,seed=10"};
   if (more) specs.push_back("dtype=bf16,b=1,h=2,lq=16,lkv=16,d=8,mask=bool,seed=11");
   std::vector<Case> cases;
   for (const std::string& spec : specs) {

@@ -21,8 +21,9 @@ Case failing_case() {
 
 // Runs the search to its end with `fails` as the worker; returns the filled Shrink and the count
 // of probe cases it asked for.
-Shrink search(const std::function<bool(const Case&)>& fails, int* asked = nullptr) {
-  ShrinkSearch s(failing_case());
+Shrink search(const std::function<bool(const Case&)>& fails, int* asked = nullptr,
+              const Case& start = failing_case()) {
+  ShrinkSearch s(start);
   int n = 0;
   for (int round = 0; round < 100 && !s.done(); ++round) {
     auto batch = s.next();
@@ -62,6 +63,48 @@ TEST(ShrinkSearch, FindsTheCausalCondition) {
   ASSERT_TRUE(s.minimal.has_value());
   EXPECT_TRUE(s.minimal->causal);
   EXPECT_LE(s.minimal->d, failing_case().d);
+}
+
+// A decode or tiny-causal failure: the query length is bounded from above, found by growing it.
+Case short_query_case(int64_t lq) {
+  Case c = failing_case();
+  c.b = 1;
+  c.lq = lq;
+  c.lkv = 77;
+  c.d = 64;
+  return c;
+}
+
+TEST(ShrinkSearch, FindsAShortQueryBoundaryFromAbove) {
+  const auto fails = [](const Case& c) { return c.causal && c.lq <= 16; };
+  for (int64_t lq : {1, 2, 8, 16}) {
+    int asked = 0;
+    Shrink s = search(fails, &asked, short_query_case(lq));
+    EXPECT_EQ(s.verdict, "boundary") << lq;
+    ASSERT_EQ(s.conditions.size(), 2u) << s.rule;
+    EXPECT_EQ(s.conditions[0].axis, "causal");
+    EXPECT_EQ(s.conditions[1].axis, "lq");
+    EXPECT_EQ(s.conditions[1].op, "<=");
+    EXPECT_EQ(s.conditions[1].value, 16) << s.rule;
+    EXPECT_TRUE(s.conditions[1].settled);
+    EXPECT_NE(s.rule.find("only when causal and query length <= 16"), std::string::npos) << s.rule;
+    ASSERT_TRUE(s.minimal.has_value());
+    EXPECT_TRUE(fails(*s.minimal)) << s.minimal->id();
+    EXPECT_LE(asked, ShrinkBudget{}.cases) << lq;
+  }
+}
+
+TEST(ShrinkSearch, AShortQueryThatFailsAtAnyLengthGetsNoUpperBound) {
+  Shrink s = search([](const Case& c) { return c.causal; }, nullptr, short_query_case(8));
+  ASSERT_EQ(s.conditions.size(), 1u) << s.rule;
+  EXPECT_EQ(s.conditions[0].axis, "causal");
+}
+
+TEST(ShrinkSearch, BoundsAQueryLengthFromBothSides) {
+  Shrink s = search([](const Case& c) { return c.lq > 2 && c.lq <= 8; }, nullptr,
+                    short_query_case(8));
+  ASSERT_EQ(s.conditions.size(), 2u) << s.rule;
+  EXPECT_EQ(s.rule, "math on cpu: error only when query length > 2 and query length <= 8");
 }
 
 TEST(ShrinkSearch, AFailureEverywhereHasNoConditions) {

@@ -27,8 +27,9 @@ def fault_value(name, c):
 
 
 def parse_condition(text):
-    """`when=NAME`, NAME>N, NAME<N, NAME=N: (name, op, value); as planted_fault.cpp reads it."""
-    m = re.match(r"^([a-z]+)(?:([<>=])(.*))?$", text)
+    """`when=NAME`, NAME>N, NAME<N, NAME>=N, NAME<=N, NAME=N: (name, op, value); as
+    planted_fault.cpp reads it."""
+    m = re.match(r"^([a-z]+)(?:([<>]=?|=)(.*))?$", text)
     bad = ValueError("SDPA_DOCTOR_TEST_FAULT: bad condition '%s'" % text)
     if not m:
         raise bad
@@ -47,7 +48,8 @@ def condition_holds(cond, c):
     if name == "dtype":
         return c["dtype"] == value
     v = fault_value(name, c)
-    return {">": v > value, "<": v < value, "=": v == value, "": v != 0}[op]
+    return {">": v > value, "<": v < value, ">=": v >= value, "<=": v <= value, "=": v == value,
+            "": v != 0}[op]
 
 
 def parse_fault(text):

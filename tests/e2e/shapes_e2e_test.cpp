@@ -1,0 +1,148 @@
+// Tiny causal queries end to end: the fault switch plants a failure in exactly the causal cases
+// with Lq <= 16 (`when=causal,when=lq<=16`), the real binary runs real torch on the CPU, and the
+// doctor blames those cells and only those, and its shrinking names the boundary: causal and a
+// query of at most 16. The condition syntax itself is checked on both sides of the switch, the C++
+// workers' parser and the Python probe's.
+#include "support/run_binary.hpp"
+#include "workers/planted_fault.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include <unistd.h>
+
+using nlohmann::json;
+using sdpa_test::run_binary;
+
+namespace {
+
+#ifdef SDPA_TEST_HAVE_TORCH_WORKER
+constexpr bool k_torch_worker = true;
+#else
+constexpr bool k_torch_worker = false;
+#endif
+const std::string k_python = SDPA_TEST_PYTHON;
+
+bool python_has_torch() {
+  if (k_python.empty() || ::access(k_python.c_str(), X_OK) != 0) return false;
+  return run_binary({k_python, "-c", "import torch"}).exit_code == 0;
+}
+
+sdpa_doctor::Case causal_case(int64_t lq) {
+  sdpa_doctor::Case c;
+  c.dtype = sdpa_doctor::DType::f32;
+  c.b = 1;
+  c.hq = c.hkv = 2;
+  c.lq = lq;
+  c.lkv = 77;
+  c.d = 32;
+  c.causal = true;
+  return c;
+}
+
+TEST(ShapesFaultSwitch, BoundsTakeOrEqual) {
+  using sdpa_doctor::workers::parse_planted_fault;
+  auto f = parse_planted_fault("variant=math,when=causal,when=lq<=16,action=perturb");
+  ASSERT_TRUE(f) << f.error().message;
+  for (int64_t lq : {1, 2, 8, 16}) EXPECT_TRUE(f->matches("math", "x", causal_case(lq))) << lq;
+  EXPECT_FALSE(f->matches("math", "x", causal_case(17)));
+  sdpa_doctor::Case not_causal = causal_case(8);
+  not_causal.causal = false;
+  EXPECT_FALSE(f->matches("math", "x", not_causal));
+  auto at_least = parse_planted_fault("when=d>=384,action=nan");
+  ASSERT_TRUE(at_least) << at_least.error().message;
+  sdpa_doctor::Case c = causal_case(1);
+  c.d = 384;
+  EXPECT_TRUE(at_least->matches("flash", "x", c));
+  c.d = 383;
+  EXPECT_FALSE(at_least->matches("flash", "x", c));
+  for (const char* bad : {"when=lq<=,action=nan", "when=lq=<16,action=nan", "when=lq<==16,action=nan",
+                          "when=dtype<=fp16,action=nan"})
+    EXPECT_FALSE(parse_planted_fault(bad)) << bad;
+}
+
+TEST(ShapesFaultSwitch, ThePythonProbeReadsTheSameBounds) {
+  if (k_python.empty() || ::access(k_python.c_str(), X_OK) != 0) GTEST_SKIP() << "no Python";
+  const std::string script = R"(
+from sdpa_probe.faults import parse_fault, matching_fault
+specs = parse_fault("variant=math,when=causal,when=lq<=16,action=perturb")
+def case(lq, causal=True, d=32):
+    return {"b": 1, "hq": 2, "hkv": 2, "lq": lq, "lkv": 77, "d": d, "causal": causal,
+            "mask": "none", "layout": "contiguous", "dtype": "fp32"}
+got = [lq for lq in (1, 2, 8, 16, 17, 64) if matching_fault(specs, "math", "x", case(lq))]
+assert got == [1, 2, 8, 16], got
+assert matching_fault(specs, "math", "x", case(8, causal=False)) is None
+ge = parse_fault("when=d>=384,action=nan")
+assert matching_fault(ge, "flash", "x", case(1, d=384)) and not matching_fault(ge, "flash", "x", case(1, d=383))
+for bad in ("when=lq<=,action=nan", "when=lq=<16,action=nan", "when=lq<==16,action=nan",
+            "when=dtype<=fp16,action=nan"):
+    try:
+        parse_fault(bad)
+    except ValueError:
+        continue
+    raise AssertionError(bad)
+print("ok")
+)";
+  sdpa_test::RunOptions o;
+  o.set_env = {{"PYTHONPATH", sdpa_test::source_path("src/workers/python")}};
+  auto r = run_binary({k_python, "-c", script}, o);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "ok\n") << r.err;
+}
+
+// Causal queries of 1, 2, 8 and 16 fail; 17 and 32, and the same short queries without causal,
+// pass. Every key length is odd.
+TEST(ShapesCheck, ATinyCausalFailureIsFoundWhereItLivesAndOnlyThere) {
+  std::string probes;
+  if (python_has_torch()) probes = "python";
+  if (k_torch_worker) probes += probes.empty() ? "libtorch" : ",libtorch";
+  if (probes.empty()) GTEST_SKIP() << "neither torch probe can run here";
+  std::vector<std::string> argv = {sdpa_test::doctor(), "check", "--probe", probes, "--variant",
+                                   "math", "--python", k_python};
+  std::set<std::string> planted;
+  for (int64_t lq : {1, 2, 8, 16, 17, 32})
+    for (bool causal : {true, false}) {
+      if (!causal && lq > 16) continue;
+      sdpa_doctor::Case c = causal_case(lq);
+      c.causal = causal;
+      argv.insert(argv.end(), {"--case", "dtype=fp32,b=1,h=2,lq=" + std::to_string(lq) +
+                                             ",lkv=77,d=32" + (causal ? ",causal" : "")});
+      if (causal && lq <= 16) planted.insert(c.id());
+    }
+  sdpa_test::TempDir dir;
+  argv.insert(argv.end(), {"--json", dir.file("r.json"), "--run-dir", dir.file("run")});
+  sdpa_test::RunOptions o;
+  o.set_env = {{"SDPA_DOCTOR_TEST_FAULT", "variant=math,when=causal,when=lq<=16,action=perturb"},
+               {"NO_COLOR", "1"}};
+  o.timeout_s = 600;
+  auto r = run_binary(argv, o);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const json report = json::parse(sdpa_test::read_file(dir.file("r.json")));
+  const size_t n_probes = probes.find(',') == std::string::npos ? 1 : 2;
+  ASSERT_EQ(report.at("results").size(), 10 * n_probes) << report.at("results").dump(1);
+  for (const json& res : report.at("results")) {
+    const std::string id = res.at("case_id");
+    EXPECT_EQ(res.at("status"), planted.count(id) ? "mismatch" : "pass") << res;
+  }
+  ASSERT_EQ(report.at("shrinks").size(), n_probes) << report.dump(1);
+  for (const json& s : report.at("shrinks")) {
+    EXPECT_EQ(s.at("verdict"), "boundary") << s;
+    ASSERT_EQ(s.at("conditions").size(), 2u) << s;
+    EXPECT_EQ(s.at("conditions").at(0).at("axis"), "causal") << s;
+    const json& lq = s.at("conditions").at(1);
+    EXPECT_EQ(lq.at("axis"), "lq") << s;
+    EXPECT_EQ(lq.at("op"), "<=") << s;
+    EXPECT_EQ(lq.at("value"), 16) << s;
+    EXPECT_TRUE(lq.at("settled").get<bool>()) << s;
+    EXPECT_NE(s.at("rule").get<std::string>().find("math on cpu: mismatch only when causal and "
+                                                   "query length <= 16"),
+              std::string::npos)
+        << s;
+    EXPECT_LE(s.at("tried").size(), 24u) << s;
+  }
+  EXPECT_NE(r.out.find("only when causal and query length <= 16"), std::string::npos) << r.out;
+}
+
+} // namespace
