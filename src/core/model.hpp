@@ -205,7 +205,7 @@ struct Timings {
 // dtype = bf16 (then `text` holds the dtype and value is 0).
 struct ShrinkCondition {
   std::string axis; // b, hkv (heads, the GQA ratio kept), lq, lkv, d, causal, mask, layout, gqa, dtype
-  std::string op;   // ">" or "="
+  std::string op;   // ">", "<=" or "="
   int64_t value = 0;
   std::string text; // for a person: "head_dim > 128", "causal"
   bool settled = true; // false: the budget ran out before the boundary was pinned down
