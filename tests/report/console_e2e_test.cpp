@@ -34,10 +34,7 @@ constexpr bool k_torch_worker = false;
 
 const std::string k_python = SDPA_TEST_PYTHON;
 
-bool python_has_torch() {
-  if (k_python.empty() || ::access(k_python.c_str(), X_OK) != 0) return false;
-  return run_binary({k_python, "-c", "import torch"}).exit_code == 0;
-}
+bool python_has_torch() { return sdpa_test::imports_torch(k_python); }
 
 bool updating() {
   const char* v = std::getenv("SDPA_DOCTOR_UPDATE_GOLDEN");

@@ -1,5 +1,7 @@
 #include "support/run_binary.hpp"
 
+#include <map>
+
 #include <cerrno>
 #include <dirent.h>
 #include <csignal>
@@ -157,6 +159,16 @@ long vm_hwm_kib() {
   while (status >> key)
     if (key == "VmHWM:" && (status >> value)) return value;
   return 0;
+}
+
+bool imports_torch(const std::string& python) {
+  static std::map<std::string, bool> asked;
+  const auto known = asked.find(python);
+  if (known != asked.end()) return known->second;
+  const bool yes = !python.empty() && ::access(python.c_str(), X_OK) == 0 &&
+                   run_binary({python, "-c", "import torch"}).exit_code == 0;
+  asked.emplace(python, yes);
+  return yes;
 }
 
 } // namespace sdpa_test

@@ -26,6 +26,8 @@ RunResult run_binary(const std::vector<std::string>& argv, const RunOptions& opt
 
 // Path of the doctor built in this tree, and of a file in the source tree.
 std::string doctor();
+// Whether `python` is an interpreter that can `import torch` (asked once per interpreter).
+bool imports_torch(const std::string& python);
 std::string source_path(const std::string& relative);
 std::string build_path(const std::string& relative);
 

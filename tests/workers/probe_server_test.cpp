@@ -31,11 +31,7 @@ const std::string k_python = SDPA_TEST_PYTHON;
 const std::string k_script = SDPA_TEST_PROBE_SCRIPT;
 constexpr const char* k_forked = "forked by the start-up server";
 
-bool python_has_torch() {
-  static const bool has = !k_python.empty() && std::filesystem::exists(k_python) &&
-                          sdpa_test::run_binary({k_python, "-c", "import torch"}).exit_code == 0;
-  return has;
-}
+bool python_has_torch() { return sdpa_test::imports_torch(k_python); }
 
 class ProbeServer : public ::testing::Test {
 protected:

@@ -29,14 +29,7 @@ const std::string k_torch_worker = SDPA_TEST_TORCH_WORKER;
 const std::string k_python = SDPA_TEST_PYTHON;
 const std::string k_script = SDPA_TEST_PROBE_SCRIPT;
 
-bool python_has_torch() {
-  static const bool has = [] {
-    if (k_python.empty() || !std::filesystem::exists(k_python)) return false;
-    auto r = sdpa_test::run_binary({k_python, "-c", "import torch"});
-    return r.exit_code == 0;
-  }();
-  return has;
-}
+bool python_has_torch() { return sdpa_test::imports_torch(k_python); }
 
 enum class Worker { torch, python };
 
