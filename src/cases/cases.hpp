@@ -96,6 +96,9 @@ struct CaseSources {
 
 struct PlannedCases {
   std::vector<Case> cases;        // unique by id, in planned order
+  // The suite's GPU-only cases (gpu_suite_cases, in the --dtype given): planned where a GPU is a
+  // target, skipped by a CPU one (target_guard).
+  std::vector<Case> gpu_only;
   std::string label;              // the report's `suite`: quick, full, custom, model, quick+custom
   std::vector<std::string> notes; // what the plan leaves out (a model's sliding window)
 };

@@ -226,6 +226,11 @@ Expected<PlannedCases> plan_cases(const CaseSources& sources) {
     if (seen.insert(c.id()).second) plan.cases.push_back(c);
   }
   plan.label = plan_label(sources);
+  if (!sources.suite.empty())
+    for (const Case& c : gpu_suite_cases(sources.suite))
+      if (sources.dtypes.empty() ||
+          std::find(sources.dtypes.begin(), sources.dtypes.end(), c.dtype) != sources.dtypes.end())
+        plan.gpu_only.push_back(c);
   return plan;
 }
 

@@ -97,6 +97,7 @@ CheckRequest parse_request(const CheckOptions& o) {
   cases::PlannedCases planned = planned_cases(
       {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
   r.cases = std::move(planned.cases);
+  r.gpu_cases = std::move(planned.gpu_only);
   r.suite = std::move(planned.label);
   if (model) r.model = model->describe();
   r.probes = planned_probes(o);
@@ -143,7 +144,10 @@ json to_json(const CheckRequest& r) {
   for (Probe p : r.probes) probes.push_back(to_string(p));
   json fail_on = json::array();
   for (Status s : r.fail_on) fail_on.push_back(to_string(s));
+  json gpu_cases = json::array();
+  for (const Case& c : r.gpu_cases) gpu_cases.push_back(to_json(c));
   json out{{"cases", cases},
+           {"gpu_cases", gpu_cases},
            {"suite", r.suite},
            {"model", r.model},
            {"probes", probes},
@@ -186,6 +190,9 @@ Expected<CheckRequest> request_from_json(const json& j) {
   try {
     if (!j.is_object()) return make_error("the check request is not a JSON object");
     for (const json& c : at("cases")) r.cases.push_back(must(case_from_json(c)));
+    // Absent from journals written before GPU-only cases were planned.
+    if (j.contains("gpu_cases"))
+      for (const json& c : at("gpu_cases")) r.gpu_cases.push_back(must(case_from_json(c)));
     r.suite = at("suite").get<std::string>();
     r.model = at("model").get<std::string>();
     for (const json& p : at("probes")) {

@@ -68,6 +68,7 @@ struct CheckRequest {
   // What runs: the planned cases themselves (a case file is read once), on which probes,
   // variants and targets.
   std::vector<Case> cases;
+  std::vector<Case> gpu_cases; // the suite's GPU-only cases: planned where a GPU is a target
   std::string suite; // the report's label: cases::PlannedCases::label
   std::string model; // --model's description; empty without it
   std::vector<Probe> probes;

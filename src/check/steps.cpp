@@ -124,6 +124,14 @@ run::ExecuteOptions execute_options(const CheckRequest& r, const Outputs& output
 run::Plan checked_plan(const CheckRequest& r, const DeviceInventory& inventory) {
   check_devices_exist(r.targets, inventory);
   run::Plan plan = run::make_plan({r.cases, r.probes, r.variant_filter, r.targets}, inventory);
+  // The suite's GPU-only cases join where a GPU is a target; a CPU target skips them.
+  if (!r.gpu_cases.empty() &&
+      std::any_of(plan.targets.begin(), plan.targets.end(),
+                  [](const std::string& t) { return cases::is_gpu_target(t); })) {
+    std::vector<Case> with_gpu = r.cases;
+    with_gpu.insert(with_gpu.end(), r.gpu_cases.begin(), r.gpu_cases.end());
+    plan = run::make_plan({with_gpu, r.probes, r.variant_filter, r.targets}, inventory);
+  }
   if (plan.runs.empty() && !r.variant_filter.empty())
     throw Fatal{fmt::format("--variant {}: {}", fmt::join(r.variant_filter, ","),
                             why_not_planned(r.variant_filter.front(), r.probes, plan.targets))};

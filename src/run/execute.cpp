@@ -74,6 +74,8 @@ std::string skip_reason(size_t index, const PlannedRun& run, const SharedState& 
                         const std::string& unhealthy_reason, int64_t budget) {
   if (s.options.interrupted && s.options.interrupted->load()) return "interrupted";
   if (!unhealthy_reason.empty()) return unhealthy_reason;
+  if (std::string guard = cases::target_guard(s.plan.cases[index], run.target); !guard.empty())
+    return guard;
   if (std::string host = s.feed.host_skip(index); !host.empty()) return host;
   return cases::memory_guard(s.plan.cases[index], budget, uses_math_scores(run.variant));
 }

@@ -3,11 +3,14 @@
 #include "check/exit_code.hpp"
 #include "check/journal_header.hpp"
 #include "check/request.hpp"
+#include "check/steps.hpp"
+#include "cases/cases.hpp"
 #include "core/status.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 
@@ -165,3 +168,50 @@ TEST(JournalHeader, ANewerFormatIsRefusedNamingIt) {
 }
 
 } // namespace
+
+// The full suite's GPU-only cases (batch x heads past a launch grid's limit) are kept apart from
+// the cases every target runs, in the dtypes asked for, and go into the journal's request.
+TEST(Request, TheSuitesGpuOnlyCasesAreKeptApart) {
+  CheckOptions o;
+  o.suite = "full";
+  const CheckRequest full = parse_request(o);
+  ASSERT_FALSE(full.gpu_cases.empty());
+  for (const Case& c : full.gpu_cases) {
+    EXPECT_GT(c.b * c.hq, cases::k_max_grid_yz) << c.id();
+    for (const Case& every : full.cases) EXPECT_NE(every.id(), c.id());
+  }
+  auto back = request_from_json(json::parse(to_json(full).dump()));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->gpu_cases.size(), full.gpu_cases.size());
+
+  o.dtypes = {"fp32"}; // the GPU-only cases are fp16 and bf16
+  EXPECT_TRUE(parse_request(o).gpu_cases.empty());
+  EXPECT_TRUE(parse_request(CheckOptions{}).gpu_cases.empty()); // the quick suite has none
+}
+
+TEST(Plan, GpuOnlyCasesArePlannedOnlyWhereAGpuIsATarget) {
+  CheckOptions o;
+  o.suite = "full";
+  o.probes = {"reference"};
+  const CheckRequest r = parse_request(o);
+  const auto planned = [](const run::Plan& plan, const std::string& id) {
+    return std::any_of(plan.cases.begin(), plan.cases.end(),
+                       [&](const Case& c) { return c.id() == id; });
+  };
+  const std::string gpu_only = r.gpu_cases.front().id();
+  DeviceInventory cpu_only;
+  const run::Plan on_cpu = checked_plan(r, cpu_only);
+  EXPECT_FALSE(planned(on_cpu, gpu_only));
+  EXPECT_EQ(on_cpu.cases.size(), r.cases.size());
+
+  DeviceInventory with_gpu;
+  Device gpu;
+  gpu.index = 0;
+  with_gpu.devices.push_back(gpu);
+  const run::Plan on_gpu = checked_plan(r, with_gpu);
+  EXPECT_TRUE(planned(on_gpu, gpu_only));
+  EXPECT_EQ(on_gpu.cases.size(), r.cases.size() + r.gpu_cases.size());
+  // A CPU target in the same check does not run them.
+  EXPECT_FALSE(cases::target_guard(r.gpu_cases.front(), "cpu").empty());
+  EXPECT_TRUE(cases::target_guard(r.gpu_cases.front(), "cuda:0").empty());
+}

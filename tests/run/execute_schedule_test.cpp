@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sys/stat.h>
 
 #include <chrono>
@@ -249,4 +251,30 @@ TEST(ExecuteSchedule, TargetsRunBesideEachOtherEachOneWorkerAtATime) {
   EXPECT_LT(seconds, 10.0);
   EXPECT_EQ(runner.calls().size(), plan.runs.size());
   for (const CaseResult& c : r.results) EXPECT_EQ(c.status, Status::pass);
+}
+
+// A case past a GPU launch grid's limit (batch x heads > 65,535) is a GPU's to run: the CPU target
+// of the same check skips it with the reason, the GPU target's worker gets it.
+TEST(ExecuteSchedule, ACpuTargetSkipsAGpuOnlyCaseThatItsGpuTargetRuns) {
+  WorkerDir setup;
+  std::vector<Case> cases = two_cases();
+  cases.push_back(*parse_case_spec("dtype=fp16,b=1,h=65600,lq=1,lkv=13,d=32"));
+  const std::string gpu_only = cases.back().id();
+  const Plan plan =
+      make_plan({cases, {Probe::reference}, {"ref-math"}, {"cpu", "cuda:0"}}, {});
+  FakeRunner runner([](const Call& call) { return FakeRunner::passing(call); });
+  const ExecuteResult r = execute_plan(plan, {}, setup.options(runner));
+
+  const CaseResult* on_cpu = find(r, "cpu", "ref-math", gpu_only);
+  ASSERT_NE(on_cpu, nullptr);
+  EXPECT_EQ(on_cpu->status, Status::skipped);
+  EXPECT_NE(on_cpu->reason.find("GPU-only"), std::string::npos) << on_cpu->reason;
+  const CaseResult* on_gpu = find(r, "cuda:0", "ref-math", gpu_only);
+  ASSERT_NE(on_gpu, nullptr);
+  EXPECT_EQ(on_gpu->status, Status::pass) << on_gpu->reason;
+  for (const Call& call : runner.calls()) {
+    const bool has = std::find(call.case_ids.begin(), call.case_ids.end(), gpu_only) !=
+                     call.case_ids.end();
+    EXPECT_EQ(has, call.name.rfind("cpu", 0) != 0) << call.name;
+  }
 }
