@@ -338,7 +338,7 @@ Choice rank_chains(const DeviceIndex& view) {
 }
 
 Recommendation recommendation_for(const Chain& c, const Evaluation& e, const DeviceIndex& d,
-                                  const AdviceOptions& options) {
+                                  const AdviceOptions& options, const std::string& workload) {
   Recommendation rec;
   rec.id = recommendation_id(c);
   rec.device = d.device;
@@ -352,7 +352,13 @@ Recommendation recommendation_for(const Chain& c, const Evaluation& e, const Dev
   rec.cpp = cpp_for(c, d);
   rec.transformers = "model = AutoModel.from_pretrained(..., attn_implementation=\"sdpa\")  "
                      "# torch SDPA, under the flags above";
-  if (d.is_gpu())
+  if (workload == "training")
+    rec.transformers += "; Trainer and model.train() run its backward under the same flags";
+  rec.workload = workload;
+  if (!workload.empty())
+    rec.summary = fmt::format("for {}: {}", workload, rec.summary);
+  // vLLM serves inference only.
+  if (d.is_gpu() && workload != "training")
     rec.vllm = "not measured: vLLM's --attention-backend kernels are not torch SDPA; the flags "
                "above reach vLLM only where it calls torch SDPA (e.g. ViT encoders on RDNA)";
   rec.cost = cost_for(c, e, d, options);
@@ -378,30 +384,67 @@ std::string no_configuration_remedy(const Report& report, const std::string& dev
   return "nothing to recommend from measurements; see the failures and known issues";
 }
 
-} // namespace
+// The device's view without its backward cases: what inference runs.
+DeviceIndex forward_view(const DeviceIndex& device) {
+  DeviceIndex out = device;
+  std::erase_if(out.case_order, [&](const std::string& id) {
+    auto it = device.cases.find(id);
+    return it != device.cases.end() && it->second.backward;
+  });
+  std::erase_if(out.cases, [](const auto& entry) { return entry.second.backward; });
+  return out;
+}
 
-void recommend(const Report& report, const DeviceIndex& device, const AdviceOptions& options,
-               AdviceResult& out) {
-  if (device.case_order.empty()) return;
-  const Choice choice = rank_chains(device);
+// The recommendation for one workload ("" for both) from its ranked chains, with alternatives.
+void recommend_from(const Report& report, const DeviceIndex& view, const Choice& choice,
+                    const AdviceOptions& options, const std::string& workload, AdviceResult& out) {
   if (choice.ranked.empty()) {
     out.findings.push_back(make_finding(
-        "no-working-configuration", Severity::problem, device.device,
-        fmt::format("no measured configuration passes every case on {} ({})", device.device,
+        "no-working-configuration", Severity::problem, view.device,
+        fmt::format("no measured configuration passes every {}case on {} ({})",
+                    workload.empty() ? "" : workload + " ", view.device,
                     choice.why_not.empty() ? "nothing passed" : choice.why_not),
-        no_configuration_remedy(report, device.device)));
+        no_configuration_remedy(report, view.device)));
     return;
   }
   // Two chains can print the same advice (the `default` variant and the flash, mem-efficient,
   // math chain under the same flags): each id once, in rank order.
   std::set<std::string> said;
   for (const Ranked& r : choice.ranked) {
-    Recommendation rec = recommendation_for(r.chain, r.evaluation, device, options);
+    Recommendation rec = recommendation_for(r.chain, r.evaluation, view, options, workload);
     if (!said.insert(rec.id).second) continue;
     if (said.size() == 1) out.recommendations.push_back(std::move(rec));
     else if (said.size() <= 1 + k_max_alternatives) out.alternatives.push_back(std::move(rec));
     else break;
   }
+}
+
+// The id of the best chain, empty when none is proven.
+std::string best_id(const Choice& choice) {
+  return choice.ranked.empty() ? std::string() : recommendation_id(choice.ranked.front().chain);
+}
+
+} // namespace
+
+void recommend(const Report& report, const DeviceIndex& device, const AdviceOptions& options,
+               AdviceResult& out) {
+  if (device.case_order.empty()) return;
+  const Choice training = rank_chains(device);
+  const DeviceIndex inference_view = forward_view(device);
+  const bool trains = inference_view.case_order.size() < device.case_order.size();
+  // Training runs the forward too, so its chain must pass every case; inference needs only the
+  // forward ones. One recommendation where the best of both is the same, else one each.
+  if (!trains || inference_view.case_order.empty()) {
+    recommend_from(report, device, training, options, "", out);
+    return;
+  }
+  const Choice inference = rank_chains(inference_view);
+  if (best_id(inference) == best_id(training)) {
+    recommend_from(report, device, training, options, "", out);
+    return;
+  }
+  recommend_from(report, inference_view, inference, options, "inference", out);
+  recommend_from(report, device, training, options, "training", out);
 }
 
 } // namespace sdpa_doctor::advice::detail

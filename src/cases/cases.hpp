@@ -29,8 +29,9 @@ inline constexpr std::string_view k_default_suite = "quick";
 
 // The cases of a named suite, in a fixed order. "quick": a few dozen small cases that cover every
 // backend gate (dtypes, head dims 64/128/256/512, odd lengths, decode, causal decode, Lq != Lkv,
-// GQA, causal, masks, transposed layout), seconds on a CPU. "full": hundreds, head dims 16..512,
-// lengths up to 8k, causal queries of 1..16 against odd key lengths.
+// GQA, causal, masks, transposed layout) and three backward cases, seconds on a CPU. "full":
+// hundreds, head dims 16..512, lengths up to 8k, causal queries of 1..16 against odd key lengths,
+// and the backward of the short ones at every head dim.
 // Unknown names are an error that lists the known suites.
 Expected<std::vector<Case>> suite_cases(std::string_view suite);
 // The cases a suite adds for GPU targets only, after its own ("full": batch x heads past 65,535,
@@ -92,6 +93,7 @@ struct CaseSources {
   std::optional<ModelShapes> model;  // --model, loaded
   int64_t max_len = k_default_model_max_len;
   std::vector<DType> dtypes;         // --dtype; empty: every dtype
+  bool train = false;                // --train: each planned case runs its backward too
 };
 
 struct PlannedCases {
@@ -106,6 +108,8 @@ struct PlannedCases {
 // The suite's cases when --suite is given or no --case, --case-file or --model is (then the quick
 // suite); then each --case, the --case-file's cases and --model's (in each --dtype given, else in
 // the config's dtype). A case planned twice runs once; with --dtype, only cases of those dtypes.
+// With --train, each planned case that has more than one query also gets its backward twin (a
+// model's prefill, not its decode: training does not decode), after it.
 // Errors: a bad spec or file, a --dtype no planned case has, and a causal case with an explicit
 // mask (torch refuses is_causal together with attn_mask).
 Expected<PlannedCases> plan_cases(const CaseSources& sources);
@@ -129,6 +133,32 @@ struct Comparison {
 // the oracle is finite; mismatch: any element outside the tolerance. A mismatch whose output is
 // all zeros where the oracle is not opens its reason with k_all_zero_output and ": ".
 Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol);
+
+// One gradient of a backward case and its float64 oracle.
+struct GradientPair {
+  std::string_view name; // "dq", "dk", "dv"
+  const float* got;
+  const double* oracle;
+  size_t n;
+};
+
+// The tolerance a gradient is judged with: the case's, its atol scaled by the gradient's own
+// size (the largest |oracle| element, at least 1) and both widened by k_gradient_slack. A
+// gradient is a sum over a whole row or column of products, so its rounding error scales with
+// its magnitude, and low-precision backward kernels round dS and the partial products once more
+// than the forward rounds P.
+inline constexpr double k_gradient_slack = 2.0;
+Tolerance gradient_tolerance(Tolerance tol, const double* oracle, size_t n);
+
+// dq, dk and dv in turn, each with its gradient_tolerance: the worst status of the three, the
+// reason of the first that failed, opened with its name ("dk: 12 of ..."), and the worst of each
+// metric.
+Comparison compare_gradients(const std::vector<GradientPair>& gradients, Tolerance tol);
+
+// A backward case's verdict from its forward's (the output) and backward's (the gradients): the
+// worse status, a reason that names the direction that failed ("backward: dk: ..."; both: "forward:
+// ...; backward: ..."; only the forward: its reason as a forward case has it), the worst metrics.
+Comparison combine_directions(const Comparison& forward, const Comparison& backward);
 
 // --- limits ---------------------------------------------------------------------------------------
 

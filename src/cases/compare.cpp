@@ -57,4 +57,65 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
   return c;
 }
 
+namespace {
+
+// pass < mismatch < nonfinite < anything the worker says went wrong otherwise.
+int badness(Status s) {
+  switch (s) {
+  case Status::pass: return 0;
+  case Status::mismatch: return 1;
+  case Status::nonfinite: return 2;
+  default: return 3;
+  }
+}
+
+template <typename T> void keep_max(std::optional<T>& into, const std::optional<T>& other) {
+  if (other && (!into || *other > *into)) into = other;
+}
+
+void keep_worst(Metrics& into, const Metrics& other) {
+  keep_max(into.max_abs_err, other.max_abs_err);
+  keep_max(into.rel_l2_err, other.rel_l2_err);
+  keep_max(into.frac_outside_tol, other.frac_outside_tol);
+  into.nan_count += other.nan_count;
+  into.inf_count += other.inf_count;
+}
+
+} // namespace
+
+Tolerance gradient_tolerance(Tolerance tol, const double* oracle, size_t n) {
+  double scale = 1;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(oracle[i])) scale = std::max(scale, std::fabs(oracle[i]));
+  return {tol.atol * scale * k_gradient_slack, tol.rtol * k_gradient_slack};
+}
+
+Comparison compare_gradients(const std::vector<GradientPair>& gradients, Tolerance tol) {
+  Comparison all;
+  bool first = true;
+  for (const GradientPair& g : gradients) {
+    const Comparison one =
+        compare_to_oracle(g.got, g.oracle, g.n, gradient_tolerance(tol, g.oracle, g.n));
+    if (first) all.metrics = one.metrics;
+    else keep_worst(all.metrics, one.metrics);
+    first = false;
+    if (badness(one.status) > badness(all.status)) {
+      all.status = one.status;
+      all.reason = fmt::format("{}: {}", g.name, one.reason);
+    }
+  }
+  return all;
+}
+
+Comparison combine_directions(const Comparison& forward, const Comparison& backward) {
+  Comparison out = forward;
+  keep_worst(out.metrics, backward.metrics);
+  if (badness(backward.status) > badness(out.status)) out.status = backward.status;
+  if (backward.status == Status::pass) return out;
+  out.reason = forward.status == Status::pass
+                   ? fmt::format("backward: {}", backward.reason)
+                   : fmt::format("forward: {}; backward: {}", forward.reason, backward.reason);
+  return out;
+}
+
 } // namespace sdpa_doctor::cases

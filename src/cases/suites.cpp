@@ -16,6 +16,11 @@ namespace sdpa_doctor::cases {
 
 namespace {
 
+Case backward_of(Case c) {
+  c.backward = true;
+  return c;
+}
+
 Case make(DType dtype, int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lkv, int64_t d,
           bool causal = false, Mask mask = Mask::none, Layout layout = Layout::contiguous,
           uint64_t seed = 0) {
@@ -65,6 +70,11 @@ std::vector<Case> quick_suite() {
   out.push_back(make(DType::f16, 1, 4, 4, 1, 77, 64, true));
   out.push_back(make(DType::bf16, 1, 2, 2, 16, 45, 80, true));
   out.push_back(make(DType::f16, 1, 2, 2, 64, 64, 512));
+  // Training: the backward of a causal case, of GQA and of an odd length, one per dtype, small
+  // enough to cost the default check little. `--train` adds the backward twin of every case.
+  out.push_back(backward_of(make(DType::f16, 1, 2, 2, 64, 64, 64, true)));
+  out.push_back(backward_of(make(DType::bf16, 1, 4, 2, 64, 64, 64)));
+  out.push_back(backward_of(make(DType::f32, 1, 2, 2, 33, 33, 128)));
   return out;
 }
 
@@ -119,6 +129,16 @@ std::vector<Case> full_suite() {
   for (DType t : k_dtypes)
     for (int64_t d : {int64_t{16}, int64_t{40}, int64_t{48}, int64_t{72}, int64_t{384}})
       for (bool causal : {false, true}) out.push_back(make(t, 1, 8, 8, 257, 257, d, causal));
+  // Training: the backward of the short cases at every head dim (the first block's L = 128), of
+  // GQA and of a mask of each kind; backward kernels have their own head-dim limits.
+  for (DType t : k_dtypes)
+    for (int64_t d : head_dims)
+      for (bool causal : {false, true}) out.push_back(backward_of(make(t, 2, 8, 8, 128, 128, d, causal)));
+  for (DType t : k_dtypes) {
+    out.push_back(backward_of(make(t, 1, 8, 2, 256, 256, 128, true)));
+    out.push_back(backward_of(make(t, 2, 8, 8, 256, 256, 64, false, Mask::boolean)));
+    out.push_back(backward_of(make(t, 2, 8, 8, 256, 256, 64, false, Mask::additive)));
+  }
   return out;
 }
 
@@ -224,6 +244,8 @@ Expected<PlannedCases> plan_cases(const CaseSources& sources) {
                                     "is_causal together with attn_mask (plan one or the other)",
                                     c.id()));
     if (seen.insert(c.id()).second) plan.cases.push_back(c);
+    if (sources.train && !c.backward && c.lq > 1 && seen.insert(backward_of(c).id()).second)
+      plan.cases.push_back(backward_of(c));
   }
   plan.label = plan_label(sources);
   if (!sources.suite.empty())

@@ -37,9 +37,6 @@ std::vector<Probe> planned_probes(const CheckOptions& o) {
 
 // `--model`, checked; nullopt without it.
 std::optional<cases::ModelShapes> checked_model(const CheckOptions& o) {
-  if (o.train)
-    throw Fatal{"--train: backward cases are not supported yet (the workers run the forward pass "
-                "only)"};
   return loaded_model(o.model_config);
 }
 
@@ -95,7 +92,7 @@ CheckRequest parse_request(const CheckOptions& o) {
   CheckRequest r;
   const std::optional<cases::ModelShapes> model = checked_model(o);
   cases::PlannedCases planned = planned_cases(
-      {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes)});
+      {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes), o.train});
   r.cases = std::move(planned.cases);
   r.gpu_cases = std::move(planned.gpu_only);
   r.suite = std::move(planned.label);

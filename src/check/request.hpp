@@ -27,7 +27,7 @@ struct CheckOptions {
   std::string case_file;
   std::string model_config;          // --model: a Hugging Face config.json
   int64_t max_len = cases::k_default_model_max_len;
-  bool train = false;                // refused: no backward cases yet
+  bool train = false;                // each planned case with Lq > 1 runs its backward too
   std::vector<std::string> probes;   // libtorch, python, reference
   std::vector<std::string> variants; // filter
   std::vector<std::string> devices;  // targets

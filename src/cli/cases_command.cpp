@@ -23,6 +23,7 @@ struct CasesOptions {
   std::string model_config; // --model: a Hugging Face config.json
   int64_t max_len = cases::k_default_model_max_len;
   std::vector<std::string> dtypes; // --dtype
+  bool train = false;              // --train
 };
 
 std::string shape(const Case& c) {
@@ -66,7 +67,8 @@ nlohmann::json to_json_list(const cases::PlannedCases& plan,
 int run_cases(const CasesOptions& o, const GlobalOptions& global) {
   const std::optional<cases::ModelShapes> model = check::loaded_model(o.model_config);
   const cases::PlannedCases plan = check::planned_cases(
-      {o.suite, o.case_specs, o.case_file, model, o.max_len, check::listed_dtypes(o.dtypes)});
+      {o.suite, o.case_specs, o.case_file, model, o.max_len, check::listed_dtypes(o.dtypes),
+       o.train});
   if (global.json_path != "-") {
     if (model) fmt::print("model {}\n", model->describe());
     print_table(plan.cases);
@@ -109,6 +111,9 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
   sub->add_option("--max-len", options->max_len, "Longest sequence --model plans")
       ->check(CLI::Range(int64_t{1}, k_max_dim))
       ->default_str(std::to_string(cases::k_default_model_max_len));
+  sub->add_flag("--train", options->train,
+                "Also list the backward twin of each case with more than one query, as check "
+                "--train plans it");
   sub->add_option("--dtype", options->dtypes,
                   "Only cases of these dtypes: fp16, bf16, fp32 (default all)")
       ->type_name("LIST");

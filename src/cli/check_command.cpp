@@ -57,7 +57,9 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
                  "Longest sequence --model plans (prefill length and decode KV length)")
       ->check(CLI::Range(int64_t{1}, k_max_dim))
       ->default_str(std::to_string(cases::k_default_model_max_len));
-  sub.add_flag("--train", o.train, "Also plan backward cases (not supported yet: refused)");
+  sub.add_flag("--train", o.train,
+               "Also run the backward of each planned case with more than one query (training: "
+               "dq, dk, dv checked against float64 oracle gradients)");
   sub.add_option("--probe", o.probes, "Probes to run: libtorch, python, reference (default all)")
       ->type_name("LIST");
   sub.add_option("--variant", o.variants,

@@ -63,20 +63,24 @@ std::string Case::id() const {
   if (mask == Mask::additive) out += "-mask_add";
   if (layout == Layout::transposed) out += "-tr";
   if (seed != 0) out += fmt::format("-s{}", seed);
+  if (backward) out += "-bwd";
   return out;
 }
 
 int64_t Case::input_bytes() const {
   const int64_t elem = dtype_size_bytes(dtype);
   int64_t bytes = (2 * q_elements() + 2 * kv_elements()) * elem;
+  if (backward) bytes *= 2; // the upstream gradient, dq, dk and dv
   if (mask != Mask::none) bytes += b * lq * lkv * elem;
   return bytes;
 }
 
-int64_t Case::math_scores_bytes() const { return 2 * b * hq * lq * lkv * 4; }
+// Autograd keeps both for the backward, which makes their gradients as large again.
+int64_t Case::math_scores_bytes() const { return (backward ? 4 : 2) * b * hq * lq * lkv * 4; }
 
 double Case::flops() const {
-  const double f = 4.0 * double(b) * double(hq) * double(lq) * double(lkv) * double(d);
+  const double f = 4.0 * double(b) * double(hq) * double(lq) * double(lkv) * double(d) *
+                   (backward ? 3.5 : 1.0);
   return causal ? f / 2 : f;
 }
 
@@ -155,6 +159,12 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     c.causal = *f;
     return {};
   }
+  if (key == "backward") {
+    auto f = parse_flag(key, value);
+    if (!f) return f.error().message;
+    c.backward = *f;
+    return {};
+  }
   if (key == "b") return need_int(c.b);
   if (key == "hq") return need_int(c.hq);
   if (key == "hkv") return need_int(c.hkv);
@@ -180,7 +190,7 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     return {};
   }
   return fmt::format("unknown key '{}' (dtype, b, h, hq, hkv, l, lq, lkv, d, causal, mask, "
-                     "layout, seed)",
+                     "layout, seed, backward)",
                      key);
 }
 
@@ -260,6 +270,7 @@ Expected<Case> parse_case_id(std::string_view id) {
     else if (p == "mask_bool") c.mask = Mask::boolean;
     else if (p == "mask_add") c.mask = Mask::additive;
     else if (p == "tr") c.layout = Layout::transposed;
+    else if (p == "bwd" && i + 1 == parts.size()) c.backward = true;
     else if (number(p, 's', seed) && seed >= 0) c.seed = static_cast<uint64_t>(seed);
     else return bad();
   }
@@ -267,11 +278,14 @@ Expected<Case> parse_case_id(std::string_view id) {
 }
 
 nlohmann::json to_json(const Case& c) {
-  return nlohmann::json{{"dtype", to_string(c.dtype)}, {"b", c.b},     {"hq", c.hq},
+  nlohmann::json j{{"dtype", to_string(c.dtype)}, {"b", c.b},     {"hq", c.hq},
                         {"hkv", c.hkv},                {"lq", c.lq},   {"lkv", c.lkv},
                         {"d", c.d},                    {"causal", c.causal},
                         {"mask", to_string(c.mask)},   {"layout", to_string(c.layout)},
                         {"seed", c.seed}};
+  // Written only when set: forward cases keep the JSON they always had.
+  if (c.backward) j["backward"] = true;
+  return j;
 }
 
 Expected<Case> case_from_json(const nlohmann::json& j) {

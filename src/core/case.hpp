@@ -44,11 +44,14 @@ struct Case {
   Mask mask = Mask::none;
   Layout layout = Layout::contiguous;
   uint64_t seed = 0;
+  // Forward, then backward for a seeded upstream gradient: dq, dk and dv are checked too.
+  bool backward = false;
 
   bool operator==(const Case&) const = default;
 
   // Stable, human-readable and parseable back with parse_case_id, e.g.
-  // "bf16-b1-h32-q4096-k4096-d128-causal" or "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3".
+  // "bf16-b1-h32-q4096-k4096-d128-causal" or "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3"; a
+  // backward case ends in "-bwd".
   std::string id() const;
 
   int64_t q_elements() const { return b * hq * lq * d; }
@@ -58,8 +61,16 @@ struct Case {
   // Bytes the math backend materialises for the scores (B*Hq*Lq*Lkv in fp32, twice: scores and
   // softmax), which is what a memory guard must budget for.
   int64_t math_scores_bytes() const;
-  // 4*B*Hq*Lq*Lkv*D, halved for causal: the usual attention FLOP count.
+  // 4*B*Hq*Lq*Lkv*D, halved for causal: the usual attention FLOP count; a backward case counts
+  // its forward and backward, 3.5 times that (the backward recomputes the scores and makes four
+  // products of that size).
   double flops() const;
+  // The same case in the forward direction only.
+  Case forward_only() const {
+    Case c = *this;
+    c.backward = false;
+    return c;
+  }
 };
 
 // Checks sizes, GQA divisibility and the bounds above. Empty string when valid.
@@ -67,7 +78,7 @@ std::string validate(const Case& c);
 
 // `--case "dtype=bf16,b=1,h=32,l=4096,d=128,causal"`: keys dtype, b, h (sets hq and hkv), hq, hkv,
 // l (sets lq and lkv), lq, lkv, d, causal[=0|1], mask=none|bool|additive,
-// layout=contiguous|transposed, seed. Unknown keys and bad values are errors.
+// layout=contiguous|transposed, seed, backward[=0|1]. Unknown keys and bad values are errors.
 Expected<Case> parse_case_spec(std::string_view spec);
 Expected<Case> parse_case_id(std::string_view id);
 

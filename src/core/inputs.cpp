@@ -178,7 +178,12 @@ HostInputs make_inputs(const Case& c, const std::atomic<bool>* cancel) {
     if (boolean)
       for (int64_t row = 0; row < c.b * c.lq; ++row) in.mask[size_t(row * c.lkv)] = 1.0f;
   }
+  if (c.backward && !cancelled(cancel)) in.grad_out = make_upstream_gradient(c, cancel);
   return in;
+}
+
+std::vector<float> make_upstream_gradient(const Case& c, const std::atomic<bool>* cancel) {
+  return fill(c, InputTensor::grad_out, c.q_elements(), 1.0f, cancel);
 }
 
 } // namespace sdpa_doctor

@@ -5,10 +5,11 @@
 //
 // Definition (keep sdpa_probe/inputs.py in step with it):
 //   hash32(x) = x ^= x >> 16; x *= 0x45d9f3b; x ^= x >> 16; x *= 0x45d9f3b; x ^= x >> 16  (mod 2^32)
-//   key(seed, t) = hash32(hash32(seed mod 2^32) ^ (t * 0x9e3779b9 mod 2^32)),  t: q=0 k=1 v=2 mask=3
+//   key(seed, t) = hash32(hash32(seed mod 2^32) ^ (t * 0x9e3779b9 mod 2^32)),
+//                  t: q=0 k=1 v=2 mask=3 upstream gradient=4
 //   u(i) = hash32((i + key) mod 2^32) for the element at logical row-major index i
 //   unit(i) = (u(i) >> 8) * 2^-23 - 1, in [-1, 1), exact in fp32
-//   q = 4 * unit (sharper softmax), k = v = unit; additive mask = -2 * (unit + 1), in (-4, 0];
+//   q = 4 * unit (sharper softmax), k = v = unit, the upstream gradient dO = unit (B,Hq,Lq,D); additive mask = -2 * (unit + 1), in (-4, 0];
 //   bool mask keeps (u & 3) != 0 and always keeps key 0 (no fully masked rows).
 // Values are then rounded to the case dtype (round-to-nearest-even, as torch's .to() does).
 // q/k/v are logical (B,H,L,D); the mask is (B,1,Lq,Lkv). Every factor is a power of two, so
@@ -23,7 +24,7 @@
 
 namespace sdpa_doctor {
 
-enum class InputTensor : uint32_t { q = 0, k = 1, v = 2, mask = 3 };
+enum class InputTensor : uint32_t { q = 0, k = 1, v = 2, mask = 3, grad_out = 4 };
 
 uint32_t hash32(uint32_t x);
 uint32_t input_key(uint64_t seed, InputTensor tensor);
@@ -43,9 +44,14 @@ struct HostInputs {
   std::vector<float> v; // B*Hkv*Lkv*D
   // B*Lq*Lkv (broadcast over heads); empty for Mask::none. Bool masks hold 1 (attend) or 0.
   std::vector<float> mask;
+  // Backward cases: the upstream gradient dO, logical (B,Hq,Lq,D) (make_upstream_gradient);
+  // empty otherwise.
+  std::vector<float> grad_out;
 };
 
 // With `cancel` set midway the result is incomplete: look at the flag before using it.
 HostInputs make_inputs(const Case& c, const std::atomic<bool>* cancel = nullptr);
+// A backward case's upstream gradient dO, logical (B,Hq,Lq,D), rounded to the case dtype.
+std::vector<float> make_upstream_gradient(const Case& c, const std::atomic<bool>* cancel = nullptr);
 
 } // namespace sdpa_doctor

@@ -131,6 +131,10 @@ struct CaseResult {
   // The worker's check of the device right after this case: "ok", "failed: <why>" (the case
   // poisoned the device), or empty where no canary ran (reference worker, case not run).
   std::string canary;
+  // A backward case's verdict per direction, where known: forward judges its output, backward
+  // its dq, dk and dv (a crash after the worker said it entered the backward is the backward's).
+  std::optional<Status> forward_status;
+  std::optional<Status> backward_status;
 };
 
 // What one worker told about itself in `hello`, per (device, probe, variant).
@@ -174,6 +178,9 @@ struct Recommendation {
   std::string vllm;         // --attention-backend ...
   std::string cost;         // what it costs, e.g. memory of math scores for --target
   std::vector<std::string> case_ids; // measured proof
+  // "inference" (proven on the forward cases) or "training" (on forward and backward cases) where
+  // the two need different flags; empty: one recommendation serves both.
+  std::string workload;
   // The re-run under exactly these flags (`check --verify`); nullopt: not re-run (--no-verify).
   std::optional<Verification> verification;
   // Better-ranked configurations whose re-run failed, in the order they were tried.

@@ -227,6 +227,11 @@ json to_json(const CaseResult& r) {
   put_number(tol, "rtol", r.tolerance.rtol);
   j["tolerance"] = tol;
   if (!r.canary.empty()) j["canary"] = r.canary;
+  if (r.forward_status || r.backward_status) {
+    j["directions"] = json::object();
+    if (r.forward_status) j["directions"]["forward"] = std::string(to_string(*r.forward_status));
+    if (r.backward_status) j["directions"]["backward"] = std::string(to_string(*r.backward_status));
+  }
   if (r.process_end) {
     const ProcessEnd& e = *r.process_end;
     json pe{{"core_dumped", e.core_dumped}, {"killed_by_doctor", e.killed_by_doctor}};
@@ -275,6 +280,10 @@ Expected<CaseResult> case_result_from_json(const json& j) {
   r.attempt = number<int>(j, "attempt");
   r.wall_ms = number<double>(j, "wall_ms");
   r.canary = json_text(j, "canary");
+  if (auto d = j.find("directions"); d != j.end() && d->is_object()) {
+    r.forward_status = status_from_string(json_text(*d, "forward"));
+    r.backward_status = status_from_string(json_text(*d, "backward"));
+  }
   if (auto pe = j.find("process_end"); pe != j.end() && pe->is_object()) {
     ProcessEnd e;
     e.exit_code = optional_number<int>(*pe, "exit_code");
@@ -412,6 +421,7 @@ json to_json(const Recommendation& r) {
          {"vllm", r.vllm},
          {"cost", r.cost},
          {"case_ids", r.case_ids}};
+  if (!r.workload.empty()) j["workload"] = r.workload;
   if (r.verification) { // absent with --no-verify
     const Verification& v = *r.verification;
     j["verified"] = v.verified();
@@ -440,6 +450,7 @@ Expected<Recommendation> recommendation_from_json(const json& j) {
   r.vllm = json_text(j, "vllm");
   r.cost = json_text(j, "cost");
   r.case_ids = strings(j, "case_ids");
+  r.workload = json_text(j, "workload");
   if (auto v = j.find("verification"); v != j.end() && v->is_object()) {
     r.verification = Verification{flag(*v, "ran"),          number<int>(*v, "passed"),
                                   number<int>(*v, "total"),   number<double>(*v, "seconds"),

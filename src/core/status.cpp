@@ -23,6 +23,11 @@ std::optional<Status> status_from_string(std::string_view text) {
   return std::nullopt;
 }
 
+bool is_worker_status(Status s) {
+  return s == Status::pass || s == Status::mismatch || s == Status::nonfinite ||
+         s == Status::unsupported || s == Status::error;
+}
+
 bool is_failure_by_default(Status status) {
   switch (status) {
   case Status::mismatch:

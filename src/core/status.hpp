@@ -18,6 +18,9 @@ inline constexpr std::array<Status, 8> k_all_statuses = {
 std::string_view to_string(Status status);
 std::optional<Status> status_from_string(std::string_view text);
 
+// The statuses a worker may report itself (the rest are the runner's: crash, timeout, skipped).
+bool is_worker_status(Status status);
+
 // The statuses that count as a failure by default (exit code 1).
 bool is_failure_by_default(Status status);
 

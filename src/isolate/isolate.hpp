@@ -146,6 +146,9 @@ struct CaseOutcome {
   Status status = Status::skipped;
   std::string reason; // one line; empty for a plain pass
   std::optional<nlohmann::json> result;    // the worker's `result` event, when it sent one
+  // The `phase` event of a backward case that ended without a result after it: the crash or
+  // hang is its backward's (the reason then says "in backward: ...").
+  std::optional<nlohmann::json> phase;
   std::optional<ProcessEnd> process_end;   // when the worker's end decided the status
   std::vector<std::string> signatures;     // known signature ids on stderr near this case; never
                                            // for a pass

@@ -1,5 +1,6 @@
 #include "isolate/isolate.hpp"
 #include "core/io.hpp"
+#include "core/model_json.hpp"
 #include "core/paths.hpp"
 #include "core/text.hpp"
 #include "isolate/process.hpp"
@@ -77,11 +78,6 @@ private:
   std::string m_error;
   bool m_owned = false;
 };
-
-bool is_worker_status(Status s) {
-  return s == Status::pass || s == Status::mismatch || s == Status::nonfinite ||
-         s == Status::unsupported || s == Status::error;
-}
 
 // Why one worker process stopped, as the runner saw it.
 enum class StopCause { exited, case_deadline, startup_deadline, worker_deadline, broken_line,
@@ -323,6 +319,9 @@ private:
     case protocol::EventKind::begin:
       if (auto index = pending_case(ev.case_id)) on_begin(*index, ev.case_id);
       break;
+    case protocol::EventKind::phase:
+      if (auto index = pending_case(ev.case_id); index && m_running == index) m_phase = ev.body;
+      break;
     case protocol::EventKind::result:
       if (auto index = pending_case(ev.case_id)) on_result(*index, ev);
       break;
@@ -358,6 +357,7 @@ private:
       m_begin_offset = m_err.total();
     }
     m_running = index;
+    m_phase.reset();
     m_begin_time = Clock::now();
     if (m_runner.m_observer) m_runner.m_observer->on_begin(case_id);
   }
@@ -384,6 +384,7 @@ private:
       o.stderr_tail = tail_lines(since);
       o.elapsed_ms = ms_since(m_begin_time);
       m_running.reset();
+      m_phase.reset();
     }
     m_runner.record(index, std::move(o));
     ++m_finished_here;
@@ -397,6 +398,10 @@ private:
     CaseOutcome o;
     o.status = status;
     o.reason = std::move(reason);
+    if (m_phase) {
+      o.phase = m_phase;
+      o.reason = fmt::format("in {}: {}", excerpt(json_text(*m_phase, "phase"), 40), o.reason);
+    }
     o.signatures = match_signatures(m_err.since(m_begin_offset));
     o.stderr_tail = tail_lines(m_err.str());
     o.attempt = m_attempt;
@@ -504,6 +509,7 @@ private:
     on_output(s, data);
   };
   std::optional<std::size_t> m_running; // plan index of the case between begin and result
+  std::optional<nlohmann::json> m_phase; // the running case's `phase` event, if it sent one
   Clock::time_point m_begin_time{}, m_last_activity;
   const Clock::time_point m_spawn_time;
   std::optional<Clock::time_point> m_eof_deadline; // set once the results channel closed

@@ -35,10 +35,11 @@ Event parse_event(std::string_view line) {
   Event e;
   if (name == "hello") e.kind = EventKind::hello;
   else if (name == "begin") e.kind = EventKind::begin;
+  else if (name == "phase") e.kind = EventKind::phase;
   else if (name == "result") e.kind = EventKind::result;
   else if (name == "bye") e.kind = EventKind::bye;
   else e.kind = EventKind::unknown;
-  if (e.kind == EventKind::begin || e.kind == EventKind::result) {
+  if (e.kind == EventKind::begin || e.kind == EventKind::phase || e.kind == EventKind::result) {
     auto c = j.find("case");
     if (c == j.end() || !c->is_string() || c->get_ref<const std::string&>().empty())
       return broken(fmt::format("{} without a \"case\" id: {}", name, excerpt(line)));

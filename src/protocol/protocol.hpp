@@ -71,6 +71,18 @@ struct ResultEvent {
   std::string backend_chosen;         // empty when unknown
   std::vector<std::string> warnings;  // captured library warnings, in order
   std::string canary;                 // "ok" / "failed: <why>"; empty = none ran (not written)
+  // Backward cases only: the verdict per direction ("directions": {"forward", "backward"}).
+  std::optional<Status> forward;
+  std::optional<Status> backward;
+};
+
+// What a worker says when a backward case's forward is done and judged and its backward starts,
+// so that a crash or hang from here on is the backward's.
+struct PhaseEvent {
+  std::string case_id;
+  std::string phase = "backward";
+  Status forward = Status::pass; // the forward's verdict
+  std::string forward_reason;    // empty for a pass
 };
 
 // A worker whose canary failed writes the case's result and then exits with this code, without
@@ -82,6 +94,7 @@ inline bool canary_failed(std::string_view canary) { return canary.rfind("failed
 // The lines the events are written as, without the trailing newline.
 std::string hello_line(const Hello& hello);
 std::string begin_line(std::string_view case_id);
+std::string phase_line(const PhaseEvent& event);
 std::string result_line(const ResultEvent& event);
 std::string bye_line();
 
@@ -94,6 +107,7 @@ public:
 
   bool hello(const Hello& hello);
   bool begin(std::string_view case_id);
+  bool phase(const PhaseEvent& event);
   bool result(const ResultEvent& event);
   bool bye();
 
@@ -109,11 +123,11 @@ private:
 
 // --- reading events -----------------------------------------------------------------------------
 
-enum class EventKind { hello, begin, result, bye, unknown, blank, broken };
+enum class EventKind { hello, begin, phase, result, bye, unknown, blank, broken };
 
 struct Event {
   EventKind kind = EventKind::broken;
-  std::string case_id;  // begin and result
+  std::string case_id;  // begin, phase and result
   nlohmann::json body;  // the whole object, when it parsed
   std::string problem;  // broken: why, one printable line
 };
@@ -131,10 +145,15 @@ Hello read_hello(const nlohmann::json& hello);
 // `error` unless it names a status.
 ResultEvent read_result(const nlohmann::json& result);
 
+// The fields of a `phase` event; a forward status that is missing or not a worker status reads
+// as `error`.
+PhaseEvent read_phase(const nlohmann::json& phase);
+
 // Folds a worker's `result` event into `out`: metrics (and the TFLOP/s they imply for out.kase),
 // tolerance, backend_chosen, warnings, then the canary rule: a failed canary means this case
 // poisoned the device, so a pass becomes `error` ("poisoned the device: canary failed after it:
-// ...") and any other status keeps its value with the canary's text added to the reason. The
+// ...") and any other status keeps its value with the canary's text added to the reason; the
+// directions of a backward case are copied. The
 // status itself is the runner's: call after it is set. A missing field leaves `out` as it was.
 void apply_result(const nlohmann::json& result, CaseResult& out);
 

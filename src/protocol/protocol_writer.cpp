@@ -38,6 +38,14 @@ std::string begin_line(std::string_view case_id) {
   return dump(j);
 }
 
+std::string phase_line(const PhaseEvent& e) {
+  auto j = event("phase");
+  j["case"] = e.case_id;
+  j["phase"] = e.phase;
+  j["forward"] = {{"status", to_string(e.forward)}, {"reason", e.forward_reason}};
+  return dump(j);
+}
+
 std::string result_line(const ResultEvent& e) {
   auto j = event("result");
   j["case"] = e.case_id;
@@ -60,6 +68,11 @@ std::string result_line(const ResultEvent& e) {
   j["backend_chosen"] = e.backend_chosen;
   j["warnings"] = e.warnings;
   if (!e.canary.empty()) j["canary"] = e.canary;
+  if (e.forward || e.backward) {
+    j["directions"] = nlohmann::json::object();
+    if (e.forward) j["directions"]["forward"] = to_string(*e.forward);
+    if (e.backward) j["directions"]["backward"] = to_string(*e.backward);
+  }
   return dump(j);
 }
 
@@ -78,6 +91,8 @@ bool ProtocolWriter::write_line(const std::string& line) {
 bool ProtocolWriter::hello(const Hello& hello) { return write_line(hello_line(hello)); }
 
 bool ProtocolWriter::begin(std::string_view case_id) { return write_line(begin_line(case_id)); }
+
+bool ProtocolWriter::phase(const PhaseEvent& e) { return write_line(phase_line(e)); }
 
 bool ProtocolWriter::result(const ResultEvent& e) { return write_line(result_line(e)); }
 

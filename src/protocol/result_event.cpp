@@ -62,7 +62,27 @@ void apply_canary(const std::string& canary, CaseResult& out) {
   }
 }
 
+// A worker status named at obj[key], else nullopt.
+std::optional<Status> worker_status(const nlohmann::json& obj, const char* key) {
+  auto status = status_from_string(json_text(obj, key));
+  if (!status || !is_worker_status(*status)) return std::nullopt;
+  return status;
+}
+
 } // namespace
+
+PhaseEvent read_phase(const nlohmann::json& p) {
+  PhaseEvent out;
+  if (!p.is_object()) return out;
+  out.case_id = json_text(p, "case");
+  if (auto phase = json_text(p, "phase"); !phase.empty()) out.phase = phase;
+  out.forward = Status::error;
+  if (auto it = p.find("forward"); it != p.end() && it->is_object()) {
+    out.forward = worker_status(*it, "status").value_or(Status::error);
+    out.forward_reason = excerpt(json_text(*it, "reason"), 2000);
+  }
+  return out;
+}
 
 Hello read_hello(const nlohmann::json& hello) {
   Hello out;
@@ -94,6 +114,10 @@ ResultEvent read_result(const nlohmann::json& r) {
     for (const auto& w : *it)
       if (w.is_string()) out.warnings.push_back(w.get<std::string>());
   out.canary = json_text(r, "canary");
+  if (auto it = r.find("directions"); it != r.end() && it->is_object()) {
+    out.forward = worker_status(*it, "forward");
+    out.backward = worker_status(*it, "backward");
+  }
   return out;
 }
 
@@ -112,6 +136,8 @@ void apply_result(const nlohmann::json& r, CaseResult& out) {
   if (auto it = r.find("backend_chosen"); it != r.end() && it->is_string())
     out.backend_chosen = e.backend_chosen;
   out.warnings.insert(out.warnings.end(), e.warnings.begin(), e.warnings.end());
+  if (e.forward) out.forward_status = e.forward;
+  if (e.backward) out.backward_status = e.backward;
   if (out.metrics.time_ms && *out.metrics.time_ms > 0)
     out.metrics.tflops = out.kase.flops() / (*out.metrics.time_ms * 1e-3) / 1e12;
   if (auto it = r.find("canary"); it != r.end() && it->is_string()) apply_canary(e.canary, out);

@@ -553,8 +553,9 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
   {
     std::string body;
     for (const Recommendation& r : report.recommendations) {
-      body += fmt::format("  {} {}: {}\n", o.unicode ? "▶" : ">", escape_to_one_line(r.device),
-                          escape_to_one_line(r.id));
+      body += fmt::format("  {} {}: {}{}\n", o.unicode ? "▶" : ">", escape_to_one_line(r.device),
+                          escape_to_one_line(r.id),
+                          r.workload.empty() ? "" : " (for " + escape_to_one_line(r.workload) + ")");
       body += wrap_paragraph(r.summary, width, "    ", "    ");
       for (const RejectedRecommendation& x : r.rejected)
         body += wrap_paragraph(fmt::format("instead of {}, whose re-run failed: {}", x.id, x.reason),

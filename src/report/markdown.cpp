@@ -257,7 +257,8 @@ std::string recommendations_section(const Report& report) {
   if (!report.recommendations.empty()) {
     out += "## Recommendations\n\n";
     for (const Recommendation& r : report.recommendations) {
-      out += fmt::format("### {}: {}\n\n{}\n\n", markdown_code(r.device), markdown_code(r.id),
+      out += fmt::format("### {}: {}{}\n\n{}\n\n", markdown_code(r.device), markdown_code(r.id),
+                         r.workload.empty() ? "" : " (for " + markdown_text(r.workload) + ")",
                          markdown_text(r.summary));
       for (const RejectedRecommendation& x : r.rejected)
         out += fmt::format("- instead of {}, whose re-run failed: {}\n", markdown_code(x.id),

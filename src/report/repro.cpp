@@ -41,11 +41,13 @@ import torch
 import torch.nn.functional as F
 
 CASE = dict(dtype=@DTYPE@, b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
-            causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@)
+            causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@, backward=@BACKWARD@)
 DEVICE = @DEVICE@
 BACKEND = @BACKEND@  # math, flash, mem_efficient, cudnn or default (no forcing)
 FA_LIBRARY = @FA_LIBRARY@  # torch.backends.cuda.preferred_rocm_fa_library, where torch has it
 ATOL, RTOL = @ATOL@, @RTOL@  # outside when |out - ref| > ATOL + RTOL * |ref|
+# A gradient is judged with ATOL times its largest |ref| element (at least 1), both times this.
+GRADIENT_SLACK = 2.0
 
 )PY"
 #include "report/repro_inputs.inc"
@@ -53,7 +55,7 @@ R"PY(
 
 def reference(q, k, v, mask, c):
     # float64 math on the CPU: QK^T * scale -> mask -> softmax -> PV; fully masked rows -> 0
-    q64, k64, v64 = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+    q64, k64, v64 = (t.to("cpu", torch.float64) for t in (q, k, v))
     if c["hq"] != c["hkv"]:
         rep = c["hq"] // c["hkv"]
         k64, v64 = k64.repeat_interleave(rep, dim=1), v64.repeat_interleave(rep, dim=1)
@@ -69,6 +71,31 @@ def reference(q, k, v, mask, c):
     scores = scores.masked_fill(~allowed, float("-inf"))
     p = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
     return p @ v64
+
+
+def reference_gradients(q, k, v, mask, c, dout):
+    # float64 autograd through reference() for the same upstream gradient
+    q64, k64, v64 = (t.detach().to("cpu", torch.float64).requires_grad_(True) for t in (q, k, v))
+    with torch.enable_grad():
+        out = reference(q64, k64, v64, mask, c)
+        return torch.autograd.grad(out, (q64, k64, v64), dout.to(torch.float64))
+
+
+def judge(name, got, ref, atol, rtol):
+    # (exit code, verdict line) of one tensor against its float64 reference
+    label = "" if name == "output" else f" in backward ({name})"
+    bad = ~torch.isfinite(got)
+    if bool((bad & torch.isfinite(ref)).any()):
+        nan, inf = int(torch.isnan(got).sum()), int(torch.isinf(got).sum())
+        return 1, f"NONFINITE{label}: {nan} NaN, {inf} Inf in {got.numel()} values"
+    err = (got - ref).abs()
+    outside = err > (atol + rtol * ref.abs())
+    max_abs = float(err.max()) if err.numel() else 0.0
+    if bool(outside.any()):
+        frac = float(outside.double().mean())
+        return 1, (f"MISMATCH{label}: max_abs_err {max_abs:.3e}, {100 * frac:.2f}% outside "
+                   f"atol {atol:.3g} rtol {rtol:.3g}")
+    return 0, f"PASS{label}: max_abs_err {max_abs:.3e} (atol {atol:.3g}, rtol {rtol:.3g})"
 
 
 def run_sdpa(q, k, v, mask, c):
@@ -110,11 +137,21 @@ def main():
         torch.backends.cuda.preferred_rocm_fa_library(FA_LIBRARY)
     qd, kd, vd = (t.to(device) for t in (q, k, v))
     md = mask.to(device) if mask is not None else None
+    backward = CASE["backward"]
+    if backward:  # the forward, then the backward for the seeded upstream gradient
+        qd, kd, vd = (t.detach().requires_grad_(True) for t in (qd, kd, vd))
+        dout = make_upstream_gradient(torch, CASE)
     try:
-        out = run_sdpa(qd, kd, vd, md, CASE)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        out64 = out.detach().to("cpu", torch.float64)
+        with torch.enable_grad():
+            out = run_sdpa(qd, kd, vd, md, CASE)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            out64 = out.detach().to("cpu", torch.float64)
+            if backward:
+                out.backward(dout.to(device))
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                grads64 = [t.grad.to("cpu", torch.float64) for t in (qd, kd, vd)]
     except RuntimeError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "No available kernel" in str(e) or "No viable backend" in str(e):
@@ -122,21 +159,16 @@ def main():
             return 3
         print(f"ERROR: {type(e).__name__}: {first}")
         return 2
-    ref = reference(q, k, v, mask, CASE)
-    bad = ~torch.isfinite(out64)
-    if bool((bad & torch.isfinite(ref)).any()):
-        nan, inf = int(torch.isnan(out64).sum()), int(torch.isinf(out64).sum())
-        print(f"NONFINITE: {nan} NaN, {inf} Inf in {out64.numel()} outputs")
-        return 1
-    err = (out64 - ref).abs()
-    outside = err > (ATOL + RTOL * ref.abs())
-    max_abs = float(err.max()) if err.numel() else 0.0
-    if bool(outside.any()):
-        frac = float(outside.double().mean())
-        print(f"MISMATCH: max_abs_err {max_abs:.3e}, {100 * frac:.2f}% outside atol {ATOL} rtol {RTOL}")
-        return 1
-    print(f"PASS: max_abs_err {max_abs:.3e} (atol {ATOL}, rtol {RTOL})")
-    return 0
+    verdicts = [judge("output", out64, reference(q, k, v, mask, CASE), ATOL, RTOL)]
+    if backward:
+        refs = reference_gradients(q, k, v, mask, CASE, dout)
+        for name, got, ref in zip(("dq", "dk", "dv"), grads64, refs):
+            scale = max(1.0, float(ref.abs().max())) if ref.numel() else 1.0
+            verdicts.append(judge(name, got, ref, ATOL * scale * GRADIENT_SLACK,
+                                  RTOL * GRADIENT_SLACK))
+    for code, line in sorted(verdicts, key=lambda v: -v[0]):  # a failure first
+        print(line)
+    return max(code for code, _ in verdicts)
 
 
 if __name__ == "__main__":
@@ -292,6 +324,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
       {"@MASK@", py_str(to_string(c.mask))},
       {"@LAYOUT@", py_str(to_string(c.layout))},
       {"@SEED@", std::to_string(c.seed)},
+      {"@BACKWARD@", c.backward ? "True" : "False"},
       {"@DEVICE@", py_str(device)},
       {"@BACKEND@", py_str(backend)},
       {"@FA_LIBRARY@", fa_library},

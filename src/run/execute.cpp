@@ -155,6 +155,10 @@ void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
     r.attempt = o.attempt;
     r.wall_ms = o.elapsed_ms;
     if (o.result) protocol::apply_result(*o.result, r);
+    if (o.phase) { // ended inside its backward: the forward was judged before it began
+      r.forward_status = protocol::read_phase(*o.phase).forward;
+      r.backward_status = o.status;
+    }
   }
 }
 

@@ -67,8 +67,10 @@ OracleFeed::~OracleFeed() {
 }
 
 void OracleFeed::compute_case(size_t index) {
-  const Case& c = m_cases[index];
-  const std::string id = c.id();
+  // A backward case's file holds its forward's oracle; its gradients the worker computes itself
+  // (they are not cached: see ARCHITECTURE.md).
+  const Case c = m_cases[index].forward_only();
+  const std::string id = m_cases[index].id();
   if (auto guard = cases::memory_guard(c, m_options.host_budget, false); !guard.empty()) {
     std::lock_guard lock(m_mutex);
     m_skips[index] = "host: " + guard;

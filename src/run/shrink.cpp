@@ -119,6 +119,7 @@ std::string axis_text(std::string_view axis) {
 // The boolean and categorical reductions: (axis, the case without that feature).
 std::vector<std::pair<std::string, Case>> feature_reductions(const Case& c) {
   std::vector<std::pair<std::string, Case>> out;
+  if (c.backward) out.emplace_back("backward", c.forward_only());
   if (c.causal) {
     Case r = c;
     r.causal = false;
@@ -153,6 +154,7 @@ ShrinkCondition feature_condition(const std::string& axis, const Case& c) {
   w.axis = axis;
   w.op = "=";
   if (axis == "causal") w.value = 1, w.text = "causal";
+  if (axis == "backward") w.value = 1, w.text = "in backward";
   if (axis == "mask") w.value = int64_t(c.mask), w.text = fmt::format("mask={}", to_string(c.mask));
   if (axis == "layout") w.value = 1, w.text = "transposed layout";
   if (axis == "gqa") w.value = 1, w.text = fmt::format("GQA (hq/hkv = {})", c.hq / c.hkv);
@@ -198,6 +200,7 @@ void ShrinkSearch::finish_axes() {
                          std::end(k_numeric_axes);
     if (o == ProbeOutcome::fails) {
       if (axis == "causal") combined.causal = false;
+      else if (axis == "backward") combined.backward = false;
       else if (axis == "mask") combined.mask = Mask::none;
       else if (axis == "layout") combined.layout = Layout::contiguous;
       else if (axis == "gqa") combined.hkv = combined.hq;
@@ -341,13 +344,18 @@ std::string shrink_rule(const Shrink& s) {
   if (s.verdict == "everywhere")
     return fmt::format("{}: {} for every case tried", who, to_string(s.status));
   std::vector<std::string> parts;
-  bool settled = true;
+  bool settled = true, backward = false;
   for (const ShrinkCondition& w : s.conditions) {
-    parts.push_back(w.text);
     settled = settled && w.settled;
+    // Where it fails reads before what it needs: "crash only in backward when head_dim > 128".
+    if (w.axis == "backward") backward = true;
+    else parts.push_back(w.text);
   }
-  return fmt::format("{}: {} only when {}{}", who, to_string(s.status), fmt::join(parts, " and "),
-                     settled ? "" : " (budget ran out before every boundary was pinned down)");
+  std::string rule = fmt::format("{}: {} only", who, to_string(s.status));
+  if (backward) rule += " in backward";
+  if (!parts.empty()) rule += fmt::format(" when {}", fmt::join(parts, " and "));
+  if (!settled) rule += " (budget ran out before every boundary was pinned down)";
+  return rule;
 }
 
 } // namespace sdpa_doctor::run

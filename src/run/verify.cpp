@@ -203,7 +203,8 @@ VerifiedAdvice verify_recommendations(const std::vector<Recommendation>& recomme
   for (size_t i = 0; i < recommendations.size(); ++i) {
     std::vector<const Recommendation*> candidates{&recommendations[i]};
     for (const Recommendation& a : alternatives)
-      if (a.device == recommendations[i].device) candidates.push_back(&a);
+      if (a.device == recommendations[i].device && a.workload == recommendations[i].workload)
+        candidates.push_back(&a);
     threads.emplace_back([&, i, candidates] {
       outcomes[i] = verify_device(candidates, results, inventory, exec, i);
     });

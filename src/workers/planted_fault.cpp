@@ -19,6 +19,7 @@ bool PlantedFault::matches(std::string_view variant_name, std::string_view id) c
 
 bool PlantedFault::matches(std::string_view variant_name, std::string_view id, const Case& c) const {
   if (!matches(variant_name, id)) return false;
+  if (stage == Stage::backward && !c.backward) return false;
   for (const FaultCondition& w : when)
     if (!w.holds(c)) return false;
   return true;
@@ -37,6 +38,7 @@ std::optional<int64_t> condition_value(std::string_view name, const Case& c) {
   if (name == "gqa") return c.hq != c.hkv ? 1 : 0;
   if (name == "mask") return static_cast<int64_t>(c.mask);
   if (name == "transposed") return c.layout == Layout::transposed ? 1 : 0;
+  if (name == "bwd") return c.backward ? 1 : 0;
   return std::nullopt;
 }
 
@@ -47,7 +49,7 @@ Expected<FaultCondition> parse_condition(std::string_view text) {
   const auto bad = [&] {
     return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: bad condition '{}' (NAME, NAME>N, "
                                   "NAME<N, NAME>=N, NAME<=N, NAME=N; NAME b, hq, hkv, lq, lkv, "
-                                  "d, causal, gqa, mask, transposed, dtype)",
+                                  "d, causal, gqa, mask, transposed, bwd, dtype)",
                                   text));
   };
   if (at == std::string_view::npos) {
@@ -135,6 +137,13 @@ Expected<PlantedFault> parse_planted_fault(std::string_view text) {
         return make_error("SDPA_DOCTOR_TEST_FAULT: once= takes an absolute path");
       spec.once = std::string(value);
     }
+    else if (key == "stage") {
+      if (value != "forward" && value != "backward")
+        return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown stage '{}' (forward, "
+                                      "backward)",
+                                      value));
+      spec.stage = value == "backward" ? PlantedFault::Stage::backward : PlantedFault::Stage::forward;
+    }
     else if (key == "when") {
       auto w = parse_condition(value);
       if (!w) return make_error(w.error().message);
@@ -158,7 +167,7 @@ Expected<PlantedFault> parse_planted_fault(std::string_view text) {
                                       value));
     } else {
       return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: unknown key '{}' (variant, case, "
-                                    "when, once, action)",
+                                    "when, once, stage, action)",
                                     key));
     }
   }

@@ -19,7 +19,7 @@ enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison, z
 // A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N, NAME>=N, NAME<=N or NAME=N
 // (`when=causal,when=lq<=16`: the causal cases with at most 16 queries). NAME is b, hq,
 // hkv, lq, lkv, d, causal (0/1), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
-// transposed (0/1) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
+// transposed (0/1), bwd (0/1: a backward case) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
 struct FaultCondition {
   std::string name;
   std::string op;     // ">", "<", ">=", "<=", "=" or empty for a bare NAME
@@ -34,6 +34,10 @@ struct PlantedFault {
   FaultAction action = FaultAction::none;
   std::vector<FaultCondition> when; // all must hold; empty = every case
   std::string once; // a marker file: the fault fires only for the match that creates it (flaky)
+  // Where it strikes: the start of the case (forward), or the start of a backward case's
+  // backward, after its forward ran and was judged (a forward case never matches then). nan,
+  // perturb and zeros corrupt the output in the forward, dq in the backward.
+  enum class Stage { forward, backward } stage = Stage::forward;
 
   bool matches(std::string_view variant_name, std::string_view id) const;
   // True unless `once` is set and its marker exists already (then it is made).
@@ -41,8 +45,8 @@ struct PlantedFault {
   bool matches(std::string_view variant_name, std::string_view id, const Case& c) const;
 };
 
-// "variant=<name|*>,case=<id|*>,when=<cond>,...,once=<path>,action=<abort|segv|hang|nan|perturb|
-// exit3|poison|zeros>".
+// "variant=<name|*>,case=<id|*>,when=<cond>,...,once=<path>,stage=<forward|backward>,
+// action=<abort|segv|hang|nan|perturb|exit3|poison|zeros>".
 // poison leaves the case alone and makes the canary after it fail, as a deferred asynchronous GPU
 // error would; zeros replaces the output by zeros and fails the canary with HIP's "invalid
 // argument", as a fused kernel that failed to launch (AOTriton's hipErrorInvalidValue) leaves

@@ -59,8 +59,14 @@ public:
     return info;
   }
 
-  CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs) override {
+  CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs,
+              const EnteringBackward& entering_backward) override {
     CaseRun run;
+    if (line.kase.backward && m_device >= 0) {
+      run.status = Status::unsupported;
+      run.reason = "no backward in our GPU kernels yet (ref-math and ref-flash have a CPU backward)";
+      return run;
+    }
     if (m_device >= 0) {
       const kernels::GpuKernels& gpu = kernels::gpu_kernels(*m_kernel, m_device);
       if (!gpu.failure.empty()) {
@@ -86,10 +92,30 @@ public:
     run.output = std::move(result->out);
     run.times_ms = std::move(result->times_ms);
     run.backend_chosen = std::string(kernels::to_string(*m_kernel));
+    if (line.kase.backward) run_backward(line, inputs, entering_backward, run);
     return run;
   }
 
 private:
+  // After the forward (run.output): the backward on the CPU, its times added to the forward's.
+  void run_backward(const protocol::CaseLine& line, const HostInputs& inputs,
+                    const EnteringBackward& entering_backward, CaseRun& run) {
+    entering_backward(run.output);
+    auto grads = kernels::run_cpu_backward(*m_kernel, line.kase, inputs, inputs.grad_out,
+                                           std::max(line.warmup - 1, 0), std::max(line.repeat, 1));
+    if (!grads) {
+      run.status = Status::error;
+      run.reason = grads.error().message;
+      run.output.clear();
+      return;
+    }
+    run.dq = std::move(grads->dq);
+    run.dk = std::move(grads->dk);
+    run.dv = std::move(grads->dv);
+    for (size_t i = 0; i < run.times_ms.size() && i < grads->times_ms.size(); ++i)
+      run.times_ms[i] += grads->times_ms[i];
+  }
+
   int m_device;
   std::optional<kernels::RefKernel> m_kernel;
 };

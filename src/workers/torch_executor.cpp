@@ -52,7 +52,7 @@ public:
     info.unavailable = m_why;
     return info;
   }
-  CaseRun run(const protocol::CaseLine&, const HostInputs&) override {
+  CaseRun run(const protocol::CaseLine&, const HostInputs&, const EnteringBackward&) override {
     CaseRun r;
     r.status = Status::unsupported;
     r.reason = m_why;
@@ -86,7 +86,8 @@ public:
     return info;
   }
 
-  CaseRun run(const protocol::CaseLine& line, const HostInputs& in) override {
+  CaseRun run(const protocol::CaseLine& line, const HostInputs& in,
+              const EnteringBackward& entering_backward) override {
     const Case& c = line.kase;
     sdpa_plugin_case pc{};
     pc.b = c.b;
@@ -109,12 +110,28 @@ public:
     pc.warmup = line.warmup;
     pc.repeat = line.repeat;
     pc.budget_ms = line.budget_ms;
+    // The plugin calls back through C: the hook's context is the worker's std::function.
+    const EnteringBackward* hook = &entering_backward;
+    pc.backward = c.backward ? 1 : 0;
+    pc.grad_out = c.backward ? in.grad_out.data() : nullptr;
+    pc.hook_ctx = const_cast<EnteringBackward*>(hook);
+    pc.entering_backward = [](void* ctx, const float* output, int64_t count) {
+      (*static_cast<const EnteringBackward*>(ctx))(std::vector<float>(output, output + count));
+    };
 
     CaseRun r;
-    r.output.resize(static_cast<size_t>(c.b * c.hq * c.lq * c.d));
+    r.output.resize(static_cast<size_t>(c.q_elements()));
+    if (c.backward) {
+      r.dq.resize(size_t(c.q_elements()));
+      r.dk.resize(size_t(c.kv_elements()));
+      r.dv.resize(size_t(c.kv_elements()));
+    }
     std::vector<double> times(static_cast<size_t>(std::max(line.repeat, 0)));
     sdpa_plugin_result result{};
     result.output = r.output.data();
+    result.dq = r.dq.data();
+    result.dk = r.dk.data();
+    result.dv = r.dv.data();
     result.times_ms = times.data();
     m_plugin->run(m_self, &pc, &result);
     const PluginText reason(m_plugin, result.reason);
@@ -133,6 +150,9 @@ public:
     }
     r.reason = reason.str();
     r.output.clear();
+    r.dq.clear();
+    r.dk.clear();
+    r.dv.clear();
     return r;
   }
 

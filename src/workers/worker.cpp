@@ -79,24 +79,20 @@ void add_mapped_hip_runtimes(std::map<std::string, std::string>& facts) {
   facts["hip_runtimes"] = fmt::format("{}", fmt::join(files, ", "));
 }
 
-protocol::ResultEvent evaluate(const protocol::CaseLine& line, CaseRun run, FaultAction corrupt) {
+// The forward's output judged against the oracle (the doctor's file, else computed here), after
+// a planted corruption: status, reason and error metrics.
+protocol::ResultEvent judge_output(const protocol::CaseLine& line, const HostInputs& inputs,
+                                   std::vector<float> output, FaultAction corrupt) {
   protocol::ResultEvent ev;
   ev.case_id = line.id;
   ev.tolerance = line.tolerance;
-  ev.backend_chosen = run.backend_chosen;
-  ev.warnings = std::move(run.warnings);
-  if (run.status != Status::pass) {
-    ev.status = run.status;
-    ev.reason = run.reason;
-    return ev;
-  }
   const size_t n = size_t(line.kase.q_elements());
-  if (run.output.size() != n) {
+  if (output.size() != n) {
     ev.status = Status::error;
-    ev.reason = fmt::format("the backend returned {} values, expected {}", run.output.size(), n);
+    ev.reason = fmt::format("the backend returned {} values, expected {}", output.size(), n);
     return ev;
   }
-  corrupt_output(corrupt, run.output);
+  corrupt_output(corrupt, output);
   std::vector<double> oracle;
   if (!line.oracle_path.empty()) {
     auto read = read_oracle_file(line.oracle_path, n);
@@ -107,13 +103,73 @@ protocol::ResultEvent evaluate(const protocol::CaseLine& line, CaseRun run, Faul
     }
     oracle = std::move(*read);
   } else {
-    oracle = compute_oracle(line.kase);
+    oracle = compute_oracle(line.kase.forward_only(), inputs);
   }
-  cases::Comparison cmp =
-      cases::compare_to_oracle(run.output.data(), oracle.data(), n, line.tolerance);
+  cases::Comparison cmp = cases::compare_to_oracle(output.data(), oracle.data(), n, line.tolerance);
   ev.status = cmp.status;
   ev.reason = cmp.reason;
   ev.metrics = cmp.metrics;
+  return ev;
+}
+
+// dq, dk and dv against the float64 oracle's gradients for the same upstream gradient (computed
+// here: gradients are not cached), after a planted corruption of dq.
+cases::Comparison judge_gradients(const protocol::CaseLine& line, const HostInputs& inputs,
+                                  CaseRun& run, FaultAction corrupt) {
+  const Case& c = line.kase;
+  const size_t nq = size_t(c.q_elements()), nkv = size_t(c.kv_elements());
+  if (run.dq.size() != nq || run.dk.size() != nkv || run.dv.size() != nkv) {
+    cases::Comparison bad;
+    bad.status = Status::error;
+    bad.reason = fmt::format("the backward returned {}, {} and {} gradient values, expected {}, "
+                             "{} and {}",
+                             run.dq.size(), run.dk.size(), run.dv.size(), nq, nkv, nkv);
+    return bad;
+  }
+  corrupt_output(corrupt, run.dq);
+  const std::vector<double> dout(inputs.grad_out.begin(), inputs.grad_out.end());
+  const kernels::OracleGradients want = kernels::oracle_attention_backward(c, inputs, dout);
+  return cases::compare_gradients({{"dq", run.dq.data(), want.dq.data(), nq},
+                                   {"dk", run.dk.data(), want.dk.data(), nkv},
+                                   {"dv", run.dv.data(), want.dv.data(), nkv}},
+                                  line.tolerance);
+}
+
+// The result of a case from what the executor reported. `forward` is a backward case's forward
+// verdict, when the executor reached its backward.
+protocol::ResultEvent evaluate(const protocol::CaseLine& line, const HostInputs& inputs, CaseRun run,
+                               const std::optional<protocol::ResultEvent>& forward,
+                               FaultAction forward_corrupt, FaultAction backward_corrupt) {
+  protocol::ResultEvent ev;
+  const bool backward = line.kase.backward;
+  if (run.status != Status::pass) {
+    ev.case_id = line.id;
+    ev.tolerance = line.tolerance;
+    ev.status = run.status;
+    ev.reason = run.reason;
+    if (backward && forward) {
+      ev.reason = "in backward: " + run.reason;
+      ev.metrics = forward->metrics;
+      ev.forward = forward->status;
+      ev.backward = run.status;
+    } else if (backward) {
+      ev.forward = run.status;
+    }
+  } else if (!backward) {
+    ev = judge_output(line, inputs, std::move(run.output), forward_corrupt);
+  } else {
+    ev = forward ? *forward : judge_output(line, inputs, std::move(run.output), forward_corrupt);
+    const cases::Comparison grads = judge_gradients(line, inputs, run, backward_corrupt);
+    ev.forward = ev.status;
+    ev.backward = grads.status;
+    const cases::Comparison both =
+        cases::combine_directions({ev.metrics, ev.status, ev.reason}, grads);
+    ev.status = both.status;
+    ev.reason = both.reason;
+    ev.metrics = both.metrics;
+  }
+  ev.backend_chosen = run.backend_chosen;
+  ev.warnings = std::move(run.warnings);
   set_timing(ev.metrics, std::move(run.times_ms));
   return ev;
 }
@@ -147,15 +203,25 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
     const PlantedFault* hit = matching_fault(faults, variant, line.kase, line.id);
     const bool faulty = hit != nullptr;
     const PlantedFault fault = faulty ? *hit : PlantedFault{};
-    if (faulty) trigger_process_fault(fault.action);
+    const bool in_backward = fault.stage == PlantedFault::Stage::backward;
+    const FaultAction forward_fault = faulty && !in_backward ? fault.action : FaultAction::none;
+    const FaultAction backward_fault = faulty && in_backward ? fault.action : FaultAction::none;
+    trigger_process_fault(forward_fault);
     CaseRun run;
+    HostInputs inputs;
+    std::optional<protocol::ResultEvent> forward; // a backward case's, once its backward starts
+    const EnteringBackward entering_backward = [&](const std::vector<float>& output) {
+      forward = judge_output(line, inputs, output, forward_fault);
+      out.phase({line.id, "backward", forward->status, forward->reason});
+      trigger_process_fault(backward_fault);
+    };
     if (!info.unavailable.empty()) {
       run.status = Status::unsupported;
       run.reason = info.unavailable;
     } else {
       try {
-        const HostInputs inputs = make_inputs(line.kase);
-        run = executor.run(line, inputs);
+        inputs = make_inputs(line.kase);
+        run = executor.run(line, inputs, entering_backward);
       } catch (const std::exception& e) {
         run = CaseRun{};
         run.status = Status::error;
@@ -164,7 +230,7 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
     }
     protocol::ResultEvent ev;
     try {
-      ev = evaluate(line, std::move(run), faulty ? fault.action : FaultAction::none);
+      ev = evaluate(line, inputs, std::move(run), forward, forward_fault, backward_fault);
     } catch (const std::exception& e) {
       ev.case_id = line.id;
       ev.status = Status::error;

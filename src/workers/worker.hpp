@@ -45,7 +45,16 @@ struct CaseRun {
   std::vector<double> times_ms;       // one per timed run
   std::string backend_chosen;
   std::vector<std::string> warnings;
+  // Backward cases: the gradients of q (B,Hq,Lq,D), k and v (B,Hkv,Lkv,D), logical, row-major;
+  // empty unless the backward ran.
+  std::vector<float> dq, dk, dv;
 };
+
+// Called by an executor once a backward case's checked forward has run, with its output (logical
+// (B,Hq,Lq,D)), before its backward starts: the worker judges the forward and says so on the
+// results fd, so that a crash or hang from then on is the backward's. Not called for forward
+// cases, nor when the forward failed.
+using EnteringBackward = std::function<void(const std::vector<float>& forward_output)>;
 
 struct HelloInfo {
   std::string worker; // "libtorch", "reference"
@@ -60,8 +69,11 @@ class CaseExecutor {
 public:
   virtual ~CaseExecutor() = default;
   virtual HelloInfo hello() = 0;
-  // Runs one case on `inputs` (core::make_inputs of line.kase). Must not throw.
-  virtual CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs) = 0;
+  // Runs one case on `inputs` (core::make_inputs of line.kase). A backward case runs its forward
+  // (the checked run), calls `entering_backward` with its output, then runs the backward for
+  // inputs.grad_out; its timed runs are forward and backward together. Must not throw.
+  virtual CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs,
+                      const EnteringBackward& entering_backward) = 0;
   // A tiny known op on the device after a case: "ok", "failed: <why>" when the device no longer
   // computes it (the case left a deferred error behind), or empty for executors without one.
   // Must not throw.

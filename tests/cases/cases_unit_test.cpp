@@ -432,3 +432,66 @@ TEST(Plan, RefusalsAreTheDataFilesList) {
   EXPECT_EQ(compiled, expected);
   EXPECT_FALSE(expected.empty());
 }
+
+// A gradient is judged with atol scaled by its own size: an error that is small next to a large
+// gradient passes, the same error next to a small one does not.
+TEST(Compare, GradientToleranceScalesWithTheGradientsSize) {
+  const double big[] = {40.0, -10.0};
+  const Tolerance t = gradient_tolerance({1e-3, 1e-3}, big, 2);
+  EXPECT_DOUBLE_EQ(t.atol, 1e-3 * 40.0 * k_gradient_slack);
+  EXPECT_DOUBLE_EQ(t.rtol, 1e-3 * k_gradient_slack);
+  const double small[] = {0.25, -0.5};
+  EXPECT_DOUBLE_EQ(gradient_tolerance({1e-3, 1e-3}, small, 2).atol, 1e-3 * k_gradient_slack);
+
+  const float dq[] = {0.1f, 0.2f};
+  const double dq_ref[] = {0.1, 0.2};
+  const float dk[] = {40.05f, -10.0f}; // 0.05 off: inside 0.08 + 0.002 * 40
+  const float dv[] = {0.3f, 0.9f};    // 0.5 off at index 1
+  const double dv_ref[] = {0.3, 0.4};
+  const Comparison c = compare_gradients(
+      {{"dq", dq, dq_ref, 2}, {"dk", dk, big, 2}, {"dv", dv, dv_ref, 2}}, {1e-3, 1e-3});
+  EXPECT_EQ(c.status, Status::mismatch);
+  EXPECT_EQ(c.reason.rfind("dv: 1 of 2 elements", 0), 0u) << c.reason;
+  EXPECT_NEAR(*c.metrics.max_abs_err, 0.5, 1e-6);
+}
+
+TEST(Compare, DirectionsCombineIntoOneVerdictThatSaysWhichFailed) {
+  Comparison pass;
+  pass.metrics.max_abs_err = 0.001;
+  Comparison mismatch;
+  mismatch.status = Status::mismatch;
+  mismatch.reason = "dk: 3 of 9 elements outside";
+  mismatch.metrics.max_abs_err = 0.5;
+  Comparison nan;
+  nan.status = Status::nonfinite;
+  nan.reason = "1 NaN and 0 Inf of 9 output elements";
+  nan.metrics.nan_count = 1;
+
+  const Comparison backward_only = combine_directions(pass, mismatch);
+  EXPECT_EQ(backward_only.status, Status::mismatch);
+  EXPECT_EQ(backward_only.reason, "backward: dk: 3 of 9 elements outside");
+  EXPECT_DOUBLE_EQ(*backward_only.metrics.max_abs_err, 0.5);
+  const Comparison forward_only = combine_directions(nan, pass);
+  EXPECT_EQ(forward_only.status, Status::nonfinite);
+  EXPECT_EQ(forward_only.reason, nan.reason);
+  const Comparison both = combine_directions(mismatch, nan);
+  EXPECT_EQ(both.status, Status::nonfinite);
+  EXPECT_EQ(both.reason, "forward: dk: 3 of 9 elements outside; backward: 1 NaN and 0 Inf of 9 "
+                         "output elements");
+  EXPECT_EQ(combine_directions(pass, pass).status, Status::pass);
+}
+
+TEST(Plan, TrainAddsTheBackwardTwinOfEveryCaseWithMoreThanOneQuery) {
+  CaseSources sources;
+  sources.specs = {"dtype=fp16,h=2,l=64,d=64", "dtype=fp16,h=2,lq=1,lkv=64,d=64",
+                   "dtype=bf16,h=2,l=32,d=64,backward"};
+  sources.train = true;
+  auto plan = plan_cases(sources);
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::vector<std::string> ids;
+  for (const Case& c : plan->cases) ids.push_back(c.id());
+  EXPECT_EQ(ids, (std::vector<std::string>{"fp16-b1-h2-q64-k64-d64", "fp16-b1-h2-q64-k64-d64-bwd",
+                                           "fp16-b1-h2-q1-k64-d64", "bf16-b1-h2-q32-k32-d64-bwd"}));
+  sources.train = false;
+  EXPECT_EQ(plan_cases(sources)->cases.size(), 3u);
+}

@@ -76,3 +76,27 @@ TEST(Status, NamesRoundTripAndFailuresAreTheContract) {
                    Status::timeout})
     EXPECT_TRUE(is_failure_by_default(s));
 }
+
+TEST(CaseSpec, ABackwardCaseEndsInBwdAndRoundTripsEveryWay) {
+  auto c = parse_case_spec("dtype=bf16,hq=8,hkv=2,l=64,d=64,causal,seed=3,backward");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->backward);
+  EXPECT_EQ(c->id(), "bf16-b1-h8:2-q64-k64-d64-causal-s3-bwd");
+  auto from_id = parse_case_id(c->id());
+  ASSERT_TRUE(from_id) << from_id.error().message;
+  EXPECT_EQ(*from_id, *c);
+  EXPECT_EQ(to_json(*c).at("backward"), true);
+  auto from_json = case_from_json(to_json(*c));
+  ASSERT_TRUE(from_json);
+  EXPECT_EQ(*from_json, *c);
+  // A forward case's id and JSON are what they always were (baselines keep matching).
+  const Case forward = c->forward_only();
+  EXPECT_EQ(forward.id(), "bf16-b1-h8:2-q64-k64-d64-causal-s3");
+  EXPECT_FALSE(to_json(forward).contains("backward"));
+  // "-bwd" is the last part only.
+  EXPECT_FALSE(parse_case_id("bf16-b1-h8-q64-k64-d64-bwd-causal"));
+  // Forward and backward: 3.5 times the forward's work; autograd keeps the scores for it.
+  EXPECT_DOUBLE_EQ(c->flops(), 3.5 * forward.flops());
+  EXPECT_EQ(c->math_scores_bytes(), 2 * forward.math_scores_bytes());
+  EXPECT_GT(c->input_bytes(), forward.input_bytes());
+}

@@ -6,6 +6,7 @@
 // all-zero output in their reason and matches them to the aotriton-hip-invalid-value known issue
 // once, with its remedy; the device-poisoned remedy of those cells is said once too.
 #include "support/run_binary.hpp"
+#include "support/torch_probes.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -19,14 +20,9 @@ using sdpa_test::run_binary;
 
 namespace {
 
-#ifdef SDPA_TEST_HAVE_TORCH_WORKER
-constexpr bool k_torch_worker = true;
-#else
-constexpr bool k_torch_worker = false;
-#endif
-const std::string k_python = SDPA_TEST_PYTHON;
-
-bool python_has_torch() { return sdpa_test::imports_torch(k_python); }
+using sdpa_test::k_torch_worker;
+using sdpa_test::python_has_torch;
+const std::string& k_python = sdpa_test::k_test_python;
 
 void expect_poisoned_case_blamed(const std::string& probe) {
   const std::vector<std::string> ids = {"fp32-b1-h2-q8-k8-d16", "fp32-b1-h2-q12-k12-d16",

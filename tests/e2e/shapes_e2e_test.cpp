@@ -4,6 +4,7 @@
 // query of at most 16. The condition syntax itself is checked on both sides of the switch, the C++
 // workers' parser and the Python probe's.
 #include "support/run_binary.hpp"
+#include "support/torch_probes.hpp"
 #include "workers/planted_fault.hpp"
 
 #include <gtest/gtest.h>
@@ -18,14 +19,9 @@ using sdpa_test::run_binary;
 
 namespace {
 
-#ifdef SDPA_TEST_HAVE_TORCH_WORKER
-constexpr bool k_torch_worker = true;
-#else
-constexpr bool k_torch_worker = false;
-#endif
-const std::string k_python = SDPA_TEST_PYTHON;
-
-bool python_has_torch() { return sdpa_test::imports_torch(k_python); }
+using sdpa_test::k_torch_worker;
+using sdpa_test::python_has_torch;
+const std::string& k_python = sdpa_test::k_test_python;
 
 sdpa_doctor::Case causal_case(int64_t lq) {
   sdpa_doctor::Case c;
@@ -82,9 +78,7 @@ for bad in ("when=lq<=,action=nan", "when=lq=<16,action=nan", "when=lq<==16,acti
     raise AssertionError(bad)
 print("ok")
 )";
-  sdpa_test::RunOptions o;
-  o.set_env = {{"PYTHONPATH", sdpa_test::source_path("src/workers/python")}};
-  auto r = run_binary({k_python, "-c", script}, o);
+  auto r = sdpa_test::run_probe_snippet(script);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "ok\n") << r.err;
 }
@@ -92,9 +86,7 @@ print("ok")
 // Causal queries of 1, 2, 8 and 16 fail; 17 and 32, and the same short queries without causal,
 // pass. Every key length is odd.
 TEST(ShapesCheck, ATinyCausalFailureIsFoundWhereItLivesAndOnlyThere) {
-  std::string probes;
-  if (python_has_torch()) probes = "python";
-  if (k_torch_worker) probes += probes.empty() ? "libtorch" : ",libtorch";
+  const std::string probes = sdpa_test::runnable_torch_probes();
   if (probes.empty()) GTEST_SKIP() << "neither torch probe can run here";
   std::vector<std::string> argv = {sdpa_test::doctor(), "check", "--probe", probes, "--variant",
                                    "math", "--python", k_python};

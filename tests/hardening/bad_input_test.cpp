@@ -221,7 +221,6 @@ std::vector<Row> rows() {
       {"model_binary", {"check", "--model", "@/binary.jsonl"}},
       {"model_max_len_zero", {"check", "--model", "@/model-ok.json", "--max-len", "0"}},
       {"model_max_len_negative", {"check", "--model", "@/model-ok.json", "--max-len", "-5"}},
-      {"model_train", {"check", "--model", "@/model-ok.json", "--train"}},
       {"model_in_cases_command", {"cases", "--model", "@/model-kv-heads.json"}, false},
       {"model_max_len_in_cases_command",
        {"cases", "--model", "@/model-ok.json", "--max-len", "0"},

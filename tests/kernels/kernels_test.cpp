@@ -68,7 +68,7 @@ TEST(Oracle, CausalIsTopLeftWhenLqDiffersFromLkv) {
   c.lkv = 2;
   c.d = 1;
   c.causal = true;
-  HostInputs in{{0.0f, 0.0f, 0.0f}, {1.0f, 1.0f}, {2.0f, 4.0f}, {}};
+  HostInputs in{{0.0f, 0.0f, 0.0f}, {1.0f, 1.0f}, {2.0f, 4.0f}, {}, {}};
   const auto out = oracle_attention(c, in);
   EXPECT_DOUBLE_EQ(out[0], 2.0);
   EXPECT_DOUBLE_EQ(out[1], 3.0);
@@ -82,7 +82,7 @@ TEST(Oracle, ScaleIsInverseSqrtOfHeadDim) {
   c.lq = 1;
   c.lkv = 2;
   c.d = 4;
-  HostInputs in{{1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0}, {}};
+  HostInputs in{{1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0}, {}, {}};
   const double w0 = std::exp(2.0) / (std::exp(2.0) + 1.0); // 4 / sqrt(4) = 2
   EXPECT_NEAR(oracle_attention(c, in)[0], w0, 1e-15);
 }

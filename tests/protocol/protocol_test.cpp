@@ -76,16 +76,20 @@ TEST(Golden, EveryEventLineIsReadAndWrittenBackIdentically) {
     switch (e.kind) {
     case EventKind::hello: back = hello_line(read_hello(e.body)); break;
     case EventKind::begin: back = begin_line(e.case_id); break;
+    case EventKind::phase:
+      EXPECT_EQ(read_phase(e.body).case_id, e.case_id);
+      back = phase_line(read_phase(e.body));
+      break;
     case EventKind::result:
       EXPECT_EQ(read_result(e.body).case_id, e.case_id);
       back = result_line(read_result(e.body));
       break;
     case EventKind::bye: back = bye_line(); break;
-    default: ADD_FAILURE() << "not one of the four events: " << line << " " << e.problem;
+    default: ADD_FAILURE() << "not one of the five events: " << line << " " << e.problem;
     }
     EXPECT_EQ(back, line);
   }
-  EXPECT_EQ(seen.size(), 4u) << "hello, begin, result and bye each have a golden line";
+  EXPECT_EQ(seen.size(), 5u) << "hello, begin, phase, result and bye each have a golden line";
 }
 
 TEST(Golden, TheWriterWritesTheGoldenLinesOnTheFd) {
@@ -95,6 +99,7 @@ TEST(Golden, TheWriterWritesTheGoldenLinesOnTheFd) {
       const Event e = parse_event(line);
       if (e.kind == EventKind::hello) w.hello(read_hello(e.body));
       if (e.kind == EventKind::begin) w.begin(e.case_id);
+      if (e.kind == EventKind::phase) w.phase(read_phase(e.body));
       if (e.kind == EventKind::result) w.result(read_result(e.body));
       if (e.kind == EventKind::bye) w.bye();
     }

@@ -4,6 +4,7 @@
 // pseudo-terminal the progress line fits 40 columns and a dumb terminal gets no escape.
 #include "output_checks.hpp"
 #include "support/run_binary.hpp"
+#include "support/torch_probes.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -26,15 +27,9 @@ using sdpa_test::TempDir;
 
 namespace {
 
-#ifdef SDPA_TEST_HAVE_TORCH_WORKER
-constexpr bool k_torch_worker = true;
-#else
-constexpr bool k_torch_worker = false;
-#endif
-
-const std::string k_python = SDPA_TEST_PYTHON;
-
-bool python_has_torch() { return sdpa_test::imports_torch(k_python); }
+using sdpa_test::k_torch_worker;
+using sdpa_test::python_has_torch;
+const std::string& k_python = sdpa_test::k_test_python;
 
 bool updating() {
   const char* v = std::getenv("SDPA_DOCTOR_UPDATE_GOLDEN");

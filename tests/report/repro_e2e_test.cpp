@@ -110,6 +110,24 @@ TEST(Repro, ImpossibleToleranceIsAMismatch) {
   EXPECT_NE(result.out.find("MISMATCH"), std::string::npos) << result.out;
 }
 
+// A backward case's script runs the backward for the same upstream gradient and judges each
+// gradient; one that no tolerance can hold is named.
+TEST(Repro, ABackwardCaseRunsItsBackwardAndJudgesEachGradient) {
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  for (const char* variant : {"math", "flash"}) {
+    auto pass = run_script(report::render_repro(
+        cpu_case("dtype=bf16,b=1,hq=4,hkv=2,l=24,d=16,causal,backward", variant)).value());
+    EXPECT_EQ(pass.exit_code, 0) << variant << "\n" << pass.out << pass.err;
+    for (const char* name : {"(dq)", "(dk)", "(dv)"})
+      EXPECT_NE(pass.out.find(std::string("PASS in backward ") + name), std::string::npos) << pass.out;
+  }
+  CaseResult r = cpu_case("dtype=fp32,b=1,h=2,l=16,d=8,backward");
+  r.tolerance = {1e-30, 1e-30};
+  auto fail = run_script(report::render_repro(r).value());
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  EXPECT_NE(fail.out.find("MISMATCH in backward (dq)"), std::string::npos) << fail.out;
+}
+
 TEST(Repro, CarriesTheVariantsFlagsAndRefusesToRunWithoutItsGpu) {
   CaseResult r = cpu_case("dtype=fp16,b=1,h=2,l=32,d=16", "flash[ck]");
   r.device = "cuda:0";

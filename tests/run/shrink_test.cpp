@@ -55,6 +55,23 @@ TEST(ShrinkSearch, FindsTheHeadDimBoundary) {
   EXPECT_LE(asked, ShrinkBudget{}.cases);
 }
 
+// The direction is a dimension: a failure only in backward past a head dim says both.
+TEST(ShrinkSearch, FindsABackwardOnlyFailureAndItsHeadDimBoundary) {
+  Case start = failing_case();
+  start.causal = false;
+  start.backward = true;
+  int asked = 0;
+  Shrink s = search([](const Case& c) { return c.backward && c.d > 128; }, &asked, start);
+  EXPECT_EQ(s.verdict, "boundary");
+  ASSERT_EQ(s.conditions.size(), 2u);
+  EXPECT_EQ(s.conditions[0].axis, "backward");
+  EXPECT_EQ(s.conditions[1].axis, "d");
+  EXPECT_EQ(s.rule, "math on cpu: error only in backward when head_dim > 128");
+  ASSERT_TRUE(s.minimal.has_value());
+  EXPECT_TRUE(s.minimal->backward);
+  EXPECT_LE(asked, ShrinkBudget{}.cases);
+}
+
 TEST(ShrinkSearch, FindsTheCausalCondition) {
   Shrink s = search([](const Case& c) { return c.causal; });
   EXPECT_EQ(s.verdict, "boundary");

@@ -7,6 +7,7 @@
 #include "support/run_binary.hpp"
 #include "worker_process.hpp"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -82,9 +83,14 @@ std::vector<Case> few() {
   return out;
 }
 
-void expect_protocol_shape(const WorkerRun& r, size_t cases, Worker w, const std::string& variant) {
+// hello, begin and result per case, bye; and a `phase` event per backward case.
+void expect_protocol_shape(const WorkerRun& r, size_t cases, Worker w, const std::string& variant,
+                           size_t backward_cases = 0) {
   ASSERT_TRUE(r.broken.empty()) << r.broken.front();
-  ASSERT_EQ(r.events.size(), 2 * cases + 2) << r.err;
+  ASSERT_EQ(r.events.size(), 2 * cases + 2 + backward_cases) << r.err;
+  size_t phases = 0;
+  for (const auto& e : r.events) phases += e["event"] == "phase" ? 1 : 0;
+  EXPECT_EQ(phases, backward_cases);
   EXPECT_EQ(r.events.front()["event"], "hello");
   EXPECT_EQ(r.events.front()["worker"], name(w));
   EXPECT_EQ(r.events.front()["variant"], variant);
@@ -113,7 +119,10 @@ TEST_P(WorkerTest, QuickSuitePassesOnCpuForMathFlashDefault) {
     const auto t0 = std::chrono::steady_clock::now();
     WorkerRun r = run(GetParam(), variant, file);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    expect_protocol_shape(r, cases.size(), GetParam(), variant);
+    const size_t backward = size_t(std::count_if(cases.begin(), cases.end(),
+                                                 [](const Case& c) { return c.backward; }));
+    EXPECT_GT(backward, 0u);
+    expect_protocol_shape(r, cases.size(), GetParam(), variant, backward);
     std::map<std::string, double> worst; // per dtype: max abs err / atol
     for (const Case& c : cases) {
       const auto res = r.result(c.id());

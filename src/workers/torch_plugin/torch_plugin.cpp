@@ -230,6 +230,7 @@ struct CaseOutcome {
   int outcome = SDPA_PLUGIN_RAN;
   std::string reason;
   std::vector<float> output;
+  std::vector<float> dq, dk, dv; // a backward case's gradients, logical order
   std::vector<double> times_ms;
   std::string backend_chosen;
   std::vector<std::string> warnings;
@@ -422,11 +423,24 @@ private:
     }
   }
 
+  // A float tensor on the host, in logical order: a gradient or an output crossing back.
+  static std::vector<float> host_values(const at::Tensor& t) {
+    const at::Tensor host = t.to(at::kFloat).to(at::kCPU).contiguous();
+    const float* p = host.data_ptr<float>();
+    return std::vector<float>(p, p + host.numel());
+  }
+
   CaseOutcome run_case(const sdpa_plugin_case& c) {
     const bool tr = c.transposed != 0;
     at::Tensor q = to_tensor(c.q, {c.b, c.hq, c.lq, c.d}, c.dtype, tr);
     at::Tensor k = to_tensor(c.k, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
     at::Tensor v = to_tensor(c.v, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
+    const bool backward = c.backward != 0;
+    at::Tensor grad_out;
+    if (backward) {
+      for (at::Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
+      grad_out = to_tensor(c.grad_out, {c.b, c.hq, c.lq, c.d}, c.dtype, false);
+    }
     c10::optional<at::Tensor> mask;
     if (c.mask != SDPA_PLUGIN_MASK_NONE) {
       at::Tensor m = at::from_blob(const_cast<float*>(c.mask_values), {c.b, 1, c.lq, c.lkv},
@@ -452,12 +466,24 @@ private:
       r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, 0.0, c.causal, {}));
 #endif
     }
-    auto call = [&] {
+    auto forward = [&] {
 #if SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
       return at::scaled_dot_product_attention(q, k, v, mask, 0.0, c.causal, {}, gqa);
 #else
       return at::scaled_dot_product_attention(q, k, v, mask, 0.0, c.causal, {});
 #endif
+    };
+    auto reset_grads = [&] {
+      for (at::Tensor* t : {&q, &k, &v}) t->mutable_grad().reset();
+    };
+    // A timed or warm-up run: the forward, and the backward of a backward case.
+    auto call = [&] {
+      at::Tensor o = forward();
+      if (backward) {
+        reset_grads();
+        o.backward(grad_out);
+      }
+      return o;
     };
     // Every SDPA call back to back in one pool block: a pool woken for the timed calls alone
     // would charge its wake-up (a scheduler tick on busy cores) to the first of them.
@@ -468,8 +494,25 @@ private:
       const auto spent = [&] {
         return c.budget_ms > 0 && ms_since(start) >= static_cast<double>(c.budget_ms);
       };
-      out = call(); // the checked run: its output is the one compared with the oracle
+      out = forward(); // the checked run: its output is the one compared with the oracle
       synchronize();
+      if (backward) {
+        // The forward is judged before the backward starts: a crash from here on is the backward's.
+        r.output = host_values(out.detach());
+        c.entering_backward(c.hook_ctx, r.output.data(), static_cast<int64_t>(r.output.size()));
+        out.backward(grad_out);
+        synchronize();
+        for (const at::Tensor* t : {&q, &k, &v})
+          if (!t->grad().defined() || t->grad().sizes() != t->sizes()) {
+            r.outcome = SDPA_PLUGIN_FAILED;
+            r.reason = "the backward left a gradient undefined or of another shape";
+            r.output.clear();
+            return r;
+          }
+        r.dq = host_values(q.grad());
+        r.dk = host_values(k.grad());
+        r.dv = host_values(v.grad());
+      }
       for (int i = 1; i < c.warmup && !spent(); ++i) (void)call();
       synchronize();
       for (int i = 0; i < c.repeat && (i == 0 || !spent()); ++i) {
@@ -481,6 +524,7 @@ private:
       }
     }
     // A trailing op on the device surfaces errors a kernel left behind without raising.
+    out = out.detach();
     (void)out.to(at::kFloat).sum().item<double>();
     at::Tensor host = out.to(at::kFloat).to(at::kCPU).contiguous();
     if (host.sizes() != at::IntArrayRef{c.b, c.hq, c.lq, c.d}) {
@@ -561,6 +605,11 @@ void plugin_run(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* resul
   result->times_len = 0;
   if (r.outcome == SDPA_PLUGIN_RAN) {
     std::copy(r.output.begin(), r.output.end(), result->output);
+    if (c->backward) { // run_case checked each gradient's shape against its input's
+      std::copy(r.dq.begin(), r.dq.end(), result->dq);
+      std::copy(r.dk.begin(), r.dk.end(), result->dk);
+      std::copy(r.dv.begin(), r.dv.end(), result->dv);
+    }
     const size_t n = std::min(r.times_ms.size(), static_cast<size_t>(std::max(c->repeat, 0)));
     std::copy_n(r.times_ms.begin(), n, result->times_ms);
     result->times_len = static_cast<int>(n);
@@ -584,6 +633,6 @@ const sdpa_torch_plugin k_plugin = {SDPA_TORCH_PLUGIN_VERSION, plugin_open,     
 
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const sdpa_torch_plugin* sdpa_torch_plugin_v1() {
+extern "C" __attribute__((visibility("default"))) const sdpa_torch_plugin* sdpa_torch_plugin_v2() {
   return &k_plugin;
 }

@@ -14,8 +14,8 @@
 extern "C" {
 #endif
 
-#define SDPA_TORCH_PLUGIN_VERSION 1
-#define SDPA_TORCH_PLUGIN_ENTRY "sdpa_torch_plugin_v1"
+#define SDPA_TORCH_PLUGIN_VERSION 2
+#define SDPA_TORCH_PLUGIN_ENTRY "sdpa_torch_plugin_v2"
 
 enum sdpa_plugin_dtype { SDPA_PLUGIN_F16 = 0, SDPA_PLUGIN_BF16 = 1, SDPA_PLUGIN_F32 = 2 };
 enum sdpa_plugin_mask { SDPA_PLUGIN_MASK_NONE = 0, SDPA_PLUGIN_MASK_BOOL = 1, SDPA_PLUGIN_MASK_ADDITIVE = 2 };
@@ -35,6 +35,13 @@ typedef struct sdpa_plugin_case {
   int warmup;
   int repeat;
   int64_t budget_ms; /* 0: none */
+  /* A backward case: after the checked forward, the plugin calls entering_backward(hook_ctx,
+   * output, count) with its output (logical (B,Hq,Lq,D): count floats), then runs the backward for grad_out
+   * (logical (B,Hq,Lq,D)); its timed runs are forward and backward together. */
+  int backward;
+  const float* grad_out;
+  void (*entering_backward)(void* hook_ctx, const float* output, int64_t count);
+  void* hook_ctx;
 } sdpa_plugin_case;
 
 enum sdpa_plugin_outcome {
@@ -44,11 +51,15 @@ enum sdpa_plugin_outcome {
   SDPA_PLUGIN_FAILED = 3       /* it ran but gave nothing usable: reason says why */
 };
 
-/* Filled by run. The worker owns output (b*hq*lq*d floats) and times_ms (`repeat` doubles); the
- * plugin owns the texts. */
+/* Filled by run. The worker owns output (b*hq*lq*d floats), times_ms (`repeat` doubles) and, for
+ * a backward case, dq (b*hq*lq*d), dk and dv (b*hkv*lkv*d; logical order); the plugin owns the
+ * texts. */
 typedef struct sdpa_plugin_result {
   int outcome; /* sdpa_plugin_outcome */
   float* output;
+  float* dq;
+  float* dk;
+  float* dv;
   double* times_ms;
   int times_len;
   char* reason;         /* NULL when it ran */

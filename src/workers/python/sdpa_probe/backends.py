@@ -1,6 +1,7 @@
 """Torch's side of a worker: importing torch, one SDPA backend forced for a case (Probe) and its
 facts, the canary after a case, and which exceptions are a backend's refusal."""
 
+import contextlib
 import json
 import os
 import sys
@@ -244,8 +245,11 @@ class Probe(object):
         if self.gpu:
             self.torch.cuda.synchronize(self.torch.device(self.device))
 
-    def run(self, line, q, k, v, mask):
-        """(status, reason, output float32 CPU tensor or None, times_ms, backend_chosen)."""
+    def run(self, line, q, k, v, mask, grad_out=None, entering_backward=None):
+        """(output float32 CPU tensor, times_ms, backend_chosen, gradients). A backward case
+        (grad_out given) runs its checked forward, calls entering_backward(output), then its
+        backward: gradients are dq, dk, dv as float32 CPU tensors in logical order (else None);
+        its timed runs are forward and backward together."""
         torch = self.torch
         c = line["case"]
         dev = torch.device(self.device)
@@ -254,6 +258,10 @@ class Probe(object):
             return laid_out(t, c["layout"]).to(dev)
 
         q, k, v = place(q), place(k), place(v)
+        backward = grad_out is not None
+        if backward:
+            q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+            grad_out = grad_out.to(dev)
         if mask is not None:
             mask = mask.to(dev)
         gqa = c["hq"] != c["hkv"]
@@ -263,12 +271,20 @@ class Probe(object):
         sdpa = torch.nn.functional.scaled_dot_product_attention
         chosen = self.chosen(q, k, v, mask, c, gqa) if self.backend == "default" else self.backend
 
-        def call():
+        def forward():
             ctx = self._context()
             if ctx is None:
                 return sdpa(q, k, v, **kwargs)
             with ctx:
                 return sdpa(q, k, v, **kwargs)
+
+        def call():
+            o = forward()
+            if backward:
+                for t in (q, k, v):
+                    t.grad = None
+                o.backward(grad_out)
+            return o
 
         # Every SDPA call back to back in one pool block: a pool woken for the timed calls alone
         # would charge its wake-up (a scheduler tick on busy cores) to the first of them.
@@ -279,9 +295,19 @@ class Probe(object):
         def spent():
             return budget > 0 and time.perf_counter() - start >= budget
 
-        with self.threads.sdpa():
-            out = call()  # the checked run: its output is the one compared with the oracle
+        grads = None
+        with torch.enable_grad() if backward else contextlib.nullcontext(), self.threads.sdpa():
+            out = forward()  # the checked run: its output is the one compared with the oracle
             self.sync()
+            if backward:
+                # The forward is judged before the backward starts: a crash from here on is the
+                # backward's.
+                entering_backward(out.detach().float().cpu().contiguous())
+                out.backward(grad_out)
+                self.sync()
+                if any(t.grad is None or t.grad.shape != t.shape for t in (q, k, v)):
+                    raise RuntimeError("the backward left a gradient undefined or of another shape")
+                grads = tuple(t.grad.float().cpu().contiguous() for t in (q, k, v))
             for _ in range(1, line["warmup"]):
                 if spent():
                     break
@@ -295,9 +321,10 @@ class Probe(object):
                 self.sync()
                 times.append((time.perf_counter() - t0) * 1000.0)
         # A trailing op on the device surfaces errors a kernel left behind without raising.
+        out = out.detach()
         float(out.float().sum().item())
         host = out.float().cpu().contiguous()
-        return host, times, chosen
+        return host, times, chosen, grads
 
 
 def classify(exc, captured):

@@ -10,7 +10,7 @@ from .protocol import DTYPE_NAMES
 
 
 FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison", "zeros")
-FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed")
+FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed", "bwd")
 
 
 def fault_value(name, c):
@@ -23,6 +23,8 @@ def fault_value(name, c):
         return {"none": 0, "bool": 1, "additive": 2}[c["mask"]]
     if name == "transposed":
         return 1 if c["layout"] == "transposed" else 0
+    if name == "bwd":
+        return 1 if c.get("backward") else 0
     return c[name]
 
 
@@ -58,7 +60,8 @@ def parse_fault(text):
     for one in (text or "").split(";"):
         if not one:
             continue
-        spec = {"variant": "*", "case": "*", "action": None, "when": [], "once": None}
+        spec = {"variant": "*", "case": "*", "action": None, "when": [], "once": None,
+                "stage": "forward"}
         for item in one.split(","):
             if not item:
                 continue
@@ -71,6 +74,8 @@ def parse_fault(text):
                 spec[key] = value
         if spec["action"] not in FAULT_ACTIONS:
             raise ValueError("SDPA_DOCTOR_TEST_FAULT: unknown action '%s'" % spec["action"])
+        if spec["stage"] not in ("forward", "backward"):
+            raise ValueError("SDPA_DOCTOR_TEST_FAULT: unknown stage '%s'" % spec["stage"])
         if spec["once"] is not None and not spec["once"].startswith("/"):
             raise ValueError("SDPA_DOCTOR_TEST_FAULT: once= takes an absolute path")
         specs.append(spec)
@@ -91,6 +96,8 @@ def fault_fires(spec):
 def matching_fault(faults, variant_name, cid, c):
     """The first spec that matches this case (None also when it does not fire: once=)."""
     for f in faults or ():
+        if f["stage"] == "backward" and not c.get("backward"):
+            continue
         if f["variant"] in ("*", variant_name) and f["case"] in ("*", cid) and \
                 all(condition_holds(w, c) for w in f["when"]):
             return f if fault_fires(f) else None

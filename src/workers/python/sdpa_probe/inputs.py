@@ -53,22 +53,26 @@ def torch_dtype(torch, name):
     return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[name]
 
 
+def fill_tensor(torch, dt, key, count, scale):
+    """`count` values scale * unit of the tensor with this key, rounded to dt as .to(dt) does."""
+    # In chunks that stay in cache: a decode case's K is 10^8 elements, and each whole-tensor
+    # int64 pass would stream gigabytes through memory.
+    out = torch.empty(count, dtype=dt)
+    for start in range(0, count, INPUT_CHUNK):
+        n = min(INPUT_CHUNK, count - start)
+        idx = torch.arange(start, start + n, dtype=torch.int64)
+        u = hash32_tensor(torch, idx.add_(key).bitwise_and_(MASK32))
+        out[start:start + n] = unit_from_bits(torch, u) * scale
+    return out
+
+
 def make_inputs(torch, c):
     """q, k, v (logical B,H,L,D) in the case dtype and the mask (B,1,Lq,Lkv) or None, on CPU."""
     dt = torch_dtype(torch, c["dtype"])
     seed = c["seed"]
 
     def fill(index, count, scale, shape):
-        # In chunks that stay in cache: a decode case's K is 10^8 elements, and each whole-tensor
-        # int64 pass would stream gigabytes through memory.
-        key = input_key(seed, index)
-        out = torch.empty(count, dtype=dt)
-        for start in range(0, count, INPUT_CHUNK):
-            n = min(INPUT_CHUNK, count - start)
-            idx = torch.arange(start, start + n, dtype=torch.int64)
-            u = hash32_tensor(torch, idx.add_(key).bitwise_and_(MASK32))
-            out[start:start + n] = unit_from_bits(torch, u) * scale  # rounded as .to(dt) does
-        return out.reshape(shape)
+        return fill_tensor(torch, dt, input_key(seed, index), count, scale).reshape(shape)
 
     q = fill(0, q_elements(c), 4.0, (c["b"], c["hq"], c["lq"], c["d"]))
     kv = kv_elements(c)
@@ -85,6 +89,13 @@ def make_inputs(torch, c):
         else:
             mask = ((unit_from_bits(torch, u) + 1.0) * -2.0).to(dt).reshape(shape)
     return q, k, v, mask
+
+
+def make_upstream_gradient(torch, c):
+    """A backward case's upstream gradient dO (logical B,Hq,Lq,D) in the case dtype, on CPU."""
+    out = fill_tensor(torch, torch_dtype(torch, c["dtype"]), input_key(c["seed"], 4), q_elements(c),
+                      1.0)
+    return out.reshape(c["b"], c["hq"], c["lq"], c["d"])
 
 
 def laid_out(t, layout):

@@ -33,6 +33,16 @@ def oracle_attention(torch, c, q, k, v, mask):
     return torch.matmul(p, v)
 
 
+def oracle_gradients(torch, c, q, k, v, mask, grad_out):
+    """dq, dk, dv of oracle_attention for the upstream gradient, by float64 autograd on the CPU
+    (flat, float64)."""
+    q, k, v = (t.detach().double().requires_grad_(True) for t in (q, k, v))
+    with torch.enable_grad():
+        out = oracle_attention(torch, c, q, k, v, mask)
+        dq, dk, dv = torch.autograd.grad(out, (q, k, v), grad_out.double())
+    return dq.reshape(-1), dk.reshape(-1), dv.reshape(-1)
+
+
 def load_oracle(torch, line, q, k, v, mask):
     n = q_elements(line["case"])
     if line["oracle"]:
@@ -87,3 +97,44 @@ def compare(torch, out, ref, atol, rtol):
                      max_abs, rel_l2))
         return "mismatch", (ALL_ZERO_OUTPUT + ": " if zeros else "") + reason, metrics
     return "pass", "", metrics
+
+
+# cases::k_gradient_slack and cases::gradient_tolerance: a gradient is judged with the case's
+# tolerance, atol scaled by its largest |oracle| element (at least 1), both times the slack.
+GRADIENT_SLACK = 2.0
+BADNESS = {"pass": 0, "mismatch": 1, "nonfinite": 2}
+
+
+def worst_metrics(a, b):
+    out = dict(a)
+    for key in ("max_abs_err", "rel_l2_err", "frac_outside_tol"):
+        if b.get(key) is not None and (out.get(key) is None or b[key] > out[key]):
+            out[key] = b[key]
+    for key in ("nan_count", "inf_count"):
+        out[key] = out.get(key, 0) + b.get(key, 0)
+    return out
+
+
+def compare_gradients(torch, got, want, atol, rtol):
+    """cases::compare_gradients: (status, reason, metrics) over [(name, got, oracle)]."""
+    status, reason, metrics = "pass", "", None
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        w = w.double().reshape(-1)
+        finite = w[torch.isfinite(w)]
+        scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
+        s, r, m = compare(torch, g, w, atol * scale * GRADIENT_SLACK, rtol * GRADIENT_SLACK)
+        metrics = m if metrics is None else worst_metrics(metrics, m)
+        if BADNESS.get(s, 3) > BADNESS.get(status, 3):
+            status, reason = s, "%s: %s" % (name, r)
+    return status, reason, metrics
+
+
+def combine_directions(forward, backward):
+    """cases::combine_directions of two (status, reason, metrics)."""
+    (fs, fr, fm), (bs, br, bm) = forward, backward
+    status = bs if BADNESS.get(bs, 3) > BADNESS.get(fs, 3) else fs
+    metrics = worst_metrics(fm, bm)
+    if bs == "pass":
+        return status, fr, metrics
+    reason = "backward: %s" % br if fs == "pass" else "forward: %s; backward: %s" % (fr, br)
+    return status, reason, metrics

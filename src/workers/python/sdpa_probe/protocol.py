@@ -92,8 +92,8 @@ def normalise_case(c):
         elif key == "layout":
             out["layout"] = {"contiguous": "contiguous", "bhld": "contiguous",
                              "transposed": "transposed", "blhd": "transposed"}[value]
-        elif key == "causal":
-            out["causal"] = bool(value) if not isinstance(value, str) else value in ("1", "true")
+        elif key in ("causal", "backward"):  # backward: only where the doctor wrote it (true)
+            out[key] = bool(value) if not isinstance(value, str) else value in ("1", "true")
         elif key == "h":
             out["hq"] = out["hkv"] = int(value)
         elif key == "l":

@@ -10,8 +10,9 @@ import warnings
 from .backends import Probe, add_canary, classify, import_torch
 from .faults import (corrupt_output, matching_fault, parse_fault, planted_canary,
                      process_fault)
-from .inputs import make_inputs, torch_dtype
-from .oracle import compare, load_oracle
+from .inputs import make_inputs, make_upstream_gradient, torch_dtype
+from .oracle import (combine_directions, compare, compare_gradients, load_oracle,
+                     oracle_gradients)
 from .protocol import (CANARY_FAILED_EXIT, Writer, finite_or_none, normalise_case, one_line,
                        parse_case_line, parse_variant, variant_environment)
 
@@ -104,6 +105,29 @@ def run_worker(args, started):
                          args["device"], broken)
 
 
+def judge_output(torch, line, host, q, k, v, mask, corrupt):
+    """(status, reason, metrics) of a forward output against the oracle, after a planted
+    corruption."""
+    c = line["case"]
+    shape = (c["b"], c["hq"], c["lq"], c["d"])
+    if tuple(host.shape) != shape:
+        raise RuntimeError("output has shape %s, expected %s" % (tuple(host.shape), shape))
+    host = host.reshape(-1).clone()
+    if corrupt:
+        corrupt_output(corrupt, host)
+    ref = load_oracle(torch, line, q, k, v, mask)
+    return compare(torch, host, ref, line["atol"], line["rtol"])
+
+
+def judge_gradients(torch, line, grads, q, k, v, mask, grad_out, corrupt):
+    """(status, reason, metrics) of dq, dk, dv against the float64 oracle's gradients."""
+    got = [g.reshape(-1).clone() for g in grads]
+    if corrupt:
+        corrupt_output(corrupt, got[0])
+    want = oracle_gradients(torch, line["case"], q, k, v, mask, grad_out)
+    return compare_gradients(torch, got, want, line["atol"], line["rtol"])
+
+
 def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, device, broken=""):
     """Runs every case line and writes begin/result, then bye; the worker's exit code.
     `unavailable`: every case is `unsupported` with it; `broken`: every case is an `error`."""
@@ -113,8 +137,13 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
             return 1
         fault = matching_fault(faults, variant_name, cid, line["case"])
         hit = fault is not None
-        if hit:
-            process_fault(fault["action"])
+        in_backward = hit and fault["stage"] == "backward"
+        forward_fault = fault["action"] if hit and not in_backward else None
+        backward_fault = fault["action"] if in_backward else None
+        if forward_fault:
+            process_fault(forward_fault)
+        backward = line["case"].get("backward", False)
+        forward = []  # a backward case's forward verdict, once its backward starts
         result = {"case": cid, "status": "error", "reason": "", "metrics": {},
                   "tolerance": {"atol": line["atol"], "rtol": line["rtol"]},
                   "backend_chosen": "", "warnings": []}
@@ -129,13 +158,33 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
             with warnings.catch_warnings(record=True) as captured:
                 warnings.simplefilter("always")
                 host = None
+                q = k = v = mask = grad_out = None
+
+                def entering_backward(output):
+                    forward.append(judge_output(torch, line, output, q, k, v, mask,
+                                                forward_fault))
+                    writer.event("phase", case=cid, phase="backward",
+                                 forward={"status": forward[0][0], "reason": forward[0][1]})
+                    if backward_fault:
+                        process_fault(backward_fault)
+
                 try:
                     q, k, v, mask = make_inputs(torch, line["case"])
-                    host, times, chosen = probe.run(line, q, k, v, mask)
+                    if backward:
+                        grad_out = make_upstream_gradient(torch, line["case"])
+                    host, times, chosen, grads = probe.run(line, q, k, v, mask, grad_out,
+                                                           entering_backward)
                     result["backend_chosen"] = chosen
                 except Exception as e:
                     texts = [str(w.message) for w in captured]
                     result["status"], result["reason"] = classify(e, texts)
+                    if backward and forward:
+                        result["reason"] = "in backward: " + result["reason"]
+                        result["directions"] = {"forward": forward[0][0],
+                                                "backward": result["status"]}
+                        metrics.update(forward[0][2])
+                    elif backward:
+                        result["directions"] = {"forward": result["status"]}
             result["warnings"] = []
             for w in captured:
                 text = one_line(w.message)
@@ -143,16 +192,13 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                     result["warnings"].append(text)
             if host is not None:
                 try:
-                    c = line["case"]
-                    shape = (c["b"], c["hq"], c["lq"], c["d"])
-                    if tuple(host.shape) != shape:
-                        raise RuntimeError("output has shape %s, expected %s"
-                                           % (tuple(host.shape), shape))
-                    host = host.reshape(-1).clone()
-                    if hit:
-                        corrupt_output(fault["action"], host)
-                    ref = load_oracle(torch, line, q, k, v, mask)
-                    status, reason, m = compare(torch, host, ref, line["atol"], line["rtol"])
+                    status, reason, m = forward[0] if forward else judge_output(
+                        torch, line, host, q, k, v, mask, forward_fault)
+                    if backward:
+                        grad_verdict = judge_gradients(torch, line, grads, q, k, v, mask,
+                                                       grad_out, backward_fault)
+                        result["directions"] = {"forward": status, "backward": grad_verdict[0]}
+                        status, reason, m = combine_directions((status, reason, m), grad_verdict)
                     metrics.update(m)
                     metrics["time_ms"], metrics["time_min_ms"], metrics["timed_runs"] = \
                         timing(times)
