@@ -139,6 +139,22 @@ std::vector<std::string> rule_default_falls_back_to_math(const DeviceIndex& d) {
   return ids;
 }
 
+// Backward cases that fail where their forward passed (said by the worker per direction, or by
+// the forward twin of the case in the same variant): training breaks where inference works.
+std::vector<std::string> rule_fails_only_in_backward(const DeviceIndex& d) {
+  std::vector<std::string> ids;
+  for (const ResultsByVariant* results : {&d.worst, &d.reference})
+    for (const auto& [name, cases] : *results)
+      for (const auto& [id, r] : cases) {
+        if (!r->kase.backward || !is_failure_by_default(r->status)) continue;
+        const bool forward_passed =
+            r->forward_status ? *r->forward_status == Status::pass
+                              : passed(d.result(name, r->kase.forward_only().id()));
+        if (forward_passed) add_unique(ids, id);
+      }
+  return ids;
+}
+
 // A cross-variant rule: what it detects (the proving case ids, empty when it does not hold)
 // and the finding it makes. In `message`, {0} is the device and {1} the number of cases ("3
 // cases").
@@ -165,6 +181,10 @@ const DeviceRule k_device_rules[] = {
      "the doctor's reference kernels pass on {0} where torch's fused kernels fail: the fault is "
      "in the backend, not the driver or the card",
      "report it to the backend (the Markdown report carries a repro per case)"},
+    {rule_fails_only_in_backward, "fails-only-in-backward", Severity::problem,
+     "{1} fail on {0} only in their backward: the forward of the same cases passes, so "
+     "training breaks where inference works",
+     "train under the training recommendation's flags; inference can keep the inference ones"},
     {rule_default_falls_back_to_math, "default-falls-back-to-math", Severity::warning,
      "the default dispatch on {0} chose math for {1}: no fused kernel accepted them, "
      "memory grows with L^2",

@@ -90,6 +90,14 @@ TEST(BackwardCheck, ACrashOnlyInBackwardIsBlamedThereAndTrainingAdviceLeavesFlas
     }
   }
   EXPECT_EQ(crashed.size(), 4u); // two backward cases x flash, default
+  // The cause said once: one finding names the backward cases whose forward passed.
+  int backward_only = 0;
+  for (const json& f : report.at("findings")) {
+    if (f.at("id") != "fails-only-in-backward") continue;
+    ++backward_only;
+    EXPECT_EQ(f.at("case_ids").size(), 2u) << f;
+  }
+  EXPECT_EQ(backward_only, 1);
   // Inference keeps the defaults (flash); training leaves flash; each re-run passed.
   std::map<std::string, json> by_workload;
   for (const json& rec : report.at("recommendations")) by_workload[rec.value("workload", "")] = rec;
