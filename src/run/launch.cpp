@@ -134,10 +134,12 @@ ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options) {
   if (options.shared_probe_server.service) return options.shared_probe_server;
   const bool has_python = std::any_of(plan.runs.begin(), plan.runs.end(),
                                       [](const PlannedRun& r) { return r.probe == Probe::python; });
-  return has_python ? start_probe_server(options) : ProbeServer{};
+  const bool backward = std::any_of(plan.cases.begin(), plan.cases.end(),
+                                    [](const Case& c) { return c.backward; });
+  return has_python ? start_probe_server(options, backward) : ProbeServer{};
 }
 
-ProbeServer start_probe_server(const ExecuteOptions& options) {
+ProbeServer start_probe_server(const ExecuteOptions& options, bool backward) {
   ProbeServer server;
   if (!options.probe_server || options.python.empty()) return server;
   const WorkerLaunch launch = probe_executable(Probe::python, options);
@@ -145,6 +147,7 @@ ProbeServer start_probe_server(const ExecuteOptions& options) {
   if (!launch.command || socket.size() >= k_max_socket_path) return server; // workers start alone
   isolate::Command cmd = *launch.command;
   cmd.argv.insert(cmd.argv.end(), {"--serve", socket});
+  if (backward) cmd.argv.push_back("--preload-backward");
   auto service = isolate::Service::start(
       cmd, (fs::path(options.run_dir) / "probe-server.log").string());
   if (!service) return server;

@@ -285,8 +285,10 @@ inline constexpr const char* k_run_dir_unwritable = "run-dir-unwritable";
 
 // Starts one for options.python unless options.probe_server is off or there is no python; a
 // check keeps it for its run, its shrinking and its advice's re-runs (ExecuteOptions::
-// shared_probe_server). Workers start on their own when it is null.
-ProbeServer start_probe_server(const ExecuteOptions& options);
+// shared_probe_server). Workers start on their own when it is null. `backward`: the plan runs
+// backward cases, so the server also imports what torch's first backward imports lazily (a third
+// of a second each forked worker would otherwise pay).
+ProbeServer start_probe_server(const ExecuteOptions& options, bool backward = false);
 
 // Runs every planned (run, case) pair; every one ends in `results` with exactly one status.
 ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,

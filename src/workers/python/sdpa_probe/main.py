@@ -59,8 +59,8 @@ def parse_args(argv):
 def main(argv, started="exec"):
     """The exit code (most paths end in os._exit). `started`: how this process came to be the
     worker, "exec" or "forked by the start-up server"."""
-    if len(argv) == 2 and argv[0] == "--serve":
-        return serve(argv[1], main)
+    if len(argv) in (2, 3) and argv[0] == "--serve" and argv[2:] in ([], ["--preload-backward"]):
+        return serve(argv[1], main, preload_backward=len(argv) == 3)
     try:
         args = parse_args(argv)
     except ValueError as e:

@@ -95,9 +95,19 @@ def fcntl_dup_above(fd, lowest):
     return fcntl.fcntl(fd, fcntl.F_DUPFD, lowest)
 
 
-def serve(path, run_main):
+def preload_backward_imports():
+    """What torch's first backward imports lazily (symbolic shapes, sympy: a third of a second),
+    imported once here instead of in every forked worker. Pure Python: no thread starts."""
+    try:
+        import torch.fx.experimental.symbolic_shapes  # noqa: F401
+    except Exception:  # an older or newer torch without it: the workers import what they need
+        pass
+
+
+def serve(path, run_main, preload_backward=False):
     """Accepts workers until the doctor kills the server's process group; each child calls
-    run_main(argv, started) as the worker it becomes."""
+    run_main(argv, started) as the worker it becomes. `preload_backward`: the check runs backward
+    cases."""
     set_parent_death_signal()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -107,6 +117,8 @@ def serve(path, run_main):
     # own environment back, and only numpy's BLAS pool (one thread) from here.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     torch, why = import_torch()
+    if torch is not None and preload_backward:
+        preload_backward_imports()
     others = other_threads()
     if torch is None or others != []:
         why = why or ("threads alive after import: %s" % ", ".join(others or ["unknown"]))
