@@ -8,7 +8,7 @@ import time
 import warnings
 
 from .facts import gpu_truth_facts
-from .inputs import laid_out
+from .inputs import place_inputs
 from .protocol import one_line
 
 TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
@@ -248,14 +248,7 @@ class Probe(object):
         """(status, reason, output float32 CPU tensor or None, times_ms, backend_chosen)."""
         torch = self.torch
         c = line["case"]
-        dev = torch.device(self.device)
-
-        def place(t):
-            return laid_out(t, c["layout"]).to(dev)
-
-        q, k, v = place(q), place(k), place(v)
-        if mask is not None:
-            mask = mask.to(dev)
+        q, k, v, mask = place_inputs(torch, c, q, k, v, mask, self.device)
         gqa = c["hq"] != c["hkv"]
         kwargs = {"attn_mask": mask, "dropout_p": 0.0, "is_causal": c["causal"]}
         if gqa:
