@@ -31,8 +31,9 @@ inline constexpr std::string_view k_default_suite = "quick";
 // backend gate (dtypes, head dims 64/128/256/512, odd lengths, decode, causal decode, Lq != Lkv,
 // GQA, causal, masks, transposed layout) and three backward cases, seconds on a CPU. "full":
 // hundreds, head dims 16..512, lengths up to 8k, causal queries of 1..16 against odd key lengths,
-// and the backward of the short ones at every head dim.
-// Unknown names are an error that lists the known suites.
+// the backward of the short ones at every head dim, and a few of each tensor in its own layout,
+// masks in fp32 and of every shape and storage, GQA with a mask, a sliding window and scores near
+// 1e4. Unknown names are an error that lists the known suites.
 Expected<std::vector<Case>> suite_cases(std::string_view suite);
 // The cases a suite adds for GPU targets only, after its own ("full": batch x heads past 65,535,
 // the limit of a launch grid's y and z axes). A CPU target never runs them: target_guard.

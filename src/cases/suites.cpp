@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -40,6 +41,48 @@ Case make(DType dtype, int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t l
 }
 
 constexpr DType k_dtypes[] = {DType::f16, DType::bf16, DType::f32};
+
+Case with_layouts(Case c, Layout q, Layout k, Layout v) {
+  c.set_layouts(q, k, v);
+  return c;
+}
+
+Case with_mask(Case c, std::optional<DType> dtype, MaskShape shape,
+               Layout layout = Layout::contiguous) {
+  c.mask_dtype = dtype;
+  c.mask_shape = shape;
+  c.mask_layout = layout;
+  return c;
+}
+
+// What user code hands SDPA beyond packed tensors and a (B,1,..) mask in q's dtype: one tensor
+// alone in another layout, fused-projection slices, misaligned storage, masks in fp32, of every
+// shape and with odd row strides, GQA with a mask, a sliding window, scores near 1e4.
+void add_real_failure_surface(std::vector<Case>& out) {
+  using L = Layout;
+  const Case plain = make(DType::f16, 2, 8, 8, 512, 512, 64);
+  out.push_back(with_layouts(plain, L::contiguous, L::contiguous, L::transposed));
+  Case sliced = make(DType::bf16, 2, 8, 8, 512, 512, 128, true);
+  out.push_back(with_layouts(sliced, L::strided, L::strided, L::strided));
+  out.push_back(with_layouts(sliced, L::offset, L::transposed, L::strided));
+  const Case add = make(DType::f16, 2, 8, 8, 256, 256, 64, false, Mask::additive);
+  out.push_back(with_mask(add, DType::f32, MaskShape::batch));
+  out.push_back(with_mask(make(DType::bf16, 2, 8, 8, 256, 256, 128, false, Mask::additive),
+                          DType::f32, MaskShape::shared));
+  out.push_back(with_mask(make(DType::f16, 1, 8, 8, 200, 200, 64, false, Mask::additive),
+                          std::nullopt, MaskShape::plain, L::strided));
+  out.push_back(with_mask(add, std::nullopt, MaskShape::batch_heads, L::offset));
+  out.push_back(with_mask(make(DType::bf16, 1, 16, 4, 512, 512, 128, false, Mask::boolean),
+                          std::nullopt, MaskShape::batch_heads));
+  Case window = make(DType::bf16, 1, 8, 8, 1024, 1024, 64, false, Mask::boolean);
+  window.window = 256;
+  out.push_back(window);
+  for (DType t : {DType::f16, DType::bf16}) {
+    Case large = make(t, 1, 8, 8, 512, 512, 128);
+    large.large = true;
+    out.push_back(large);
+  }
+}
 
 // Each entry exercises one gate of the backends' can_use checks; sizes stay small enough for the
 // float64 oracle and torch's CPU math to finish the whole suite in seconds.
@@ -139,6 +182,7 @@ std::vector<Case> full_suite() {
     out.push_back(backward_of(make(t, 2, 8, 8, 256, 256, 64, false, Mask::boolean)));
     out.push_back(backward_of(make(t, 2, 8, 8, 256, 256, 64, false, Mask::additive)));
   }
+  add_real_failure_surface(out);
   return out;
 }
 

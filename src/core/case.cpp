@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 #include <limits>
@@ -29,7 +30,23 @@ std::string_view to_string(Mask mask) {
 }
 
 std::string_view to_string(Layout layout) {
-  return layout == Layout::contiguous ? "contiguous" : "transposed";
+  switch (layout) {
+  case Layout::contiguous: return "contiguous";
+  case Layout::transposed: return "transposed";
+  case Layout::strided: return "strided";
+  case Layout::offset: return "offset";
+  }
+  return "contiguous";
+}
+
+std::string_view to_string(MaskShape shape) {
+  switch (shape) {
+  case MaskShape::batch: return "b1qk";
+  case MaskShape::batch_heads: return "bhqk";
+  case MaskShape::shared: return "11qk";
+  case MaskShape::plain: return "qk";
+  }
+  return "b1qk";
 }
 
 std::optional<DType> dtype_from_string(std::string_view t) {
@@ -49,8 +66,35 @@ std::optional<Mask> mask_from_string(std::string_view t) {
 std::optional<Layout> layout_from_string(std::string_view t) {
   if (t == "contiguous" || t == "bhld") return Layout::contiguous;
   if (t == "transposed" || t == "blhd") return Layout::transposed;
+  if (t == "strided") return Layout::strided;
+  if (t == "offset") return Layout::offset;
   return std::nullopt;
 }
+
+std::optional<MaskShape> mask_shape_from_string(std::string_view t) {
+  for (MaskShape s : {MaskShape::batch, MaskShape::batch_heads, MaskShape::shared, MaskShape::plain})
+    if (t == to_string(s)) return s;
+  return std::nullopt;
+}
+
+namespace {
+// A layout's word in case ids: "tr" (kept from when it was the only other layout), "str", "off".
+std::string_view layout_code(Layout layout) {
+  switch (layout) {
+  case Layout::contiguous: return "c";
+  case Layout::transposed: return "tr";
+  case Layout::strided: return "str";
+  case Layout::offset: return "off";
+  }
+  return "c";
+}
+
+std::optional<Layout> layout_from_code(std::string_view code) {
+  for (Layout l : {Layout::transposed, Layout::strided, Layout::offset})
+    if (code == layout_code(l)) return l;
+  return std::nullopt;
+}
+} // namespace
 
 int dtype_size_bytes(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
@@ -59,19 +103,48 @@ std::string Case::id() const {
   if (hkv != hq) out += fmt::format(":{}", hkv);
   out += fmt::format("-q{}-k{}-d{}", lq, lkv, d);
   if (causal) out += "-causal";
-  if (mask == Mask::boolean) out += "-mask_bool";
+  if (window > 0) out += fmt::format("-win{}", window); // a bool mask of its own kind
+  else if (mask == Mask::boolean) out += "-mask_bool";
   if (mask == Mask::additive) out += "-mask_add";
-  if (layout == Layout::transposed) out += "-tr";
+  if (mask_dtype && *mask_dtype != dtype) out += fmt::format("-mask_{}", to_string(*mask_dtype));
+  if (mask_shape != MaskShape::batch) out += fmt::format("-mask_{}", to_string(mask_shape));
+  if (mask_layout != Layout::contiguous) out += fmt::format("-mask_{}", layout_code(mask_layout));
+  if (layout != Layout::contiguous) out += fmt::format("-{}", layout_code(layout));
+  const std::pair<char, const std::optional<Layout>*> own[] = {
+      {'q', &q_layout}, {'k', &k_layout}, {'v', &v_layout}};
+  for (const auto& [name, l] : own)
+    if (l->has_value() && **l != layout) out += fmt::format("-{}_{}", name, layout_code(**l));
+  if (large) out += "-large";
   if (seed != 0) out += fmt::format("-s{}", seed);
   if (backward) out += "-bwd";
   return out;
+}
+
+std::array<Layout, 3> Case::qkv_layouts() const {
+  return {q_layout.value_or(layout), k_layout.value_or(layout), v_layout.value_or(layout)};
+}
+
+void Case::set_layouts(Layout q, Layout k, Layout v) {
+  const bool alike = q == k && k == v;
+  layout = alike ? q : Layout::contiguous;
+  const auto own = [&](Layout l) {
+    return alike || l == Layout::contiguous ? std::nullopt : std::optional<Layout>(l);
+  };
+  q_layout = own(q);
+  k_layout = own(k);
+  v_layout = own(v);
 }
 
 int64_t Case::input_bytes() const {
   const int64_t elem = dtype_size_bytes(dtype);
   int64_t bytes = (2 * q_elements() + 2 * kv_elements()) * elem;
   if (backward) bytes *= 2; // the upstream gradient, dq, dk and dv
-  if (mask != Mask::none) bytes += b * lq * lkv * elem;
+  // A strided tensor's buffer is twice its view; a (B,H,..) mask has a row per head.
+  for (Layout l : qkv_layouts())
+    if (l == Layout::strided) bytes += std::max(q_elements(), kv_elements()) * elem;
+  const int64_t mask_rows = mask_shape == MaskShape::batch_heads ? b * hq * lq : b * lq;
+  if (mask != Mask::none)
+    bytes += 2 * mask_rows * (lkv + 16) * dtype_size_bytes(mask_value_dtype());
   return bytes;
 }
 
@@ -83,6 +156,21 @@ double Case::flops() const {
                    (backward ? 3.5 : 1.0);
   return causal ? f / 2 : f;
 }
+
+namespace {
+std::string validate_mask_and_layouts(const Case& c) {
+  if (c.mask_layout == Layout::transposed) return "a mask is contiguous, strided or offset";
+  if (c.mask == Mask::none && (c.mask_shape != MaskShape::batch ||
+                               c.mask_layout != Layout::contiguous))
+    return "a mask shape or layout needs a mask";
+  if (c.mask_dtype && *c.mask_dtype != c.dtype && c.mask != Mask::additive)
+    return "a mask dtype needs mask=additive (a bool mask is bool)";
+  if (c.window < 0) return fmt::format("window must not be negative, got {}", c.window);
+  if (c.window > k_max_dim) return fmt::format("window={} is larger than {}", c.window, k_max_dim);
+  if (c.window > 0 && c.mask != Mask::boolean) return "window=W is a bool mask (mask=bool)";
+  return {};
+}
+} // namespace
 
 std::string validate(const Case& c) {
   const std::pair<const char*, int64_t> sizes[] = {
@@ -97,6 +185,7 @@ std::string validate(const Case& c) {
   const double q = double(c.b) * double(c.hq) * double(c.lq) * double(c.d);
   const double s = double(c.b) * double(c.hq) * double(c.lq) * double(c.lkv);
   const double kv = double(c.b) * double(c.hkv) * double(c.lkv) * double(c.d);
+  if (auto problem = validate_mask_and_layouts(c); !problem.empty()) return problem;
   const double limit = double(k_max_elements);
   if (q > limit || kv > limit || s > limit)
     return fmt::format("case {} is too large ({:.3g} score elements; limit {:.3g})", c.id(), s,
@@ -135,22 +224,30 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     field = *v;
     return {};
   };
-  if (key == "dtype") {
-    auto d = dtype_from_string(value);
-    if (!d) return fmt::format("unknown dtype '{}' (fp16, bf16, fp32)", value);
-    c.dtype = *d;
+  // A named value: "unknown mask_shape 'x' (b1qk, bhqk, 11qk, qk)" when it is none of them.
+  auto named = [&](auto& field, auto from_string, std::string_view choices) -> std::string {
+    auto v = from_string(value);
+    if (!v) return fmt::format("unknown {} '{}' ({})", key, value, choices);
+    field = *v;
     return {};
-  }
-  if (key == "mask") {
-    auto m = mask_from_string(value);
-    if (!m) return fmt::format("unknown mask '{}' (none, bool, additive)", value);
-    c.mask = *m;
-    return {};
-  }
-  if (key == "layout") {
-    auto l = layout_from_string(value);
-    if (!l) return fmt::format("unknown layout '{}' (contiguous, transposed)", value);
-    c.layout = *l;
+  };
+  constexpr std::string_view dtypes = "fp16, bf16, fp32";
+  constexpr std::string_view layouts = "contiguous, transposed, strided, offset";
+  if (key == "dtype") return named(c.dtype, dtype_from_string, dtypes);
+  if (key == "mask") return named(c.mask, mask_from_string, "none, bool, additive");
+  if (key == "layout") return named(c.layout, layout_from_string, layouts);
+  if (key == "q_layout") return named(c.q_layout, layout_from_string, layouts);
+  if (key == "k_layout") return named(c.k_layout, layout_from_string, layouts);
+  if (key == "v_layout") return named(c.v_layout, layout_from_string, layouts);
+  if (key == "mask_layout") return named(c.mask_layout, layout_from_string, layouts);
+  if (key == "mask_dtype") return named(c.mask_dtype, dtype_from_string, dtypes);
+  if (key == "mask_shape")
+    return named(c.mask_shape, mask_shape_from_string, "b1qk, bhqk, 11qk, qk");
+  if (key == "window") return need_int(c.window);
+  if (key == "large") {
+    auto f = parse_flag(key, value);
+    if (!f) return f.error().message;
+    c.large = *f;
     return {};
   }
   if (key == "causal") {
@@ -190,7 +287,8 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     return {};
   }
   return fmt::format("unknown key '{}' (dtype, b, h, hq, hkv, l, lq, lkv, d, causal, mask, "
-                     "layout, seed, backward)",
+                     "layout, q_layout, k_layout, v_layout, mask_dtype, mask_shape, mask_layout, "
+                     "window, large, seed, backward)",
                      key);
 }
 
@@ -206,10 +304,39 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
   return parts;
 }
 
+// One form for one case: the layouts as set_layouts keeps them, no mask dtype equal to dtype.
 Expected<Case> finish(Case c, std::string_view source) {
+  const auto [q, k, v] = c.qkv_layouts();
+  c.set_layouts(q, k, v);
+  if (c.mask_dtype == c.dtype) c.mask_dtype.reset();
+  if (c.window > 0 && c.mask == Mask::none) c.mask = Mask::boolean; // `window=W` alone says it
   if (auto problem = validate(c); !problem.empty())
     return make_error(fmt::format("invalid case '{}': {}", source, problem));
   return c;
+}
+
+// The id words of layouts and mask forms: "tr", "q_str", "mask_fp32", "mask_bhqk", "mask_off".
+bool apply_id_word(Case& c, std::string_view p) {
+  if (auto l = layout_from_code(p)) {
+    c.layout = *l;
+    return true;
+  }
+  if (p.starts_with("mask_")) {
+    const std::string_view what = p.substr(5);
+    if (auto d = dtype_from_string(what)) c.mask_dtype = *d;
+    else if (auto s = mask_shape_from_string(what)) c.mask_shape = *s;
+    else if (auto l = layout_from_code(what)) c.mask_layout = *l;
+    else return false;
+    return true;
+  }
+  if (p.size() < 3 || p[1] != '_') return false;
+  auto l = layout_from_code(p.substr(2));
+  if (!l) return false;
+  if (p[0] == 'q') c.q_layout = *l;
+  else if (p[0] == 'k') c.k_layout = *l;
+  else if (p[0] == 'v') c.v_layout = *l;
+  else return false;
+  return true;
 }
 
 } // namespace
@@ -269,8 +396,12 @@ Expected<Case> parse_case_id(std::string_view id) {
     if (p == "causal") c.causal = true;
     else if (p == "mask_bool") c.mask = Mask::boolean;
     else if (p == "mask_add") c.mask = Mask::additive;
-    else if (p == "tr") c.layout = Layout::transposed;
     else if (p == "bwd" && i + 1 == parts.size()) c.backward = true;
+    else if (p == "large") c.large = true;
+    else if (p.starts_with("win") && parse_int("", p.substr(3))) {
+      c.window = *parse_int("", p.substr(3));
+      c.mask = Mask::boolean;
+    } else if (apply_id_word(c, p)) continue;
     else if (number(p, 's', seed) && seed >= 0) c.seed = static_cast<uint64_t>(seed);
     else return bad();
   }
@@ -279,11 +410,22 @@ Expected<Case> parse_case_id(std::string_view id) {
 
 nlohmann::json to_json(const Case& c) {
   nlohmann::json j{{"dtype", to_string(c.dtype)}, {"b", c.b},     {"hq", c.hq},
-                        {"hkv", c.hkv},                {"lq", c.lq},   {"lkv", c.lkv},
-                        {"d", c.d},                    {"causal", c.causal},
-                        {"mask", to_string(c.mask)},   {"layout", to_string(c.layout)},
-                        {"seed", c.seed}};
-  // Written only when set: forward cases keep the JSON they always had.
+                   {"hkv", c.hkv},                {"lq", c.lq},   {"lkv", c.lkv},
+                   {"d", c.d},                    {"causal", c.causal},
+                   {"mask", to_string(c.mask)},   {"layout", to_string(c.layout)},
+                   {"seed", c.seed}};
+  // The newer keys only where they say something, so that a plain case reads as it always did.
+  const auto [q, k, v] = c.qkv_layouts();
+  if (q != k || k != v) {
+    j["q_layout"] = to_string(q);
+    j["k_layout"] = to_string(k);
+    j["v_layout"] = to_string(v);
+  }
+  if (c.mask_dtype && *c.mask_dtype != c.dtype) j["mask_dtype"] = to_string(*c.mask_dtype);
+  if (c.mask_shape != MaskShape::batch) j["mask_shape"] = to_string(c.mask_shape);
+  if (c.mask_layout != Layout::contiguous) j["mask_layout"] = to_string(c.mask_layout);
+  if (c.window > 0) j["window"] = c.window;
+  if (c.large) j["large"] = true;
   if (c.backward) j["backward"] = true;
   return j;
 }

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,16 +17,26 @@ namespace sdpa_doctor {
 
 enum class DType { f16, bf16, f32 };
 enum class Mask { none, boolean, additive };
-// Layout of q/k/v in memory: contiguous (B,H,L,D) or a transposed view of a (B,L,H,D) buffer,
-// as produced by `x.view(B,L,H,D).transpose(1,2)` in user code.
-enum class Layout { contiguous, transposed };
+// Layout of a tensor in memory, as user code produces it:
+//   contiguous: packed (B,H,L,D);
+//   transposed: a (B,L,H,D) buffer viewed as (B,H,L,D), `x.view(B,L,H,D).transpose(1,2)`;
+//   strided: the first D of every row of a (B,H,L,2D) buffer, `wide[..., :D]` (a fused
+//            projection's slice: the row stride is not the packed one);
+//   offset: packed, one element into its storage (`flat[1:].view(...)`: not 16-byte aligned).
+// A mask takes contiguous, strided (rows of a buffer round_up(Lkv, 16) + 1 wide: a row stride
+// that is no multiple of 16) or offset.
+enum class Layout { contiguous, transposed, strided, offset };
+// The shape of the mask SDPA is given; its values broadcast to (B,Hq,Lq,Lkv).
+enum class MaskShape { batch, batch_heads, shared, plain }; // (B,1,..) (B,H,..) (1,1,..) (Lq,Lkv)
 
 std::string_view to_string(DType dtype);  // "fp16", "bf16", "fp32"
 std::string_view to_string(Mask mask);    // "none", "bool", "additive"
-std::string_view to_string(Layout layout); // "contiguous", "transposed"
+std::string_view to_string(Layout layout); // "contiguous", "transposed", "strided", "offset"
+std::string_view to_string(MaskShape shape); // "b1qk", "bhqk", "11qk", "qk"
 std::optional<DType> dtype_from_string(std::string_view text); // also float16/half/bfloat16/float32
 std::optional<Mask> mask_from_string(std::string_view text);
 std::optional<Layout> layout_from_string(std::string_view text);
+std::optional<MaskShape> mask_shape_from_string(std::string_view text);
 int dtype_size_bytes(DType dtype);
 
 // Upper bounds a case must respect; past them the parsers refuse it (exit 2).
@@ -42,7 +53,14 @@ struct Case {
   int64_t d = 64;   // head dim (q, k and v share it)
   bool causal = false; // top-left aligned when lq != lkv, as in PyTorch
   Mask mask = Mask::none;
-  Layout layout = Layout::contiguous;
+  Layout layout = Layout::contiguous; // of q, k and v, unless a tensor's own layout says otherwise
+  // A tensor's own layout, set only where q, k and v differ (set_layouts keeps it so).
+  std::optional<Layout> q_layout, k_layout, v_layout;
+  std::optional<DType> mask_dtype; // an additive mask's own dtype, set only where it is not `dtype`
+  MaskShape mask_shape = MaskShape::batch;
+  Layout mask_layout = Layout::contiguous; // contiguous, strided or offset
+  int64_t window = 0; // > 0: the bool mask is a sliding window, a causal band of this many keys
+  bool large = false; // q and k scaled by 16 each: scores reach about 1e4 (low-precision overflow)
   uint64_t seed = 0;
   // Forward, then backward for a seeded upstream gradient: dq, dk and dv are checked too.
   bool backward = false;
@@ -53,6 +71,11 @@ struct Case {
   // "bf16-b1-h32-q4096-k4096-d128-causal" or "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3"; a
   // backward case ends in "-bwd".
   std::string id() const;
+
+  std::array<Layout, 3> qkv_layouts() const; // of q, k and v
+  // Sets the three layouts in the one form: alike -> `layout`; else each non-contiguous one's own.
+  void set_layouts(Layout q, Layout k, Layout v);
+  DType mask_value_dtype() const { return mask_dtype.value_or(dtype); }
 
   int64_t q_elements() const { return b * hq * lq * d; }
   int64_t kv_elements() const { return b * hkv * lkv * d; }
@@ -78,7 +101,10 @@ std::string validate(const Case& c);
 
 // `--case "dtype=bf16,b=1,h=32,l=4096,d=128,causal"`: keys dtype, b, h (sets hq and hkv), hq, hkv,
 // l (sets lq and lkv), lq, lkv, d, causal[=0|1], mask=none|bool|additive,
-// layout=contiguous|transposed, seed, backward[=0|1]. Unknown keys and bad values are errors.
+// layout=contiguous|transposed|strided|offset (q, k and v), q_layout, k_layout, v_layout (one
+// tensor's, over layout's), mask_dtype=fp16|bf16|fp32 (additive), mask_shape=b1qk|bhqk|11qk|qk,
+// mask_layout=contiguous|strided|offset, window=W (a bool sliding-window mask), large[=0|1],
+// seed, backward[=0|1]. Unknown keys and bad values are errors.
 Expected<Case> parse_case_spec(std::string_view spec);
 Expected<Case> parse_case_id(std::string_view id);
 

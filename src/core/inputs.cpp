@@ -161,22 +161,54 @@ std::vector<float> fill(const Case& c, InputTensor tensor, int64_t count, float 
 }
 } // namespace
 
+namespace {
+// Query i keeps keys i-W < j <= i; a row with no key in its band keeps the last key.
+std::vector<float> window_mask(const Case& c) {
+  std::vector<float> out(static_cast<size_t>(c.lq * c.lkv), 0.0f);
+  for (int64_t i = 0; i < c.lq; ++i) {
+    float* row = out.data() + i * c.lkv;
+    const int64_t first = std::max<int64_t>(0, i - c.window + 1);
+    const int64_t last = std::min(i, c.lkv - 1);
+    for (int64_t j = first; j <= last; ++j) row[j] = 1.0f;
+    if (first > last) row[c.lkv - 1] = 1.0f;
+  }
+  return out;
+}
+
+// The mask's own values: B*Lq*Lkv for (B,1,..) and (B,H,..), Lq*Lkv for the shapes every batch
+// shares.
+std::vector<float> own_mask_values(const Case& c, const std::atomic<bool>* cancel) {
+  if (c.window > 0) return window_mask(c);
+  const bool shared = c.mask_shape == MaskShape::shared || c.mask_shape == MaskShape::plain;
+  const int64_t count = (shared ? 1 : c.b) * c.lq * c.lkv;
+  const uint32_t key = input_key(c.seed, InputTensor::mask);
+  std::vector<float> out(static_cast<size_t>(count));
+  const bool boolean = c.mask == Mask::boolean;
+  for (int64_t start = 0; start < count && !cancelled(cancel); start += k_chunk)
+    mask_chunk(c.mask_value_dtype(), out.data() + start, key, uint64_t(start),
+               uint64_t(std::min(count, start + k_chunk)), boolean);
+  // Key 0 of every row is always kept, so no row is fully masked.
+  if (boolean)
+    for (size_t row = 0; row < out.size(); row += size_t(c.lkv)) out[row] = 1.0f;
+  return out;
+}
+} // namespace
+
 HostInputs make_inputs(const Case& c, const std::atomic<bool>* cancel) {
   HostInputs in;
-  in.q = fill(c, InputTensor::q, c.q_elements(), 4.0f, cancel);
-  in.k = fill(c, InputTensor::k, c.kv_elements(), 1.0f, cancel);
+  // Powers of two: `large` scales exactly.
+  in.q = fill(c, InputTensor::q, c.q_elements(), c.large ? 64.0f : 4.0f, cancel);
+  in.k = fill(c, InputTensor::k, c.kv_elements(), c.large ? 16.0f : 1.0f, cancel);
   in.v = fill(c, InputTensor::v, c.kv_elements(), 1.0f, cancel);
   if (c.mask != Mask::none && !cancelled(cancel)) {
-    const int64_t count = c.b * c.lq * c.lkv;
-    const uint32_t key = input_key(c.seed, InputTensor::mask);
-    in.mask.resize(size_t(count));
-    const bool boolean = c.mask == Mask::boolean;
-    for (int64_t start = 0; start < count && !cancelled(cancel); start += k_chunk)
-      mask_chunk(c.dtype, in.mask.data() + start, key, uint64_t(start),
-                 uint64_t(std::min(count, start + k_chunk)), boolean);
-    // Key 0 of every row is always kept, so no row is fully masked.
-    if (boolean)
-      for (int64_t row = 0; row < c.b * c.lq; ++row) in.mask[size_t(row * c.lkv)] = 1.0f;
+    in.mask = own_mask_values(c, cancel);
+    // A mask every batch shares, repeated for each: HostInputs holds (B,Lq,Lkv).
+    const size_t per_batch = size_t(c.lq * c.lkv);
+    if (in.mask.size() == per_batch && c.b > 1) {
+      in.mask.resize(per_batch * size_t(c.b));
+      for (int64_t b = 1; b < c.b; ++b)
+        std::copy_n(in.mask.begin(), per_batch, in.mask.begin() + b * per_batch);
+    }
   }
   if (c.backward && !cancelled(cancel)) in.grad_out = make_upstream_gradient(c, cancel);
   return in;

@@ -11,9 +11,17 @@
 //   unit(i) = (u(i) >> 8) * 2^-23 - 1, in [-1, 1), exact in fp32
 //   q = 4 * unit (sharper softmax), k = v = unit, the upstream gradient dO = unit (B,Hq,Lq,D); additive mask = -2 * (unit + 1), in (-4, 0];
 //   bool mask keeps (u & 3) != 0 and always keeps key 0 (no fully masked rows).
-// Values are then rounded to the case dtype (round-to-nearest-even, as torch's .to() does).
-// q/k/v are logical (B,H,L,D); the mask is (B,1,Lq,Lkv). Every factor is a power of two, so
-// every value is exact in fp16, bf16 and fp32 before the final rounding.
+//   `large`: q = 64 * unit and k = 16 * unit, so that q.k reaches about 1e4.
+//   A sliding window W (no hash): query i keeps keys i-W < j <= i; a row whose band holds no key
+//   (i >= Lkv + W - 1) keeps key Lkv-1, so no row is fully masked.
+// Values are then rounded to the case dtype (round-to-nearest-even, as torch's .to() does), an
+// additive mask to its own dtype (Case::mask_value_dtype).
+// q/k/v are logical (B,H,L,D). The mask's values are defined over the shape SDPA is given, in
+// row-major order: (B,1,Lq,Lkv) indexes b*Lq*Lkv + i*Lkv + j; (1,1,Lq,Lkv) and (Lq,Lkv) index
+// i*Lkv + j, the same for every batch; (B,H,Lq,Lkv) repeats the (B,1,Lq,Lkv) values over its
+// heads. So every shape reduces to the (B,Lq,Lkv) form HostInputs holds and the oracle and our
+// kernels read. Every factor is a power of two, so every value is exact in fp16, bf16 and fp32
+// before the final rounding.
 #pragma once
 
 #include "core/case.hpp"
@@ -42,7 +50,8 @@ struct HostInputs {
   std::vector<float> q; // B*Hq*Lq*D, logical (B,H,L,D) row-major
   std::vector<float> k; // B*Hkv*Lkv*D
   std::vector<float> v; // B*Hkv*Lkv*D
-  // B*Lq*Lkv (broadcast over heads); empty for Mask::none. Bool masks hold 1 (attend) or 0.
+  // B*Lq*Lkv (broadcast over heads), whatever shape SDPA is given (see above); empty for
+  // Mask::none. Bool masks hold 1 (attend) or 0.
   std::vector<float> mask;
   // Backward cases: the upstream gradient dO, logical (B,Hq,Lq,D) (make_upstream_gradient);
   // empty otherwise.

@@ -337,10 +337,13 @@ Expected<KernelRun> run_gpu(RefKernel kernel, int device, const Case& c, const H
   if (masked && inputs.mask.size() != size_t(c.b * c.lq * c.lkv))
     return make_error("mask has the wrong size for the case");
 
-  const std::vector<unsigned char> q = to_storage(c.dtype, to_layout(c, inputs.q, c.hq, c.lq));
-  const std::vector<unsigned char> k = to_storage(c.dtype, to_layout(c, inputs.k, c.hkv, c.lkv));
-  const std::vector<unsigned char> v = to_storage(c.dtype, to_layout(c, inputs.v, c.hkv, c.lkv));
-  const size_t out_bytes = q.size();
+  const auto [lq_, lk_, lv_] = c.qkv_layouts();
+  const std::vector<unsigned char> q = to_storage(c.dtype, to_layout(c, lq_, inputs.q, c.hq, c.lq));
+  const std::vector<unsigned char> k =
+      to_storage(c.dtype, to_layout(c, lk_, inputs.k, c.hkv, c.lkv));
+  const std::vector<unsigned char> v =
+      to_storage(c.dtype, to_layout(c, lv_, inputs.v, c.hkv, c.lkv));
+  const size_t out_bytes = q.size(); // the output follows q's layout (params_for)
   gpu::DeviceBuffer dq(rt), dk(rt), dv(rt), dmask(rt), dout(rt), dscores(rt);
   std::string why = dq.allocate(q.size());
   if (why.empty()) why = dk.allocate(k.size());
@@ -356,10 +359,14 @@ Expected<KernelRun> run_gpu(RefKernel kernel, int device, const Case& c, const H
     why = rt.upload(dmask.get(), inputs.mask.data(), inputs.mask.size() * sizeof(float));
   if (!why.empty()) return make_error(why);
 
-  p.q = reinterpret_cast<const void*>(dq.get());
-  p.k = reinterpret_cast<const void*>(dk.get());
-  p.v = reinterpret_cast<const void*>(dv.get());
-  p.o = reinterpret_cast<void*>(dout.get());
+  // An offset layout's view starts one element into its buffer (scalar loads: no alignment).
+  const auto view = [&](gpu::DevicePtr base, Layout layout) {
+    return base + (layout == Layout::offset ? gpu::DevicePtr(dtype_size_bytes(c.dtype)) : 0);
+  };
+  p.q = reinterpret_cast<const void*>(view(dq.get(), lq_));
+  p.k = reinterpret_cast<const void*>(view(dk.get(), lk_));
+  p.v = reinterpret_cast<const void*>(view(dv.get(), lv_));
+  p.o = reinterpret_cast<void*>(view(dout.get(), lq_));
   p.mask = masked ? reinterpret_cast<const float*>(dmask.get()) : nullptr;
   p.lse = nullptr;
   gpu::DevicePtr scores = dscores.get();

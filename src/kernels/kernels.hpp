@@ -127,13 +127,21 @@ struct KernelRun {
   std::vector<double> times_ms;
 };
 
-// AttnParams for a case over host buffers laid out as Case::layout says: contiguous (B,H,L,D) or
-// (B,L,H,D) viewed as (B,H,L,D). Pointers left null.
+// Where a (B,H,L,D) tensor in a Layout lies in its buffer, in elements: the view starts at
+// `offset`, the buffer holds `size`; the head-dim stride is 1.
+struct TensorPlacement {
+  int64_t stride_b = 0, stride_h = 0, stride_l = 0, offset = 0, size = 0;
+};
+TensorPlacement placement(Layout layout, int64_t batch, int64_t heads, int64_t length, int64_t d);
+
+// AttnParams for a case over host buffers laid out as the case's layouts of q, k and v say (the
+// output as q's; placement). Pointers left null: each points `offset` into its buffer.
 AttnParams params_for(const Case& c);
-// Copies logical (B,H,L,D) values into the case layout (identity for contiguous).
-std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, int64_t heads,
-                             int64_t length);
-// An output in the case layout back to logical (B,Hq,Lq,D), rounded to the case dtype.
+// Copies logical (B,H,L,D) values into a buffer in `layout` (identity for contiguous); what lies
+// outside the view is NaN.
+std::vector<float> to_layout(const Case& c, Layout layout, const std::vector<float>& logical,
+                             int64_t heads, int64_t length);
+// An output in q's layout back to logical (B,Hq,Lq,D), rounded to the case dtype.
 std::vector<float> output_from_layout(const Case& c, const std::vector<float>& laid_out);
 
 // Runs `kernel` on the CPU over inputs in the case layout: `warmup` untimed runs, then `repeat`

@@ -3,8 +3,11 @@
 #include "kernels/kernels.hpp"
 #include "core/io.hpp"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 namespace sdpa_doctor::kernels {
 
@@ -18,6 +21,28 @@ std::optional<RefKernel> ref_kernel_from_string(std::string_view name) {
   return std::nullopt;
 }
 
+TensorPlacement placement(Layout layout, int64_t batch, int64_t heads, int64_t length,
+                          int64_t d) {
+  TensorPlacement t;
+  // Transposed: a (B,L,H,D) buffer seen as (B,H,L,D), so heads are D apart and rows H*D apart.
+  // Strided: rows 2D apart, the first D of each used. Offset: packed, one element in.
+  const int64_t row = layout == Layout::strided ? 2 * d : d;
+  t.stride_b = heads * length * row;
+  t.stride_h = layout == Layout::transposed ? d : length * row;
+  t.stride_l = layout == Layout::transposed ? heads * d : row;
+  t.offset = layout == Layout::offset ? 1 : 0;
+  t.size = batch * t.stride_b + t.offset;
+  return t;
+}
+
+namespace {
+// The output follows q's layout, as torch's does for the layouts that keep their strides.
+std::array<Layout, 4> qkvo_layouts(const Case& c) {
+  const auto [q, k, v] = c.qkv_layouts();
+  return {q, k, v, q};
+}
+} // namespace
+
 AttnParams params_for(const Case& c) {
   AttnParams p;
   p.b = c.b;
@@ -26,17 +51,18 @@ AttnParams params_for(const Case& c) {
   p.lq = c.lq;
   p.lkv = c.lkv;
   p.d = c.d;
-  const bool tr = c.layout == Layout::transposed;
-  // Transposed: a (B,L,H,D) buffer seen as (B,H,L,D), so heads are D apart and rows H*D apart.
-  auto set = [&](int64_t heads, int64_t length, int64_t& sb, int64_t& sh, int64_t& sl) {
-    sb = heads * length * c.d;
-    sh = tr ? c.d : length * c.d;
-    sl = tr ? heads * c.d : c.d;
+  const auto [lq_, lk_, lv_, lo_] = qkvo_layouts(c);
+  auto set = [&](Layout layout, int64_t heads, int64_t length, int64_t& sb, int64_t& sh,
+                 int64_t& sl) {
+    const TensorPlacement t = placement(layout, c.b, heads, length, c.d);
+    sb = t.stride_b;
+    sh = t.stride_h;
+    sl = t.stride_l;
   };
-  set(c.hq, c.lq, p.q_stride_b, p.q_stride_h, p.q_stride_l);
-  set(c.hkv, c.lkv, p.k_stride_b, p.k_stride_h, p.k_stride_l);
-  set(c.hkv, c.lkv, p.v_stride_b, p.v_stride_h, p.v_stride_l);
-  set(c.hq, c.lq, p.o_stride_b, p.o_stride_h, p.o_stride_l);
+  set(lq_, c.hq, c.lq, p.q_stride_b, p.q_stride_h, p.q_stride_l);
+  set(lk_, c.hkv, c.lkv, p.k_stride_b, p.k_stride_h, p.k_stride_l);
+  set(lv_, c.hkv, c.lkv, p.v_stride_b, p.v_stride_h, p.v_stride_l);
+  set(lo_, c.hq, c.lq, p.o_stride_b, p.o_stride_h, p.o_stride_l);
   p.mask_stride_b = c.lq * c.lkv;
   p.mask_stride_q = c.lkv;
   // make_inputs rounds every value to the case dtype, so the f32 copies are exact in it.
@@ -52,34 +78,35 @@ AttnParams params_for(const Case& c) {
   return p;
 }
 
-std::vector<float> to_layout(const Case& c, const std::vector<float>& logical, int64_t heads,
-                             int64_t length) {
-  if (c.layout == Layout::contiguous) return logical;
-  std::vector<float> out(logical.size());
+std::vector<float> to_layout(const Case& c, Layout layout, const std::vector<float>& logical,
+                             int64_t heads, int64_t length) {
+  if (layout == Layout::contiguous) return logical;
+  const TensorPlacement t = placement(layout, c.b, heads, length, c.d);
+  // What lies outside the view is NaN: a kernel that reads it shows it.
+  std::vector<float> out(size_t(t.size), std::numeric_limits<float>::quiet_NaN());
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t l = 0; l < length; ++l)
-        for (int64_t e = 0; e < c.d; ++e)
-          out[size_t(((b * length + l) * heads + h) * c.d + e)] =
-              logical[size_t(((b * heads + h) * length + l) * c.d + e)];
+        std::copy_n(logical.begin() + ((b * heads + h) * length + l) * c.d, c.d,
+                    out.begin() + t.offset + b * t.stride_b + h * t.stride_h + l * t.stride_l);
   return out;
 }
 
 namespace {
 
-// Values of `heads` x `length` rows in the case layout back to logical (B,H,L,D), rounded to the
-// case dtype: the inverse of to_layout.
-std::vector<float> from_layout(const Case& c, const std::vector<float>& laid_out, int64_t heads,
-                               int64_t length) {
-  std::vector<float> out(laid_out.size());
-  const bool tr = c.layout == Layout::transposed;
+// Values of `heads` x `length` rows in `layout` back to logical (B,H,L,D), rounded to the case
+// dtype: the inverse of to_layout.
+std::vector<float> from_layout(const Case& c, Layout layout, const std::vector<float>& laid_out,
+                               int64_t heads, int64_t length) {
+  const TensorPlacement t = placement(layout, c.b, heads, length, c.d);
+  std::vector<float> out(size_t(c.b * heads * length * c.d));
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t l = 0; l < length; ++l) {
-        const int64_t from = tr ? (b * length + l) * heads + h : (b * heads + h) * length + l;
+        const int64_t from = t.offset + b * t.stride_b + h * t.stride_h + l * t.stride_l;
         for (int64_t e = 0; e < c.d; ++e)
           out[size_t(((b * heads + h) * length + l) * c.d + e)] =
-              round_to_dtype(c.dtype, laid_out[size_t(from * c.d + e)]);
+              round_to_dtype(c.dtype, laid_out[size_t(from + e)]);
       }
   return out;
 }
@@ -92,13 +119,18 @@ struct LaidOut {
 };
 
 LaidOut lay_out(const Case& c, const HostInputs& inputs) {
-  LaidOut l{to_layout(c, inputs.q, c.hq, c.lq), to_layout(c, inputs.k, c.hkv, c.lkv),
-            to_layout(c, inputs.v, c.hkv, c.lkv), std::vector<float>(size_t(c.q_elements())),
+  const auto [lq_, lk_, lv_, lo_] = qkvo_layouts(c);
+  const TensorPlacement o = placement(lo_, c.b, c.hq, c.lq, c.d);
+  LaidOut l{to_layout(c, lq_, inputs.q, c.hq, c.lq), to_layout(c, lk_, inputs.k, c.hkv, c.lkv),
+            to_layout(c, lv_, inputs.v, c.hkv, c.lkv), std::vector<float>(size_t(o.size)),
             params_for(c)};
-  l.p.q = l.q.data();
-  l.p.k = l.k.data();
-  l.p.v = l.v.data();
-  l.p.o = l.o.data();
+  const auto at = [&](std::vector<float>& buffer, Layout layout) {
+    return buffer.data() + (layout == Layout::offset ? 1 : 0);
+  };
+  l.p.q = at(l.q, lq_);
+  l.p.k = at(l.k, lk_);
+  l.p.v = at(l.v, lv_);
+  l.p.o = at(l.o, lo_);
   l.p.mask = inputs.mask.empty() ? nullptr : inputs.mask.data();
   return l;
 }
@@ -106,7 +138,7 @@ LaidOut lay_out(const Case& c, const HostInputs& inputs) {
 } // namespace
 
 std::vector<float> output_from_layout(const Case& c, const std::vector<float>& laid_out) {
-  return from_layout(c, laid_out, c.hq, c.lq);
+  return from_layout(c, qkvo_layouts(c)[3], laid_out, c.hq, c.lq);
 }
 
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
@@ -148,16 +180,21 @@ Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
   AttnParams& p = laid.p;
   std::vector<float> go(dout.size());
   for (size_t x = 0; x < dout.size(); ++x) go[x] = round_to_dtype(c.dtype, dout[x]);
-  go = to_layout(c, go, c.hq, c.lq);
+  go = to_layout(c, qkvo_layouts(c)[3], go, c.hq, c.lq);
   std::vector<float> lse(size_t(c.b * c.hq * c.lq));
-  std::vector<float> dq(laid.o.size()), dk(size_t(c.kv_elements())), dv(dk.size());
+  // The gradients in the layouts of q, k and v, as torch's follow their inputs'.
+  std::vector<float> dq(laid.q.size()), dk(laid.k.size()), dv(laid.v.size());
   if (kernel == RefKernel::flash) {
     p.lse = lse.data();
     if (std::string refused = cpu_flash_attention(p, threads); !refused.empty())
       return make_error(refused);
     for (float& x : laid.o) x = round_to_dtype(c.dtype, x);
   }
-  const AttnGrads g{go.data(), dq.data(), dk.data(), dv.data()};
+  const auto in_view = [&](std::vector<float>& buffer, const void* laid_at, const float* laid) {
+    return buffer.data() + (static_cast<const float*>(laid_at) - laid);
+  };
+  const AttnGrads g{in_view(go, p.o, laid.o.data()), in_view(dq, p.q, laid.q.data()),
+                    in_view(dk, p.k, laid.k.data()), in_view(dv, p.v, laid.v.data())};
   KernelGradients run;
   for (int r = 0; r < warmup + std::max(repeat, 1); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -167,9 +204,10 @@ Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
     if (!refused.empty()) return make_error(refused);
     if (r >= warmup) run.times_ms.push_back(ms_since(t0));
   }
-  run.dq = from_layout(c, dq, c.hq, c.lq);
-  run.dk = from_layout(c, dk, c.hkv, c.lkv);
-  run.dv = from_layout(c, dv, c.hkv, c.lkv);
+  const auto [lq_, lk_, lv_, lo_] = qkvo_layouts(c);
+  run.dq = from_layout(c, lq_, dq, c.hq, c.lq);
+  run.dk = from_layout(c, lk_, dk, c.hkv, c.lkv);
+  run.dv = from_layout(c, lv_, dv, c.hkv, c.lkv);
   return run;
 }
 

@@ -41,7 +41,10 @@ import torch
 import torch.nn.functional as F
 
 CASE = dict(dtype=@DTYPE@, b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
-            causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@, backward=@BACKWARD@)
+            causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@,
+            q_layout=@Q_LAYOUT@, k_layout=@K_LAYOUT@, v_layout=@V_LAYOUT@,
+            mask_dtype=@MASK_DTYPE@, mask_shape=@MASK_SHAPE@, mask_layout=@MASK_LAYOUT@,
+            window=@WINDOW@, large=@LARGE@, backward=@BACKWARD@)
 DEVICE = @DEVICE@
 BACKEND = @BACKEND@  # math, flash, mem_efficient, cudnn or default (no forcing)
 FA_LIBRARY = @FA_LIBRARY@  # torch.backends.cuda.preferred_rocm_fa_library, where torch has it
@@ -119,9 +122,9 @@ def run_sdpa(q, k, v, mask, c):
 
 def main():
     q, k, v, mask = make_inputs(torch, CASE)
-    q, k, v = (laid_out(t, CASE["layout"]) for t in (q, k, v))
     if "--checksum" in sys.argv[1:]:
-        for name, t in (("q", q), ("k", k), ("v", v), ("mask", mask)):
+        host_mask = batch_form(CASE, mask) if mask is not None else None
+        for name, t in (("q", q), ("k", k), ("v", v), ("mask", host_mask)):
             if t is not None:
                 print(f"{name} {float(t.to(torch.float64).sum()).hex()}")
         return 0
@@ -135,8 +138,8 @@ def main():
     device = torch.device(DEVICE)
     if FA_LIBRARY and device.type == "cuda" and hasattr(torch.backends.cuda, "preferred_rocm_fa_library"):
         torch.backends.cuda.preferred_rocm_fa_library(FA_LIBRARY)
-    qd, kd, vd = (t.to(device) for t in (q, k, v))
-    md = mask.to(device) if mask is not None else None
+    # Each tensor in its layout on the device, the mask in its shape, dtype and layout.
+    qd, kd, vd, md = place_inputs(torch, CASE, q, k, v, mask, DEVICE)
     backward = CASE["backward"]
     if backward:  # the forward, then the backward for the seeded upstream gradient
         qd, kd, vd = (t.detach().requires_grad_(True) for t in (qd, kd, vd))
@@ -323,6 +326,14 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
       {"@CAUSAL@", c.causal ? "True" : "False"},
       {"@MASK@", py_str(to_string(c.mask))},
       {"@LAYOUT@", py_str(to_string(c.layout))},
+      {"@Q_LAYOUT@", py_str(to_string(c.qkv_layouts()[0]))},
+      {"@K_LAYOUT@", py_str(to_string(c.qkv_layouts()[1]))},
+      {"@V_LAYOUT@", py_str(to_string(c.qkv_layouts()[2]))},
+      {"@MASK_DTYPE@", py_str(to_string(c.mask_value_dtype()))},
+      {"@MASK_SHAPE@", py_str(to_string(c.mask_shape))},
+      {"@MASK_LAYOUT@", py_str(to_string(c.mask_layout))},
+      {"@WINDOW@", std::to_string(c.window)},
+      {"@LARGE@", c.large ? "True" : "False"},
       {"@SEED@", std::to_string(c.seed)},
       {"@BACKWARD@", c.backward ? "True" : "False"},
       {"@DEVICE@", py_str(device)},

@@ -116,34 +116,63 @@ std::string axis_text(std::string_view axis) {
   return "kv heads";
 }
 
-// The boolean and categorical reductions: (axis, the case without that feature).
+// The boolean and categorical features a failure may need, each an axis the case is reduced on.
+// `layout` is q, k and v alike; a tensor's own layout (q_layout, ...) only where they differ.
+constexpr std::string_view k_feature_axes[] = {"backward",   "causal",    "mask",      "mask_dtype",
+                                               "mask_shape", "mask_layout", "layout",
+                                               "q_layout",   "k_layout",  "v_layout",
+                                               "large",      "gqa"};
+
+bool has_feature(const Case& c, std::string_view axis) {
+  const auto [q, k, v] = c.qkv_layouts();
+  const bool mixed = !(q == k && k == v);
+  if (axis == "backward") return c.backward;
+  if (axis == "causal") return c.causal;
+  if (axis == "mask") return c.mask != Mask::none;
+  if (axis == "mask_dtype") return c.mask != Mask::none && c.mask_value_dtype() != c.dtype;
+  if (axis == "mask_shape") return c.mask != Mask::none && c.mask_shape != MaskShape::batch;
+  if (axis == "mask_layout") return c.mask != Mask::none && c.mask_layout != Layout::contiguous;
+  if (axis == "layout") return !mixed && q != Layout::contiguous;
+  if (axis == "q_layout") return mixed && q != Layout::contiguous;
+  if (axis == "k_layout") return mixed && k != Layout::contiguous;
+  if (axis == "v_layout") return mixed && v != Layout::contiguous;
+  if (axis == "large") return c.large;
+  if (axis == "gqa") return c.hq != c.hkv;
+  return false;
+}
+
+// The case without one feature; without a mask, without the mask's own dtype, shape and layout.
+Case without_feature(Case c, std::string_view axis) {
+  auto [q, k, v] = c.qkv_layouts();
+  if (axis == "backward") c.backward = false;
+  if (axis == "causal") c.causal = false;
+  if (axis == "mask") {
+    c.mask = Mask::none;
+    c.window = 0;
+  }
+  if (axis == "mask" || axis == "mask_dtype") c.mask_dtype.reset();
+  if (axis == "mask" || axis == "mask_shape") c.mask_shape = MaskShape::batch;
+  if (axis == "mask" || axis == "mask_layout") c.mask_layout = Layout::contiguous;
+  if (axis == "layout") q = k = v = Layout::contiguous;
+  if (axis == "q_layout") q = Layout::contiguous;
+  if (axis == "k_layout") k = Layout::contiguous;
+  if (axis == "v_layout") v = Layout::contiguous;
+  c.set_layouts(q, k, v);
+  if (axis == "large") c.large = false;
+  if (axis == "gqa") c.hkv = c.hq;
+  return c;
+}
+
+// The reductions: (axis, the case without that feature), then the other dtypes.
 std::vector<std::pair<std::string, Case>> feature_reductions(const Case& c) {
   std::vector<std::pair<std::string, Case>> out;
-  if (c.backward) out.emplace_back("backward", c.forward_only());
-  if (c.causal) {
-    Case r = c;
-    r.causal = false;
-    out.emplace_back("causal", r);
-  }
-  if (c.mask != Mask::none) {
-    Case r = c;
-    r.mask = Mask::none;
-    out.emplace_back("mask", r);
-  }
-  if (c.layout != Layout::contiguous) {
-    Case r = c;
-    r.layout = Layout::contiguous;
-    out.emplace_back("layout", r);
-  }
-  if (c.hq != c.hkv) {
-    Case r = c;
-    r.hkv = c.hq;
-    out.emplace_back("gqa", r);
-  }
+  for (std::string_view axis : k_feature_axes)
+    if (has_feature(c, axis)) out.emplace_back(axis, without_feature(c, axis));
   for (DType t : {DType::f16, DType::bf16, DType::f32})
     if (t != c.dtype) {
       Case r = c;
       r.dtype = t;
+      if (r.mask_dtype == t) r.mask_dtype.reset(); // the one form of "the mask's dtype is q's"
       out.emplace_back("dtype", r);
     }
   return out;
@@ -153,11 +182,27 @@ ShrinkCondition feature_condition(const std::string& axis, const Case& c) {
   ShrinkCondition w;
   w.axis = axis;
   w.op = "=";
-  if (axis == "causal") w.value = 1, w.text = "causal";
-  if (axis == "backward") w.value = 1, w.text = "in backward";
+  w.value = 1;
+  const auto [q, k, v] = c.qkv_layouts();
+  if (axis == "backward") w.text = "in backward";
+  if (axis == "causal") w.text = "causal";
   if (axis == "mask") w.value = int64_t(c.mask), w.text = fmt::format("mask={}", to_string(c.mask));
-  if (axis == "layout") w.value = 1, w.text = "transposed layout";
-  if (axis == "gqa") w.value = 1, w.text = fmt::format("GQA (hq/hkv = {})", c.hq / c.hkv);
+  if (axis == "mask_dtype")
+    w.text = fmt::format("mask dtype {} (q {})", to_string(c.mask_value_dtype()),
+                         to_string(c.dtype));
+  if (axis == "mask_shape")
+    w.value = int64_t(c.mask_shape),
+    w.text = fmt::format("mask shape {}", to_string(c.mask_shape));
+  if (axis == "mask_layout")
+    w.value = int64_t(c.mask_layout),
+    w.text = fmt::format("{} mask", to_string(c.mask_layout));
+  if (axis == "layout") w.value = int64_t(q), w.text = fmt::format("{} layout", to_string(q));
+  const std::pair<std::string_view, Layout> own[] = {{"q", q}, {"k", k}, {"v", v}};
+  for (const auto& [name, layout] : own)
+    if (axis == fmt::format("{}_layout", name))
+      w.value = int64_t(layout), w.text = fmt::format("{} {}", name, to_string(layout));
+  if (axis == "large") w.text = "large values";
+  if (axis == "gqa") w.text = fmt::format("GQA (hq/hkv = {})", c.hq / c.hkv);
   return w;
 }
 
@@ -199,11 +244,7 @@ void ShrinkSearch::finish_axes() {
     const bool numeric = std::find(std::begin(k_numeric_axes), std::end(k_numeric_axes), axis) !=
                          std::end(k_numeric_axes);
     if (o == ProbeOutcome::fails) {
-      if (axis == "causal") combined.causal = false;
-      else if (axis == "backward") combined.backward = false;
-      else if (axis == "mask") combined.mask = Mask::none;
-      else if (axis == "layout") combined.layout = Layout::contiguous;
-      else if (axis == "gqa") combined.hkv = combined.hq;
+      if (!numeric) combined = without_feature(combined, axis);
       else combined = with_axis(combined, axis, axis_value(c, axis));
     } else if (o == ProbeOutcome::passes) {
       if (!numeric) m_conditions.push_back(feature_condition(axis, m_original));

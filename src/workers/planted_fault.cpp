@@ -37,7 +37,17 @@ std::optional<int64_t> condition_value(std::string_view name, const Case& c) {
   if (name == "causal") return c.causal ? 1 : 0;
   if (name == "gqa") return c.hq != c.hkv ? 1 : 0;
   if (name == "mask") return static_cast<int64_t>(c.mask);
-  if (name == "transposed") return c.layout == Layout::transposed ? 1 : 0;
+  const auto [q, k, v] = c.qkv_layouts();
+  if (name == "transposed")
+    return q == Layout::transposed && k == q && v == q ? 1 : 0;
+  if (name == "q_layout") return static_cast<int64_t>(q);
+  if (name == "k_layout") return static_cast<int64_t>(k);
+  if (name == "v_layout") return static_cast<int64_t>(v);
+  if (name == "mask_layout") return static_cast<int64_t>(c.mask_layout);
+  if (name == "mask_dtype") return c.mask != Mask::none && c.mask_value_dtype() != c.dtype ? 1 : 0;
+  if (name == "mask_shape") return static_cast<int64_t>(c.mask_shape);
+  if (name == "window") return c.window;
+  if (name == "large") return c.large ? 1 : 0;
   if (name == "bwd") return c.backward ? 1 : 0;
   return std::nullopt;
 }
@@ -49,7 +59,9 @@ Expected<FaultCondition> parse_condition(std::string_view text) {
   const auto bad = [&] {
     return make_error(fmt::format("SDPA_DOCTOR_TEST_FAULT: bad condition '{}' (NAME, NAME>N, "
                                   "NAME<N, NAME>=N, NAME<=N, NAME=N; NAME b, hq, hkv, lq, lkv, "
-                                  "d, causal, gqa, mask, transposed, bwd, dtype)",
+                                  "d, causal, gqa, mask, transposed, q_layout, k_layout, "
+                                  "v_layout, mask_dtype, mask_shape, mask_layout, window, "
+                                  "large, bwd, dtype)",
                                   text));
   };
   if (at == std::string_view::npos) {

@@ -63,6 +63,16 @@ private:
   std::string m_why;
 };
 
+int plugin_dtype(DType dtype) {
+  return dtype == DType::f16 ? SDPA_PLUGIN_F16 : dtype == DType::bf16 ? SDPA_PLUGIN_BF16 : SDPA_PLUGIN_F32;
+}
+
+static_assert(int(Layout::offset) == SDPA_PLUGIN_OFFSET && int(Layout::strided) == SDPA_PLUGIN_STRIDED &&
+              int(Layout::transposed) == SDPA_PLUGIN_TRANSPOSED);
+static_assert(int(MaskShape::plain) == SDPA_PLUGIN_MASK_QK &&
+              int(MaskShape::shared) == SDPA_PLUGIN_MASK_11QK &&
+              int(MaskShape::batch_heads) == SDPA_PLUGIN_MASK_BHQK);
+
 class PluginExecutor final : public CaseExecutor {
 public:
   PluginExecutor(const sdpa_torch_plugin* plugin, void* self) : m_plugin(plugin), m_self(self) {}
@@ -96,13 +106,19 @@ public:
     pc.lq = c.lq;
     pc.lkv = c.lkv;
     pc.d = c.d;
-    pc.dtype = c.dtype == DType::f16 ? SDPA_PLUGIN_F16 : c.dtype == DType::bf16 ? SDPA_PLUGIN_BF16
-                                                                                : SDPA_PLUGIN_F32;
+    pc.dtype = plugin_dtype(c.dtype);
     pc.mask = c.mask == Mask::boolean    ? SDPA_PLUGIN_MASK_BOOL
               : c.mask == Mask::additive ? SDPA_PLUGIN_MASK_ADDITIVE
                                          : SDPA_PLUGIN_MASK_NONE;
     pc.causal = c.causal ? 1 : 0;
-    pc.transposed = c.layout == Layout::transposed ? 1 : 0;
+    // The plugin's enums number as Case's do (torch_plugin.h).
+    const auto [q, k, v] = c.qkv_layouts();
+    pc.q_layout = static_cast<int>(q);
+    pc.k_layout = static_cast<int>(k);
+    pc.v_layout = static_cast<int>(v);
+    pc.mask_dtype = plugin_dtype(c.mask_value_dtype());
+    pc.mask_shape = static_cast<int>(c.mask_shape);
+    pc.mask_layout = static_cast<int>(c.mask_layout);
     pc.q = in.q.data();
     pc.k = in.k.data();
     pc.v = in.v.data();

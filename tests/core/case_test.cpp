@@ -100,3 +100,89 @@ TEST(CaseSpec, ABackwardCaseEndsInBwdAndRoundTripsEveryWay) {
   EXPECT_EQ(c->math_scores_bytes(), 2 * forward.math_scores_bytes());
   EXPECT_GT(c->input_bytes(), forward.input_bytes());
 }
+
+TEST(CaseLayouts, EachTensorHasItsOwnAndAllThreeTransposedKeepsTr) {
+  auto all = parse_case_spec("h=2,l=8,d=16,layout=transposed");
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_EQ(all->id(), "fp16-b1-h2-q8-k8-d16-tr");
+  // The same three layouts named one by one are the same case, in its one form.
+  auto one_by_one =
+      parse_case_spec("h=2,l=8,d=16,q_layout=transposed,k_layout=transposed,v_layout=transposed");
+  ASSERT_TRUE(one_by_one) << one_by_one.error().message;
+  EXPECT_EQ(*one_by_one, *all);
+  auto v_alone = parse_case_spec("h=2,l=8,d=16,v_layout=transposed");
+  ASSERT_TRUE(v_alone) << v_alone.error().message;
+  EXPECT_EQ(v_alone->id(), "fp16-b1-h2-q8-k8-d16-v_tr");
+  EXPECT_EQ(v_alone->qkv_layouts(),
+            (std::array{Layout::contiguous, Layout::contiguous, Layout::transposed}));
+  // `layout` is the three's default; a tensor's own wins over it, whatever the key order.
+  auto mixed = parse_case_spec("k_layout=offset,h=2,l=8,d=16,layout=strided");
+  ASSERT_TRUE(mixed) << mixed.error().message;
+  EXPECT_EQ(mixed->qkv_layouts(), (std::array{Layout::strided, Layout::offset, Layout::strided}));
+  EXPECT_EQ(mixed->id(), "fp16-b1-h2-q8-k8-d16-q_str-k_off-v_str");
+  for (const Case& c : {*all, *v_alone, *mixed}) {
+    auto back = parse_case_id(c.id());
+    ASSERT_TRUE(back) << c.id() << ": " << back.error().message;
+    EXPECT_EQ(*back, c);
+    auto from_json = case_from_json(to_json(c));
+    ASSERT_TRUE(from_json) << from_json.error().message;
+    EXPECT_EQ(*from_json, c);
+  }
+  // JSON says which tensor is which, and a plain case reads as it always did.
+  const nlohmann::json j = to_json(*mixed);
+  EXPECT_EQ(j.at("q_layout"), "strided");
+  EXPECT_EQ(j.at("k_layout"), "offset");
+  EXPECT_EQ(j.at("v_layout"), "strided");
+  EXPECT_EQ(to_json(*all).count("q_layout"), 0u);
+  EXPECT_EQ(to_json(Case{}).dump(),
+            R"({"b":1,"causal":false,"d":64,"dtype":"fp16","hkv":8,"hq":8,"layout":"contiguous",)"
+            R"("lkv":128,"lq":128,"mask":"none","seed":0})");
+}
+
+TEST(CaseMasks, DtypeShapeLayoutWindowAndLargeRoundTrip) {
+  const char* specs[] = {
+      "dtype=bf16,h=2,l=8,d=16,mask=additive,mask_dtype=fp32",
+      "dtype=fp16,b=2,hq=4,hkv=2,l=8,d=16,mask=bool,mask_shape=bhqk,mask_layout=strided",
+      "dtype=fp16,h=2,lq=8,lkv=20,d=16,mask=additive,mask_shape=11qk,mask_layout=offset",
+      "dtype=fp32,h=2,l=8,d=16,mask=additive,mask_shape=qk",
+      "dtype=bf16,h=2,l=32,d=16,window=8",
+      "dtype=fp16,h=2,l=8,d=16,large,seed=4"};
+  const char* ids[] = {"bf16-b1-h2-q8-k8-d16-mask_add-mask_fp32",
+                       "fp16-b2-h4:2-q8-k8-d16-mask_bool-mask_bhqk-mask_str",
+                       "fp16-b1-h2-q8-k20-d16-mask_add-mask_11qk-mask_off",
+                       "fp32-b1-h2-q8-k8-d16-mask_add-mask_qk", "bf16-b1-h2-q32-k32-d16-win8",
+                       "fp16-b1-h2-q8-k8-d16-large-s4"};
+  for (size_t i = 0; i < std::size(specs); ++i) {
+    auto c = parse_case_spec(specs[i]);
+    ASSERT_TRUE(c) << specs[i] << ": " << c.error().message;
+    EXPECT_EQ(c->id(), ids[i]);
+    auto back = parse_case_id(c->id());
+    ASSERT_TRUE(back) << c->id() << ": " << back.error().message;
+    EXPECT_EQ(*back, *c) << c->id();
+    auto from_json = case_from_json(to_json(*c));
+    ASSERT_TRUE(from_json) << from_json.error().message;
+    EXPECT_EQ(*from_json, *c) << c->id();
+  }
+  auto window = parse_case_spec("h=2,l=32,d=16,window=8");
+  ASSERT_TRUE(window);
+  EXPECT_EQ(window->mask, Mask::boolean);
+  EXPECT_EQ(to_json(*window).at("window"), 8);
+  // A mask dtype equal to q's is no dtype of its own.
+  auto same = parse_case_spec("dtype=fp16,h=2,l=8,d=16,mask=additive,mask_dtype=fp16");
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(same->mask_dtype.has_value());
+  EXPECT_EQ(same->id(), "fp16-b1-h2-q8-k8-d16-mask_add");
+}
+
+TEST(CaseMasks, RejectsWhatNoMaskOrLayoutCanBe) {
+  for (const char* bad :
+       {"l=8,d=16,mask_dtype=fp32", "l=8,d=16,mask=bool,mask_dtype=fp32",
+        "l=8,d=16,mask_shape=bhqk", "l=8,d=16,mask_layout=offset",
+        "l=8,d=16,mask=bool,mask_layout=transposed", "l=8,d=16,mask=additive,window=4",
+        "l=8,d=16,window=-1", "l=8,d=16,q_layout=diagonal", "l=8,d=16,mask_shape=hq"}) {
+    EXPECT_FALSE(parse_case_spec(bad)) << bad;
+  }
+  for (const char* bad : {"fp16-b1-h2-q8-k8-d16-x_tr", "fp16-b1-h2-q8-k8-d16-q_xx",
+                          "fp16-b1-h2-q8-k8-d16-mask_fp8", "fp16-b1-h2-q8-k8-d16-winx"})
+    EXPECT_FALSE(parse_case_id(bad)) << bad;
+}

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -95,4 +96,76 @@ TEST(Inputs, MatchTheDocumentedDefinitionElementByElement) {
       }
       EXPECT_EQ(bad, 0) << to_string(dtype) << " mask " << to_string(mask);
     }
+}
+
+namespace {
+Case spec(const char* text) {
+  auto c = parse_case_spec(text);
+  EXPECT_TRUE(c) << text;
+  return c ? *c : Case{};
+}
+} // namespace
+
+TEST(InputsMask, ValuesAreDefinedOverTheShapeSdpaIsGiven) {
+  const Case batch = spec("dtype=fp32,b=2,h=2,lq=5,lkv=7,d=8,mask=additive,seed=3");
+  Case heads = batch;
+  heads.mask_shape = MaskShape::batch_heads;
+  // (B,H,..) repeats the (B,1,..) values over its heads: the same (B,Lq,Lkv) form.
+  EXPECT_EQ(make_inputs(heads).mask, make_inputs(batch).mask);
+  for (MaskShape shared : {MaskShape::shared, MaskShape::plain}) {
+    Case c = batch;
+    c.mask_shape = shared;
+    const std::vector<float> m = make_inputs(c).mask;
+    ASSERT_EQ(m.size(), size_t(2 * 5 * 7));
+    // One (Lq,Lkv) for every batch: the first batch's values of the (B,1,..) mask.
+    EXPECT_TRUE(std::equal(m.begin(), m.begin() + 35, m.begin() + 35));
+    EXPECT_TRUE(std::equal(m.begin(), m.begin() + 35, make_inputs(batch).mask.begin()));
+  }
+}
+
+TEST(InputsMask, AnAdditiveMaskIsRoundedToItsOwnDtype) {
+  const Case own = spec("dtype=bf16,h=1,l=64,d=8,mask=additive,mask_dtype=fp32");
+  const Case plain = spec("dtype=bf16,h=1,l=64,d=8,mask=additive");
+  const std::vector<float> fine = make_inputs(own).mask, coarse = make_inputs(plain).mask;
+  ASSERT_EQ(fine.size(), coarse.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < fine.size(); ++i) {
+    EXPECT_EQ(round_to_dtype(DType::bf16, fine[i]), coarse[i]) << i;
+    differ += fine[i] != coarse[i];
+  }
+  EXPECT_GT(differ, fine.size() / 2); // fp32 keeps what bf16 rounds away
+  EXPECT_EQ(make_inputs(own).q, make_inputs(plain).q);
+}
+
+TEST(InputsMask, ASlidingWindowIsACausalBandWithNoEmptyRow) {
+  const Case c = spec("dtype=fp16,b=2,h=1,lq=12,lkv=6,d=8,window=3");
+  const std::vector<float> m = make_inputs(c).mask;
+  ASSERT_EQ(m.size(), size_t(2 * 12 * 6));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 12; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        const bool in_band = j <= i && j > i - 3;
+        const bool empty_row = i - 3 + 1 > 5; // its band lies past the last key
+        const float want = in_band || (empty_row && j == 5) ? 1.0f : 0.0f;
+        EXPECT_EQ(m[size_t((b * 12 + i) * 6 + j)], want) << b << " " << i << " " << j;
+      }
+}
+
+TEST(InputsLarge, QAndKAreSixteenTimesTheirPlainValuesAndScoresReachTenThousand) {
+  const Case plain = spec("dtype=fp32,h=2,l=64,d=128");
+  Case large = plain;
+  large.large = true;
+  const HostInputs a = make_inputs(plain), b = make_inputs(large);
+  for (size_t i = 0; i < a.q.size(); ++i) ASSERT_EQ(b.q[i], 16 * a.q[i]);
+  for (size_t i = 0; i < a.k.size(); ++i) ASSERT_EQ(b.k[i], 16 * a.k[i]);
+  EXPECT_EQ(a.v, b.v);
+  double top = 0;
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t j = 0; j < 64; ++j) {
+      double dot = 0;
+      for (int64_t e = 0; e < 128; ++e) dot += double(b.q[i * 128 + e]) * b.k[j * 128 + e];
+      top = std::max(top, std::fabs(dot));
+    }
+  EXPECT_GT(top, 5e3);
+  EXPECT_LT(top, 5e4);
 }

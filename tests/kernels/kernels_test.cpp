@@ -5,6 +5,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
 #include "oracle_compare.hpp"
+#include "cases/cases.hpp"
 #include "cases/tolerance.hpp"
 
 #include <gtest/gtest.h>
@@ -359,9 +360,9 @@ TEST(CpuKernels, RefuseNonF32StorageAndBadHeads) {
 // ref-flash through one forced CPU path; empty optional when this CPU lacks it.
 std::optional<std::vector<float>> run_flash_path(const Case& c, const HostInputs& in,
                                                  CpuFlashPath path, int threads = 2) {
-  const std::vector<float> q = to_layout(c, in.q, c.hq, c.lq);
-  const std::vector<float> k = to_layout(c, in.k, c.hkv, c.lkv);
-  const std::vector<float> v = to_layout(c, in.v, c.hkv, c.lkv);
+  const std::vector<float> q = to_layout(c, c.layout, in.q, c.hq, c.lq);
+  const std::vector<float> k = to_layout(c, c.layout, in.k, c.hkv, c.lkv);
+  const std::vector<float> v = to_layout(c, c.layout, in.v, c.hkv, c.lkv);
   std::vector<float> o(size_t(c.q_elements()), -7.0f); // poison: every element must be written
   AttnParams p = params_for(c);
   p.q = q.data();
@@ -576,6 +577,63 @@ TEST(Gpu, MatchesTheOracleWhenADeviceIsPresent) {
       EXPECT_EQ(e.outside, 0) << to_string(kernel) << " max abs " << e.max_abs;
     }
   }
+}
+
+// Each tensor in its own layout (offset, strided, transposed, and the output in q's): our
+// kernels read every one through its strides and agree with the oracle.
+TEST(RefKernels, EachTensorInItsOwnLayoutMatchesTheOracle) {
+  for (const char* spec :
+       {"dtype=fp32,b=2,hq=4,hkv=2,lq=9,lkv=33,d=24,q_layout=offset,k_layout=strided,"
+        "v_layout=transposed",
+        "dtype=bf16,b=1,h=2,l=40,d=64,layout=strided,causal",
+        "dtype=fp16,b=2,h=2,lq=17,lkv=30,d=32,v_layout=offset,mask=additive,mask_dtype=fp32"}) {
+    const Case c = *parse_case_spec(spec);
+    const HostInputs in = make_inputs(c);
+    const std::vector<double> ref = oracle_attention(c, in);
+    for (RefKernel kernel : {RefKernel::math, RefKernel::flash}) {
+      auto run = run_cpu(kernel, c, in, 0, 1, 2);
+      ASSERT_TRUE(run) << spec << ": " << run.error().message;
+      EXPECT_EQ(compare(run->out, ref, cases::default_tolerance(c.dtype)).outside, 0)
+          << spec << " " << to_string(kernel);
+    }
+  }
+}
+
+// Scores near 1e4: the float64 oracle stays finite, our kernels (max-subtracted softmax) pass,
+// and a softmax that skips the max subtraction overflows exp() to inf/NaN, which the comparison
+// calls nonfinite, not a mismatch.
+TEST(LargeValues, AnOverflowedSoftmaxIsNonfiniteWhereTheOracleIsFinite) {
+  const Case c = *parse_case_spec("dtype=fp16,b=1,h=2,l=32,d=128,large");
+  const HostInputs in = make_inputs(c);
+  const std::vector<double> ref = oracle_attention(c, in);
+  for (double x : ref) ASSERT_TRUE(std::isfinite(x));
+  auto ours = run_cpu(RefKernel::flash, c, in, 0, 1, 2);
+  ASSERT_TRUE(ours) << ours.error().message;
+  EXPECT_EQ(compare(ours->out, ref, cases::default_tolerance(c.dtype)).outside, 0);
+  // exp(score * scale) with no max taken first, in float: exp(1e4 / sqrt(128)) is inf.
+  std::vector<float> naive(ref.size());
+  const float scale = 1.0f / std::sqrt(128.0f);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 32; ++i) {
+      std::vector<float> p(32);
+      float sum = 0;
+      for (int64_t j = 0; j < 32; ++j) {
+        float dot = 0;
+        for (int64_t e = 0; e < 128; ++e)
+          dot += in.q[size_t((h * 32 + i) * 128 + e)] * in.k[size_t((h * 32 + j) * 128 + e)];
+        sum += p[size_t(j)] = std::exp(dot * scale);
+      }
+      for (int64_t e = 0; e < 128; ++e) {
+        float o = 0;
+        for (int64_t j = 0; j < 32; ++j)
+          o += p[size_t(j)] / sum * in.v[size_t((h * 32 + j) * 128 + e)];
+        naive[size_t((h * 32 + i) * 128 + e)] = o;
+      }
+    }
+  const auto verdict = cases::compare_to_oracle(naive.data(), ref.data(), ref.size(),
+                                                cases::default_tolerance(c.dtype));
+  EXPECT_EQ(verdict.status, Status::nonfinite) << verdict.reason;
+  EXPECT_GT(verdict.metrics.nan_count + verdict.metrics.inf_count, 0);
 }
 
 } // namespace

@@ -86,6 +86,7 @@ void expect_golden(const std::string& file, const std::string& actual) {
 TEST(ReportReader, AcceptsV1AndItsMinorVersionsOnly) {
   EXPECT_TRUE(report::check_report_schema("sdpa-doctor/report/v1"));
   EXPECT_TRUE(report::check_report_schema("sdpa-doctor/report/v1.3"));
+  EXPECT_TRUE(report::check_report_schema("sdpa-doctor/report/v1.4"));
   auto newer = report::check_report_schema("sdpa-doctor/report/v2");
   ASSERT_FALSE(newer);
   EXPECT_NE(newer.error().message.find("newer report schema"), std::string::npos);

@@ -54,6 +54,11 @@ const char* k_specs[] = {
     "dtype=bf16,b=2,hq=4,hkv=2,lq=5,lkv=33,d=16,causal",
     "dtype=fp16,b=1,h=2,l=24,d=8,mask=bool,seed=7",
     "dtype=fp32,b=1,h=2,lq=9,lkv=17,d=32,mask=additive,causal,layout=transposed,seed=12345",
+    // Every dimension of a case's tensors: each layout, the mask's dtype, shape and storage.
+    "dtype=fp16,b=2,hq=4,hkv=2,lq=9,lkv=33,d=16,mask=additive,mask_dtype=fp32,mask_shape=bhqk,"
+    "mask_layout=strided,q_layout=offset,k_layout=strided,v_layout=transposed",
+    "dtype=fp32,b=2,h=2,lq=24,lkv=20,d=16,window=5,mask_shape=11qk,mask_layout=offset,large",
+    "dtype=fp32,b=2,h=2,lq=6,lkv=10,d=8,mask=bool,mask_shape=qk,layout=strided",
 };
 
 } // namespace
@@ -84,6 +89,19 @@ TEST(Repro, InputsMatchCoreBitForBit) {
       EXPECT_EQ(got.count("mask"), 0u);
     }
   }
+}
+
+TEST(Repro, CarriesEveryDimensionOfTheCase) {
+  const std::string script = report::render_repro(cpu_case(k_specs[4])).value();
+  for (const char* want : {R"(q_layout="offset")", R"(k_layout="strided")",
+                           R"(v_layout="transposed")", R"(mask_dtype="fp32")",
+                           R"(mask_shape="bhqk")", R"(mask_layout="strided")", "window=0",
+                           "large=False"})
+    EXPECT_NE(script.find(want), std::string::npos) << want;
+  const std::string window = report::render_repro(cpu_case(k_specs[5])).value();
+  for (const char* want : {"window=5", "large=True", R"(mask_shape="11qk")",
+                           R"(mask_dtype="fp32")", R"(mask_layout="offset")"})
+    EXPECT_NE(window.find(want), std::string::npos) << want;
 }
 
 TEST(Repro, MathOnTheCpuPasses) {

@@ -82,6 +82,47 @@ TEST(ShrinkSearch, FindsTheCausalCondition) {
   EXPECT_LE(s.minimal->d, failing_case().d);
 }
 
+// A failure that needs V alone strided and an fp32 mask under bf16 q: the shrink names both, drops
+// everything else it can (the other layouts, the mask's shape and storage, large values), and
+// its smallest case keeps what the failure needs.
+TEST(ShrinkSearch, NamesTheLayoutAndMaskDimensionsAFailureNeeds) {
+  Case start = failing_case();
+  start.dtype = DType::bf16;
+  start.causal = false;
+  start.mask = Mask::additive;
+  start.mask_dtype = DType::f32;
+  start.mask_shape = MaskShape::shared;
+  start.mask_layout = Layout::offset;
+  start.large = true;
+  start.set_layouts(Layout::transposed, Layout::contiguous, Layout::strided);
+  Shrink s = search(
+      [](const Case& c) {
+        return c.qkv_layouts()[2] == Layout::strided && c.mask_value_dtype() != c.dtype;
+      },
+      nullptr, start);
+  EXPECT_EQ(s.verdict, "boundary");
+  std::vector<std::string> axes;
+  for (const ShrinkCondition& w : s.conditions) axes.push_back(w.axis);
+  // fp32 q makes the fp32 mask q's own dtype: so the dtype is a condition too.
+  EXPECT_EQ(axes, (std::vector<std::string>{"mask", "mask_dtype", "v_layout", "dtype"}));
+  for (const ShrinkCondition& w : s.conditions) {
+    if (w.axis == "v_layout") {
+      EXPECT_EQ(w.text, "v strided");
+    }
+    if (w.axis == "mask_dtype") {
+      EXPECT_EQ(w.text, "mask dtype fp32 (q bf16)");
+    }
+  }
+  ASSERT_TRUE(s.minimal.has_value());
+  EXPECT_EQ(s.minimal->qkv_layouts(),
+            (std::array{Layout::contiguous, Layout::contiguous, Layout::strided}));
+  EXPECT_EQ(s.minimal->mask_value_dtype(), DType::f32);
+  EXPECT_EQ(s.minimal->mask_shape, MaskShape::batch);
+  EXPECT_EQ(s.minimal->mask_layout, Layout::contiguous);
+  EXPECT_FALSE(s.minimal->large);
+  EXPECT_NE(s.rule.find("v strided"), std::string::npos) << s.rule;
+}
+
 // A decode or tiny-causal failure: the query length is bounded from above, found by growing it.
 Case short_query_case(int64_t lq) {
   Case c = failing_case();

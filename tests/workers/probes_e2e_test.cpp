@@ -292,7 +292,13 @@ TEST(PythonWorker, InputsAreBitExactWithCore) {
         "dtype=bf16,h=3,lq=9,lkv=17,d=32,mask=additive,seed=123456789",
         "dtype=fp32,h=2,l=33,d=128,seed=4294967297", "dtype=fp16,h=1,l=300,d=16,mask=additive",
         // Over the generator's chunk of 2^18 elements, and not a multiple of it.
-        "dtype=bf16,b=1,h=3,lq=1,lkv=1500,d=80,seed=9"}) {
+        "dtype=bf16,b=1,h=3,lq=1,lkv=1500,d=80,seed=9",
+        // A mask's own dtype, shapes (values over the shape passed), a window, large values.
+        "dtype=bf16,b=2,h=2,lq=7,lkv=19,d=16,mask=additive,mask_dtype=fp32,mask_shape=11qk",
+        "dtype=fp16,b=2,hq=4,hkv=2,lq=9,lkv=33,d=16,mask=bool,mask_shape=bhqk,seed=5",
+        "dtype=fp32,b=3,h=1,lq=5,lkv=9,d=8,mask=additive,mask_shape=qk,mask_layout=strided",
+        "dtype=fp16,b=2,h=1,lq=40,lkv=24,d=8,window=6",
+        "dtype=bf16,h=2,l=16,d=32,large,v_layout=offset"}) {
     const Case c = *parse_case_spec(spec);
     const std::string out = dir.file("dump.f32");
     auto r = sdpa_test::run_binary(

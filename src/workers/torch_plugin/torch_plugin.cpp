@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <dlfcn.h>
 #include <cstdlib>
@@ -406,12 +407,44 @@ private:
     else disable_overrideable(ctx);
   }
 
-  at::Tensor to_tensor(const float* values, at::IntArrayRef shape, int dtype, bool transposed) {
+  // Laid out on the device: .to() of a strided or offset view would make it contiguous.
+  at::Tensor to_tensor(const float* values, at::IntArrayRef shape, int dtype, int layout) {
     at::Tensor t = at::from_blob(const_cast<float*>(values), shape, at::kFloat)
                        .to(scalar_type(dtype));
-    // Transposed: a (B,L,H,D) buffer seen as (B,H,L,D), as user code produces with .transpose.
-    if (transposed) t = t.transpose(1, 2).contiguous().transpose(1, 2);
-    return t.to(m_device);
+    return laid_out(t.to(m_device), layout, 2 * shape.back());
+  }
+
+  // The mask SDPA is given, in its shape, dtype and layout (core/inputs.hpp).
+  at::Tensor to_mask(const sdpa_plugin_case& c) {
+    at::Tensor m = at::from_blob(const_cast<float*>(c.mask_values), {c.b, 1, c.lq, c.lkv},
+                                 at::kFloat);
+    m = c.mask == SDPA_PLUGIN_MASK_BOOL ? m.ne(0) : m.to(scalar_type(c.mask_dtype));
+    m = m.to(m_device);
+    if (c.mask_shape == SDPA_PLUGIN_MASK_BHQK) m = m.expand({c.b, c.hq, c.lq, c.lkv}).contiguous();
+    if (c.mask_shape == SDPA_PLUGIN_MASK_11QK) m = m.narrow(0, 0, 1).contiguous();
+    if (c.mask_shape == SDPA_PLUGIN_MASK_QK) m = m[0][0].contiguous();
+    return laid_out(m, c.mask_layout, (c.lkv + 15) / 16 * 16 + 1);
+  }
+
+  // `t` as `layout` holds it; a strided tensor's rows are `row_width` wide. Padding holds NaN
+  // (false in a bool mask), so a kernel that reads past a view shows it.
+  static at::Tensor laid_out(const at::Tensor& t, int layout, int64_t row_width) {
+    const at::Scalar pad = t.scalar_type() == at::kBool ? at::Scalar(false) : at::Scalar(NAN);
+    if (layout == SDPA_PLUGIN_TRANSPOSED) return t.transpose(1, 2).contiguous().transpose(1, 2);
+    if (layout == SDPA_PLUGIN_STRIDED) {
+      std::vector<int64_t> sizes = t.sizes().vec();
+      const int64_t n = sizes.back();
+      sizes.back() = row_width;
+      at::Tensor wide = at::full(sizes, pad, t.options());
+      wide.narrow(-1, 0, n).copy_(t);
+      return wide.narrow(-1, 0, n);
+    }
+    if (layout == SDPA_PLUGIN_OFFSET) {
+      at::Tensor flat = at::full({t.numel() + 1}, pad, t.options());
+      flat.narrow(0, 1, t.numel()).copy_(t.reshape({-1}));
+      return flat.narrow(0, 1, t.numel()).view(t.sizes());
+    }
+    return t;
   }
 
   void synchronize() {
@@ -431,23 +464,17 @@ private:
   }
 
   CaseOutcome run_case(const sdpa_plugin_case& c) {
-    const bool tr = c.transposed != 0;
-    at::Tensor q = to_tensor(c.q, {c.b, c.hq, c.lq, c.d}, c.dtype, tr);
-    at::Tensor k = to_tensor(c.k, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
-    at::Tensor v = to_tensor(c.v, {c.b, c.hkv, c.lkv, c.d}, c.dtype, tr);
+    at::Tensor q = to_tensor(c.q, {c.b, c.hq, c.lq, c.d}, c.dtype, c.q_layout);
+    at::Tensor k = to_tensor(c.k, {c.b, c.hkv, c.lkv, c.d}, c.dtype, c.k_layout);
+    at::Tensor v = to_tensor(c.v, {c.b, c.hkv, c.lkv, c.d}, c.dtype, c.v_layout);
     const bool backward = c.backward != 0;
     at::Tensor grad_out;
-    if (backward) {
+    if (backward) { // leaves in the case's layouts: each keeps its strides
       for (at::Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
-      grad_out = to_tensor(c.grad_out, {c.b, c.hq, c.lq, c.d}, c.dtype, false);
+      grad_out = to_tensor(c.grad_out, {c.b, c.hq, c.lq, c.d}, c.dtype, SDPA_PLUGIN_CONTIGUOUS);
     }
     c10::optional<at::Tensor> mask;
-    if (c.mask != SDPA_PLUGIN_MASK_NONE) {
-      at::Tensor m = at::from_blob(const_cast<float*>(c.mask_values), {c.b, 1, c.lq, c.lkv},
-                                   at::kFloat);
-      m = c.mask == SDPA_PLUGIN_MASK_BOOL ? m.ne(0) : m.to(scalar_type(c.dtype));
-      mask = m.to(m_device);
-    }
+    if (c.mask != SDPA_PLUGIN_MASK_NONE) mask = to_mask(c);
     const bool gqa = c.hq != c.hkv;
 #if !SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
     if (gqa) {

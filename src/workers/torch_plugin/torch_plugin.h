@@ -19,15 +19,28 @@ extern "C" {
 
 enum sdpa_plugin_dtype { SDPA_PLUGIN_F16 = 0, SDPA_PLUGIN_BF16 = 1, SDPA_PLUGIN_F32 = 2 };
 enum sdpa_plugin_mask { SDPA_PLUGIN_MASK_NONE = 0, SDPA_PLUGIN_MASK_BOOL = 1, SDPA_PLUGIN_MASK_ADDITIVE = 2 };
+/* Case's Layout: transposed is a (B,L,H,D) buffer viewed as (B,H,L,D); strided the first part of
+ * each row of a wider buffer (2D for q, k and v; round_up(Lkv, 16) + 1 for a mask); offset one
+ * element into its storage. */
+enum sdpa_plugin_layout {
+  SDPA_PLUGIN_CONTIGUOUS = 0, SDPA_PLUGIN_TRANSPOSED = 1, SDPA_PLUGIN_STRIDED = 2, SDPA_PLUGIN_OFFSET = 3
+};
+/* Case's MaskShape: (B,1,Lq,Lkv), (B,H,Lq,Lkv), (1,1,Lq,Lkv), (Lq,Lkv). */
+enum sdpa_plugin_mask_shape {
+  SDPA_PLUGIN_MASK_B1QK = 0, SDPA_PLUGIN_MASK_BHQK = 1, SDPA_PLUGIN_MASK_11QK = 2, SDPA_PLUGIN_MASK_QK = 3
+};
 
-/* What the case runs on: logical (B,H,L,D) float buffers made by the worker, the mask (B,1,Lq,Lkv)
- * with 0/1 for a bool mask. `transposed`: q, k and v laid out as (B,L,H,D) and viewed as (B,H,L,D). */
+/* What the case runs on: logical (B,H,L,D) float buffers made by the worker, the mask's values as
+ * (B,Lq,Lkv) with 0/1 for a bool mask (a mask of another shape is made from them: core/inputs.hpp). */
 typedef struct sdpa_plugin_case {
   int64_t b, hq, hkv, lq, lkv, d;
   int dtype;  /* sdpa_plugin_dtype */
   int mask;   /* sdpa_plugin_mask */
   int causal;
-  int transposed;
+  int q_layout, k_layout, v_layout; /* sdpa_plugin_layout */
+  int mask_dtype;  /* sdpa_plugin_dtype of an additive mask */
+  int mask_shape;  /* sdpa_plugin_mask_shape */
+  int mask_layout; /* sdpa_plugin_layout: contiguous, strided or offset */
   const float* q;
   const float* k;
   const float* v;
@@ -36,8 +49,8 @@ typedef struct sdpa_plugin_case {
   int repeat;
   int64_t budget_ms; /* 0: none */
   /* A backward case: after the checked forward, the plugin calls entering_backward(hook_ctx,
-   * output, count) with its output (logical (B,Hq,Lq,D): count floats), then runs the backward for grad_out
-   * (logical (B,Hq,Lq,D)); its timed runs are forward and backward together. */
+   * output, count) with its output (logical (B,Hq,Lq,D): count floats), then runs the backward
+   * for grad_out (logical (B,Hq,Lq,D)); its timed runs are forward and backward together. */
   int backward;
   const float* grad_out;
   void (*entering_backward)(void* hook_ctx, const float* output, int64_t count);

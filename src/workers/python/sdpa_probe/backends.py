@@ -9,7 +9,7 @@ import time
 import warnings
 
 from .facts import gpu_truth_facts
-from .inputs import laid_out
+from .inputs import place_inputs
 from .protocol import one_line
 
 TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
@@ -252,18 +252,11 @@ class Probe(object):
         its timed runs are forward and backward together."""
         torch = self.torch
         c = line["case"]
-        dev = torch.device(self.device)
-
-        def place(t):
-            return laid_out(t, c["layout"]).to(dev)
-
-        q, k, v = place(q), place(k), place(v)
+        q, k, v, mask = place_inputs(torch, c, q, k, v, mask, self.device)
         backward = grad_out is not None
-        if backward:
+        if backward:  # leaves in the case's layouts: detach() keeps each view's strides
             q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
-            grad_out = grad_out.to(dev)
-        if mask is not None:
-            mask = mask.to(dev)
+            grad_out = grad_out.to(torch.device(self.device))
         gqa = c["hq"] != c["hkv"]
         kwargs = {"attn_mask": mask, "dropout_p": 0.0, "is_causal": c["causal"]}
         if gqa:

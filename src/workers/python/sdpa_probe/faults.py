@@ -10,7 +10,11 @@ from .protocol import DTYPE_NAMES
 
 
 FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison", "zeros")
-FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed", "bwd")
+FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed",
+               "q_layout", "k_layout", "v_layout", "mask_dtype", "mask_shape", "mask_layout",
+               "window", "large", "bwd")
+LAYOUT_VALUES = {"contiguous": 0, "transposed": 1, "strided": 2, "offset": 3}
+MASK_SHAPE_VALUES = {"b1qk": 0, "bhqk": 1, "11qk": 2, "qk": 3}
 
 
 def fault_value(name, c):
@@ -22,7 +26,15 @@ def fault_value(name, c):
     if name == "mask":
         return {"none": 0, "bool": 1, "additive": 2}[c["mask"]]
     if name == "transposed":
-        return 1 if c["layout"] == "transposed" else 0
+        return 1 if all(c[t + "_layout"] == "transposed" for t in "qkv") else 0
+    if name in ("q_layout", "k_layout", "v_layout", "mask_layout"):
+        return LAYOUT_VALUES[c[name]]
+    if name == "mask_dtype":
+        return 1 if c["mask"] != "none" and c["mask_dtype"] != c["dtype"] else 0
+    if name == "mask_shape":
+        return MASK_SHAPE_VALUES[c["mask_shape"]]
+    if name == "large":
+        return 1 if c["large"] else 0
     if name == "bwd":
         return 1 if c.get("backward") else 0
     return c[name]
@@ -31,7 +43,7 @@ def fault_value(name, c):
 def parse_condition(text):
     """`when=NAME`, NAME>N, NAME<N, NAME>=N, NAME<=N, NAME=N: (name, op, value); as
     planted_fault.cpp reads it."""
-    m = re.match(r"^([a-z]+)(?:([<>]=?|=)(.*))?$", text)
+    m = re.match(r"^([a-z_]+)(?:([<>]=?|=)(.*))?$", text)
     bad = ValueError("SDPA_DOCTOR_TEST_FAULT: bad condition '%s'" % text)
     if not m:
         raise bad

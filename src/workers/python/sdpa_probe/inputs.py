@@ -64,30 +64,58 @@ def fill_tensor(torch, dt, key, count, scale):
         u = hash32_tensor(torch, idx.add_(key).bitwise_and_(MASK32))
         out[start:start + n] = unit_from_bits(torch, u) * scale
     return out
+def mask_shape(c):
+    """The shape of the mask SDPA is given (Case::mask_shape)."""
+    b, h, lq, lkv = c["b"], c["hq"], c["lq"], c["lkv"]
+    return {"b1qk": (b, 1, lq, lkv), "bhqk": (b, h, lq, lkv), "11qk": (1, 1, lq, lkv),
+            "qk": (lq, lkv)}[c["mask_shape"]]
+
+
+def window_mask(torch, c):
+    """Query i keeps keys i-W < j <= i; a row with no key in its band keeps the last key."""
+    lq, lkv = c["lq"], c["lkv"]
+    i = torch.arange(lq, dtype=torch.int64).reshape(lq, 1)
+    j = torch.arange(lkv, dtype=torch.int64).reshape(1, lkv)
+    band = (j <= i) & (j > i - c["window"])
+    return band | (~band.any(dim=1, keepdim=True) & (j == lkv - 1))
+
+
+def make_mask(torch, c):
+    """The mask in the shape SDPA is given, its values as src/core/inputs.hpp defines them."""
+    lq, lkv = c["lq"], c["lkv"]
+    batches = c["b"] if c["mask_shape"] in ("b1qk", "bhqk") else 1
+    if c["window"] > 0:
+        values = window_mask(torch, c).expand(batches, lq, lkv)
+    else:
+        count = batches * lq * lkv
+        u = bits(torch, input_key(c["seed"], 3), count)
+        if c["mask"] == "bool":
+            first_key = (torch.arange(count, dtype=torch.int64) % lkv) == 0
+            values = first_key | ((u & 3) != 0)
+        else:
+            dt = torch_dtype(torch, c["mask_dtype"])
+            values = ((unit_from_bits(torch, u) + 1.0) * -2.0).to(dt)
+    values = values.reshape(batches, 1, lq, lkv)
+    if c["mask_shape"] == "bhqk":
+        values = values.expand(-1, c["hq"], -1, -1).contiguous()  # the same for every head
+    return values.reshape(mask_shape(c))
 
 
 def make_inputs(torch, c):
-    """q, k, v (logical B,H,L,D) in the case dtype and the mask (B,1,Lq,Lkv) or None, on CPU."""
+    """q, k, v (logical B,H,L,D) in the case dtype and the mask in the shape SDPA is given (in its
+    dtype) or None, on CPU."""
     dt = torch_dtype(torch, c["dtype"])
     seed = c["seed"]
 
     def fill(index, count, scale, shape):
         return fill_tensor(torch, dt, input_key(seed, index), count, scale).reshape(shape)
 
-    q = fill(0, q_elements(c), 4.0, (c["b"], c["hq"], c["lq"], c["d"]))
+    q_scale, k_scale = (64.0, 16.0) if c["large"] else (4.0, 1.0)  # powers of two: exact
+    q = fill(0, q_elements(c), q_scale, (c["b"], c["hq"], c["lq"], c["d"]))
     kv = kv_elements(c)
-    k = fill(1, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
+    k = fill(1, kv, k_scale, (c["b"], c["hkv"], c["lkv"], c["d"]))
     v = fill(2, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
-    mask = None
-    if c["mask"] != "none":
-        count = c["b"] * c["lq"] * c["lkv"]
-        u = bits(torch, input_key(seed, 3), count)
-        shape = (c["b"], 1, c["lq"], c["lkv"])
-        if c["mask"] == "bool":
-            first_key = (torch.arange(count, dtype=torch.int64) % c["lkv"]) == 0
-            mask = (first_key | ((u & 3) != 0)).reshape(shape)
-        else:
-            mask = ((unit_from_bits(torch, u) + 1.0) * -2.0).to(dt).reshape(shape)
+    mask = make_mask(torch, c) if c["mask"] != "none" else None
     return q, k, v, mask
 
 
@@ -98,9 +126,47 @@ def make_upstream_gradient(torch, c):
     return out.reshape(c["b"], c["hq"], c["lq"], c["d"])
 
 
-def laid_out(t, layout):
-    """t (B,H,L,D) as the case's layout holds it: "transposed" is a (B,L,H,D) buffer seen as
-    (B,H,L,D), as x.view(B, L, H, D).transpose(1, 2) gives."""
+def batch_form(c, mask):
+    """The mask as (B, Lq, Lkv), the form the C++ side holds (HostInputs::mask)."""
+    m = mask.reshape((1, 1) + tuple(mask.shape)) if mask.dim() == 2 else mask
+    return m[:, :1].expand(c["b"], 1, c["lq"], c["lkv"])[:, 0]
+
+
+def pad_value(t):
+    # What a kernel that reads past a view finds there: NaN shows in its output (False in a bool
+    # mask, which holds no NaN).
+    return float("nan") if t.dtype.is_floating_point else False
+
+
+def laid_out(t, layout, row_width=None):
+    """t as `layout` holds it (Case::Layout), on t's device. transposed: a (B,L,H,D) buffer seen
+    as (B,H,L,D), as x.view(B, L, H, D).transpose(1, 2) gives; strided: the first n of each row
+    of a buffer `row_width` wide (2n by default); offset: one element into its storage."""
     if layout == "transposed":
         return t.transpose(1, 2).contiguous().transpose(1, 2)
+    n = t.shape[-1]
+    if layout == "strided":
+        wide = t.new_full(tuple(t.shape[:-1]) + (row_width or 2 * n,), pad_value(t))
+        wide[..., :n] = t
+        return wide[..., :n]
+    if layout == "offset":
+        flat = t.new_full((t.numel() + 1,), pad_value(t))
+        flat[1:] = t.reshape(-1)
+        return flat[1:].view(t.shape)
     return t
+
+
+def mask_row_width(c):
+    """A strided mask's row stride: no multiple of 16 (aligned kernels pad or refuse it)."""
+    return (c["lkv"] + 15) // 16 * 16 + 1
+
+
+def place_inputs(torch, c, q, k, v, mask, device):
+    """q, k, v and the mask on `device`, each in its layout: laid out there, since .to() of a
+    strided or offset view makes it contiguous."""
+    dev = torch.device(device)
+    q, k, v = (laid_out(t.to(dev), c[name + "_layout"])
+               for t, name in ((q, "q"), (k, "k"), (v, "v")))
+    if mask is not None:
+        mask = laid_out(mask.to(dev), c["mask_layout"], mask_row_width(c))
+    return q, k, v, mask

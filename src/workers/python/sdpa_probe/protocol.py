@@ -81,27 +81,47 @@ MASK_NAMES = {"none": "none", "bool": "bool", "boolean": "bool",
               "additive": "additive", "add": "additive", "float": "additive"}
 
 
+LAYOUT_NAMES = {"contiguous": "contiguous", "bhld": "contiguous", "transposed": "transposed",
+                "blhd": "transposed", "strided": "strided", "offset": "offset"}
+MASK_SHAPES = ("b1qk", "bhqk", "11qk", "qk")
+
+
 def normalise_case(c):
+    """The case with every key, each tensor's layout resolved (`layout` unless its own says
+    otherwise) and the mask's dtype named (the case dtype unless its own)."""
     out = {"dtype": "fp16", "b": 1, "hq": 8, "hkv": 8, "lq": 128, "lkv": 128, "d": 64,
-           "causal": False, "mask": "none", "layout": "contiguous", "seed": 0}
+           "causal": False, "mask": "none", "layout": "contiguous", "seed": 0,
+           "mask_dtype": None, "mask_shape": "b1qk", "mask_layout": "contiguous", "window": 0,
+           "large": False}
+    own = {}
     for key, value in c.items():
-        if key == "dtype":
-            out["dtype"] = DTYPE_NAMES[value]
+        if key in ("dtype", "mask_dtype"):
+            out[key] = DTYPE_NAMES[value]
         elif key == "mask":
             out["mask"] = MASK_NAMES[value]
-        elif key == "layout":
-            out["layout"] = {"contiguous": "contiguous", "bhld": "contiguous",
-                             "transposed": "transposed", "blhd": "transposed"}[value]
-        elif key in ("causal", "backward"):  # backward: only where the doctor wrote it (true)
+        elif key in ("layout", "mask_layout"):
+            out[key] = LAYOUT_NAMES[value]
+        elif key in ("q_layout", "k_layout", "v_layout"):
+            own[key] = LAYOUT_NAMES[value]
+        elif key == "mask_shape":
+            if value not in MASK_SHAPES:
+                raise ValueError("unknown mask_shape '%s'" % value)
+            out[key] = value
+        elif key in ("causal", "large", "backward"):  # backward: only where the doctor wrote it
             out[key] = bool(value) if not isinstance(value, str) else value in ("1", "true")
         elif key == "h":
             out["hq"] = out["hkv"] = int(value)
         elif key == "l":
             out["lq"] = out["lkv"] = int(value)
-        elif key in ("b", "hq", "hkv", "lq", "lkv", "d", "seed"):
+        elif key in ("b", "hq", "hkv", "lq", "lkv", "d", "seed", "window"):
             out[key] = int(value)
         else:
             raise ValueError("unknown case key '%s'" % key)
+    for name in ("q_layout", "k_layout", "v_layout"):
+        out[name] = own.get(name, out["layout"])
+    out["mask_dtype"] = out["mask_dtype"] or out["dtype"]
+    if out["window"] > 0:
+        out["mask"] = "bool"
     return out
 
 

@@ -10,7 +10,7 @@ import warnings
 from .backends import Probe, add_canary, classify, import_torch
 from .faults import (corrupt_output, matching_fault, parse_fault, planted_canary,
                      process_fault)
-from .inputs import make_inputs, make_upstream_gradient, torch_dtype
+from .inputs import batch_form, make_inputs, make_upstream_gradient, torch_dtype
 from .oracle import (combine_directions, compare, compare_gradients, load_oracle,
                      oracle_gradients)
 from .protocol import (CANARY_FAILED_EXIT, Writer, finite_or_none, normalise_case, one_line,
@@ -224,6 +224,6 @@ def dump_inputs(case_json, path):
     c = normalise_case(json.loads(case_json))
     q, k, v, mask = make_inputs(torch, c)
     with open(path, "wb") as f:
-        for t in [q, k, v] + ([mask] if mask is not None else []):
+        for t in [q, k, v] + ([batch_form(c, mask)] if mask is not None else []):
             t = t.to(torch.float32).contiguous().reshape(-1)
             f.write(ctypes.string_at(t.data_ptr(), t.numel() * 4))
