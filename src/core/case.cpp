@@ -138,11 +138,17 @@ int64_t Case::input_bytes() const {
   const int64_t elem = dtype_size_bytes(dtype);
   int64_t bytes = (2 * q_elements() + 2 * kv_elements()) * elem;
   // A strided tensor's buffer is twice its view; a (B,H,..) mask has a row per head.
-  for (Layout l : qkv_layouts())
-    if (l == Layout::strided) bytes += std::max(q_elements(), kv_elements()) * elem;
-  const int64_t mask_rows = mask_shape == MaskShape::batch_heads ? b * hq * lq : b * lq;
-  if (mask != Mask::none)
-    bytes += 2 * mask_rows * (lkv + 16) * dtype_size_bytes(mask_value_dtype());
+  const auto [q, k, v] = qkv_layouts();
+  bytes += ((q == Layout::strided ? q_elements() : 0) + (k == Layout::strided ? kv_elements() : 0) +
+            (v == Layout::strided ? kv_elements() : 0)) *
+           elem;
+  if (mask != Mask::none) {
+    const int64_t rows = mask_shape == MaskShape::batch_heads ? b * hq * lq
+                         : mask_shape == MaskShape::batch     ? b * lq
+                                                              : lq;
+    const int64_t row = mask_layout == Layout::strided ? (lkv + 15) / 16 * 16 + 1 : lkv;
+    bytes += rows * row * dtype_size_bytes(mask_value_dtype());
+  }
   return bytes;
 }
 
