@@ -3,7 +3,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 #include <limits>
@@ -90,7 +89,7 @@ std::string_view layout_code(Layout layout) {
 }
 
 std::optional<Layout> layout_from_code(std::string_view code) {
-  for (Layout l : {Layout::transposed, Layout::strided, Layout::offset})
+  for (Layout l : {Layout::contiguous, Layout::transposed, Layout::strided, Layout::offset})
     if (code == layout_code(l)) return l;
   return std::nullopt;
 }
