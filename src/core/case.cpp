@@ -71,7 +71,8 @@ std::optional<Layout> layout_from_string(std::string_view t) {
 }
 
 std::optional<MaskShape> mask_shape_from_string(std::string_view t) {
-  for (MaskShape s : {MaskShape::batch, MaskShape::batch_heads, MaskShape::shared, MaskShape::plain})
+  for (MaskShape s :
+       {MaskShape::batch, MaskShape::batch_heads, MaskShape::shared, MaskShape::plain})
     if (t == to_string(s)) return s;
   return std::nullopt;
 }
