@@ -3,7 +3,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 #include <limits>
@@ -72,7 +71,8 @@ std::optional<Layout> layout_from_string(std::string_view t) {
 }
 
 std::optional<MaskShape> mask_shape_from_string(std::string_view t) {
-  for (MaskShape s : {MaskShape::batch, MaskShape::batch_heads, MaskShape::shared, MaskShape::plain})
+  for (MaskShape s :
+       {MaskShape::batch, MaskShape::batch_heads, MaskShape::shared, MaskShape::plain})
     if (t == to_string(s)) return s;
   return std::nullopt;
 }
@@ -90,7 +90,7 @@ std::string_view layout_code(Layout layout) {
 }
 
 std::optional<Layout> layout_from_code(std::string_view code) {
-  for (Layout l : {Layout::transposed, Layout::strided, Layout::offset})
+  for (Layout l : {Layout::contiguous, Layout::transposed, Layout::strided, Layout::offset})
     if (code == layout_code(l)) return l;
   return std::nullopt;
 }
@@ -140,11 +140,17 @@ int64_t Case::input_bytes() const {
   int64_t bytes = (2 * q_elements() + 2 * kv_elements()) * elem;
   if (backward) bytes *= 2; // the upstream gradient, dq, dk and dv
   // A strided tensor's buffer is twice its view; a (B,H,..) mask has a row per head.
-  for (Layout l : qkv_layouts())
-    if (l == Layout::strided) bytes += std::max(q_elements(), kv_elements()) * elem;
-  const int64_t mask_rows = mask_shape == MaskShape::batch_heads ? b * hq * lq : b * lq;
-  if (mask != Mask::none)
-    bytes += 2 * mask_rows * (lkv + 16) * dtype_size_bytes(mask_value_dtype());
+  const auto [q, k, v] = qkv_layouts();
+  bytes += ((q == Layout::strided ? q_elements() : 0) + (k == Layout::strided ? kv_elements() : 0) +
+            (v == Layout::strided ? kv_elements() : 0)) *
+           elem;
+  if (mask != Mask::none) {
+    const int64_t rows = mask_shape == MaskShape::batch_heads ? b * hq * lq
+                         : mask_shape == MaskShape::batch     ? b * lq
+                                                              : lq;
+    const int64_t row = mask_layout == Layout::strided ? (lkv + 15) / 16 * 16 + 1 : lkv;
+    bytes += rows * row * dtype_size_bytes(mask_value_dtype());
+  }
   return bytes;
 }
 

@@ -79,7 +79,8 @@ struct Case {
 
   int64_t q_elements() const { return b * hq * lq * d; }
   int64_t kv_elements() const { return b * hkv * lkv * d; }
-  // Bytes of q, k, v, output (and mask) in the case dtype.
+  // Bytes of q, k, v, output (and mask, in its own dtype and shape) in the case dtype; a strided
+  // tensor counts its whole buffer.
   int64_t input_bytes() const;
   // Bytes the math backend materialises for the scores (B*Hq*Lq*Lkv in fp32, twice: scores and
   // softmax), which is what a memory guard must budget for.

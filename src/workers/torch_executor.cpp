@@ -64,10 +64,13 @@ private:
 };
 
 int plugin_dtype(DType dtype) {
-  return dtype == DType::f16 ? SDPA_PLUGIN_F16 : dtype == DType::bf16 ? SDPA_PLUGIN_BF16 : SDPA_PLUGIN_F32;
+  return dtype == DType::f16    ? SDPA_PLUGIN_F16
+         : dtype == DType::bf16 ? SDPA_PLUGIN_BF16
+                                : SDPA_PLUGIN_F32;
 }
 
-static_assert(int(Layout::offset) == SDPA_PLUGIN_OFFSET && int(Layout::strided) == SDPA_PLUGIN_STRIDED &&
+static_assert(int(Layout::offset) == SDPA_PLUGIN_OFFSET &&
+              int(Layout::strided) == SDPA_PLUGIN_STRIDED &&
               int(Layout::transposed) == SDPA_PLUGIN_TRANSPOSED);
 static_assert(int(MaskShape::plain) == SDPA_PLUGIN_MASK_QK &&
               int(MaskShape::shared) == SDPA_PLUGIN_MASK_11QK &&

@@ -128,6 +128,17 @@ TEST(CaseLayouts, EachTensorHasItsOwnAndAllThreeTransposedKeepsTr) {
     ASSERT_TRUE(from_json) << from_json.error().message;
     EXPECT_EQ(*from_json, c);
   }
+  // A strided tensor's buffer is twice its view.
+  EXPECT_EQ(parse_case_spec("h=2,l=8,d=16,v_layout=strided")->input_bytes(),
+            parse_case_spec("h=2,l=8,d=16")->input_bytes() + 2 * 8 * 16 * 2);
+  // A mask every batch shares is one (Lq,Lkv); one per head is B*H of them, in its own dtype.
+  const int64_t plain = parse_case_spec("b=2,h=2,l=8,d=16")->input_bytes();
+  EXPECT_EQ(parse_case_spec("b=2,h=2,l=8,d=16,mask=additive")->input_bytes(), plain + 2 * 64 * 2);
+  EXPECT_EQ(parse_case_spec("b=2,h=2,l=8,d=16,mask=additive,mask_shape=qk")->input_bytes(),
+            plain + 64 * 2);
+  EXPECT_EQ(parse_case_spec("b=2,h=2,l=8,d=16,mask=additive,mask_shape=bhqk,mask_dtype=fp32")
+                ->input_bytes(),
+            plain + 4 * 64 * 4);
   // JSON says which tensor is which, and a plain case reads as it always did.
   const nlohmann::json j = to_json(*mixed);
   EXPECT_EQ(j.at("q_layout"), "strided");

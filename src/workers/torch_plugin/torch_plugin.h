@@ -23,15 +23,22 @@ enum sdpa_plugin_mask { SDPA_PLUGIN_MASK_NONE = 0, SDPA_PLUGIN_MASK_BOOL = 1, SD
  * each row of a wider buffer (2D for q, k and v; round_up(Lkv, 16) + 1 for a mask); offset one
  * element into its storage. */
 enum sdpa_plugin_layout {
-  SDPA_PLUGIN_CONTIGUOUS = 0, SDPA_PLUGIN_TRANSPOSED = 1, SDPA_PLUGIN_STRIDED = 2, SDPA_PLUGIN_OFFSET = 3
+  SDPA_PLUGIN_CONTIGUOUS = 0,
+  SDPA_PLUGIN_TRANSPOSED = 1,
+  SDPA_PLUGIN_STRIDED = 2,
+  SDPA_PLUGIN_OFFSET = 3
 };
 /* Case's MaskShape: (B,1,Lq,Lkv), (B,H,Lq,Lkv), (1,1,Lq,Lkv), (Lq,Lkv). */
 enum sdpa_plugin_mask_shape {
-  SDPA_PLUGIN_MASK_B1QK = 0, SDPA_PLUGIN_MASK_BHQK = 1, SDPA_PLUGIN_MASK_11QK = 2, SDPA_PLUGIN_MASK_QK = 3
+  SDPA_PLUGIN_MASK_B1QK = 0,
+  SDPA_PLUGIN_MASK_BHQK = 1,
+  SDPA_PLUGIN_MASK_11QK = 2,
+  SDPA_PLUGIN_MASK_QK = 3
 };
 
 /* What the case runs on: logical (B,H,L,D) float buffers made by the worker, the mask's values as
- * (B,Lq,Lkv) with 0/1 for a bool mask (a mask of another shape is made from them: core/inputs.hpp). */
+ * (B,Lq,Lkv) with 0/1 for a bool mask (a mask of another shape is made from them:
+ * core/inputs.hpp). */
 typedef struct sdpa_plugin_case {
   int64_t b, hq, hkv, lq, lkv, d;
   int dtype;  /* sdpa_plugin_dtype */
