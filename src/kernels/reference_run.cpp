@@ -190,8 +190,8 @@ Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
       return make_error(refused);
     for (float& x : laid.o) x = round_to_dtype(c.dtype, x);
   }
-  const auto in_view = [&](std::vector<float>& buffer, const void* laid_at, const float* laid) {
-    return buffer.data() + (static_cast<const float*>(laid_at) - laid);
+  const auto in_view = [&](std::vector<float>& buffer, const void* view, const float* base) {
+    return buffer.data() + (static_cast<const float*>(view) - base);
   };
   const AttnGrads g{in_view(go, p.o, laid.o.data()), in_view(dq, p.q, laid.q.data()),
                     in_view(dk, p.k, laid.k.data()), in_view(dv, p.v, laid.v.data())};
