@@ -129,11 +129,10 @@ public:
     pc.warmup = line.warmup;
     pc.repeat = line.repeat;
     pc.budget_ms = line.budget_ms;
-    // The plugin calls back through C: the hook's context is the worker's std::function.
-    const EnteringBackward* hook = &entering_backward;
     pc.backward = c.backward ? 1 : 0;
     pc.grad_out = c.backward ? in.grad_out.data() : nullptr;
-    pc.hook_ctx = const_cast<EnteringBackward*>(hook);
+    // The plugin calls back through C: the hook's context is the worker's std::function.
+    pc.hook_ctx = const_cast<EnteringBackward*>(&entering_backward);
     pc.entering_backward = [](void* ctx, const float* output, int64_t count) {
       (*static_cast<const EnteringBackward*>(ctx))(std::vector<float>(output, output + count));
     };
