@@ -63,6 +63,7 @@ struct IssueRule {
   std::optional<int64_t> head_dim_max; // inclusive
   std::optional<bool> causal;
   std::optional<bool> gqa; // hq != hkv
+  std::optional<bool> dropout; // dropout_p > 0
   std::vector<std::string> gfx_verdicts; // the device's GfxTruth::verdict is one of these
   // Which workers' results it speaks of ("probes": ["libtorch", "python"]); empty = any. A torch
   // issue names the torch probes, so a failure of the doctor's own kernels never matches it.

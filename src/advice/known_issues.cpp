@@ -226,9 +226,9 @@ IssueRule parse_rule(const json& j) {
               fmt::format("unknown probe '{}' in 'probes' (libtorch, python, reference)", name)};
         rule.probes.insert(*p);
       }
-    } else if (k == "causal" || k == "gqa") {
+    } else if (k == "causal" || k == "gqa" || k == "dropout") {
       if (!v.is_boolean()) throw EntryError{fmt::format("'{}' must be a boolean", k)};
-      (k == "causal" ? rule.causal : rule.gqa) = v.get<bool>();
+      (k == "causal" ? rule.causal : k == "gqa" ? rule.gqa : rule.dropout) = v.get<bool>();
     } else {
       throw EntryError{fmt::format("unknown key 'match.{}'", k)};
     }
@@ -437,6 +437,7 @@ bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& f
   if (rule.head_dim_max && r.kase.d > *rule.head_dim_max) return false;
   if (rule.causal && *rule.causal != r.kase.causal) return false;
   if (rule.gqa && *rule.gqa != (r.kase.hq != r.kase.hkv)) return false;
+  if (rule.dropout && *rule.dropout != (r.kase.dropout_percent > 0)) return false;
   if (!rule.gfx_verdicts.empty() &&
       std::find(rule.gfx_verdicts.begin(), rule.gfx_verdicts.end(), facts.gfx_verdict) ==
           rule.gfx_verdicts.end())

@@ -161,6 +161,42 @@ Comparison compare_gradients(const std::vector<GradientPair>& gradients, Toleran
 // ...; backward: ..."; only the forward: its reason as a forward case has it), the worst metrics.
 Comparison combine_directions(const Comparison& forward, const Comparison& backward);
 
+// --- dropout --------------------------------------------------------------------------------------
+
+// The generator seeds of a dropout case's runs (torch.manual_seed): `run` 0 for the checked run and
+// its repeat under the same seed, 1 for the run under another seed. sdpa_probe/oracle.py has the
+// same.
+uint64_t dropout_seed(const Case& c, int run);
+
+// A dropout case's outputs, logical (B,Hq,Lq,D) = (B,Hq,Lq,Lkv) (V is the identity): the checked
+// run, a second run under the same seed and one under another seed.
+struct DropoutRuns {
+  const float* first;
+  const float* same_seed;
+  const float* other_seed;
+};
+
+// Probabilities below this are not counted when the dropped fraction is measured: a kept one might
+// round to 0 in a low-precision dtype.
+inline constexpr double k_dropout_min_probability = 1e-3;
+// Fewer counted probabilities than this and the dropped fraction is not judged.
+inline constexpr int64_t k_dropout_min_counted = 200;
+// The dropped fraction may be this many standard deviations of the binomial from p (a false alarm
+// about once in 10^9 cases).
+inline constexpr double k_dropout_sigmas = 6.0;
+
+// Judges a dropout case against `probs`, the float64 oracle of its forward without dropout (with
+// V the identity: the probabilities themselves), element by element only where that holds for
+// any dropout: every output element is 0 (dropped) or its probability scaled by 1/(1-p) within the
+// tolerance (else mismatch; NaN or Inf where the probability is finite: nonfinite). Then
+// statistically: of the probabilities of at least k_dropout_min_probability, the fraction that is
+// 0 must be within k_dropout_sigmas binomial standard deviations of p; the run under the same seed
+// must equal the first bit for bit, and the run under another seed must differ from it somewhere.
+// The reason names each failed property; metrics compare the kept elements with their scaled
+// probabilities.
+Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n, double p,
+                         Tolerance tol);
+
 // --- limits ---------------------------------------------------------------------------------------
 
 // How long the runner waits for a case's result after its `begin`: a fixed allowance for start-up

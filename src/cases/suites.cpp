@@ -17,6 +17,11 @@ namespace sdpa_doctor::cases {
 
 namespace {
 
+Case with_dropout(Case c, int percent) {
+  c.dropout_percent = percent;
+  return c;
+}
+
 Case backward_of(Case c) {
   c.backward = true;
   return c;
@@ -118,6 +123,7 @@ std::vector<Case> quick_suite() {
   out.push_back(backward_of(make(DType::f16, 1, 2, 2, 64, 64, 64, true)));
   out.push_back(backward_of(make(DType::bf16, 1, 4, 2, 64, 64, 64)));
   out.push_back(backward_of(make(DType::f32, 1, 2, 2, 33, 33, 128)));
+  out.push_back(with_dropout(make(DType::bf16, 1, 4, 4, 64, 64, 64), 25));
   return out;
 }
 
@@ -183,6 +189,10 @@ std::vector<Case> full_suite() {
     out.push_back(backward_of(make(t, 2, 8, 8, 256, 256, 64, false, Mask::additive)));
   }
   add_real_failure_surface(out);
+  for (DType t : k_dtypes) { // V the identity: Lkv = D
+    out.push_back(with_dropout(make(t, 2, 8, 8, 256, 64, 64), 10));
+    out.push_back(with_dropout(make(t, 1, 8, 8, 128, 128, 128, true), 30));
+  }
   return out;
 }
 
@@ -288,7 +298,8 @@ Expected<PlannedCases> plan_cases(const CaseSources& sources) {
                                     "is_causal together with attn_mask (plan one or the other)",
                                     c.id()));
     if (seen.insert(c.id()).second) plan.cases.push_back(c);
-    if (sources.train && !c.backward && c.lq > 1 && seen.insert(backward_of(c).id()).second)
+    if (sources.train && !c.backward && c.dropout_percent == 0 && c.lq > 1 &&
+        seen.insert(backward_of(c).id()).second)
       plan.cases.push_back(backward_of(c));
   }
   plan.label = plan_label(sources);

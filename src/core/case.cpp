@@ -98,6 +98,29 @@ std::optional<Layout> layout_from_code(std::string_view code) {
 
 int dtype_size_bytes(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
+namespace {
+// 25 -> "0.25", 10 -> "0.1": the shortest decimal, as a user writes dropout_p.
+std::string format_dropout(int percent) {
+  std::string text = fmt::format("{}.{:02d}", percent / 100, percent % 100);
+  if (text.back() == '0') text.pop_back();
+  return text;
+}
+
+// "0.25", ".1", "0", "0.5": a probability in hundredths; nullopt for anything else.
+std::optional<int> parse_dropout(std::string_view text) {
+  if (text.starts_with("0")) text.remove_prefix(1);
+  if (text.empty()) return 0;
+  if (text[0] != '.' || text.size() < 2 || text.size() > 3) return std::nullopt;
+  int percent = 0;
+  for (size_t i = 1; i < 3; ++i) {
+    const char ch = i < text.size() ? text[i] : '0';
+    if (ch < '0' || ch > '9') return std::nullopt;
+    percent = percent * 10 + (ch - '0');
+  }
+  return percent;
+}
+} // namespace
+
 std::string Case::id() const {
   std::string out = fmt::format("{}-b{}-h{}", to_string(dtype), b, hq);
   if (hkv != hq) out += fmt::format(":{}", hkv);
@@ -115,6 +138,7 @@ std::string Case::id() const {
   for (const auto& [name, l] : own)
     if (l->has_value() && **l != layout) out += fmt::format("-{}_{}", name, layout_code(**l));
   if (large) out += "-large";
+  if (dropout_percent > 0) out += fmt::format("-drop{}", format_dropout(dropout_percent));
   if (seed != 0) out += fmt::format("-s{}", seed);
   if (backward) out += "-bwd";
   return out;
@@ -174,6 +198,13 @@ std::string validate_mask_and_layouts(const Case& c) {
   if (c.window < 0) return fmt::format("window must not be negative, got {}", c.window);
   if (c.window > k_max_dim) return fmt::format("window={} is larger than {}", c.window, k_max_dim);
   if (c.window > 0 && c.mask != Mask::boolean) return "window=W is a bool mask (mask=bool)";
+  if (c.dropout_percent < 0 || c.dropout_percent > k_max_dropout_percent)
+    return fmt::format("dropout must be within 0 and 0.{}", k_max_dropout_percent);
+  if (c.dropout_percent > 0 && c.lkv != c.d)
+    return fmt::format("a dropout case needs lkv = d (its V is the identity), got lkv={} d={}",
+                       c.lkv, c.d);
+  if (c.dropout_percent > 0 && c.backward)
+    return "a dropout case is forward only (its gradients depend on the dropped positions)";
   return {};
 }
 } // namespace
@@ -268,6 +299,14 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     c.backward = *f;
     return {};
   }
+  if (key == "dropout") {
+    auto percent = parse_dropout(value);
+    if (!percent)
+      return fmt::format("'dropout' takes a probability in steps of 0.01 (e.g. 0.1), got '{}'",
+                         value);
+    c.dropout_percent = *percent;
+    return {};
+  }
   if (key == "b") return need_int(c.b);
   if (key == "hq") return need_int(c.hq);
   if (key == "hkv") return need_int(c.hkv);
@@ -294,7 +333,7 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
   }
   return fmt::format("unknown key '{}' (dtype, b, h, hq, hkv, l, lq, lkv, d, causal, mask, "
                      "layout, q_layout, k_layout, v_layout, mask_dtype, mask_shape, mask_layout, "
-                     "window, large, seed, backward)",
+                     "window, large, seed, backward, dropout)",
                      key);
 }
 
@@ -404,6 +443,8 @@ Expected<Case> parse_case_id(std::string_view id) {
     else if (p == "mask_add") c.mask = Mask::additive;
     else if (p == "bwd" && i + 1 == parts.size()) c.backward = true;
     else if (p == "large") c.large = true;
+    else if (p.starts_with("drop") && parse_dropout(p.substr(4)).value_or(0) > 0)
+      c.dropout_percent = *parse_dropout(p.substr(4));
     else if (p.starts_with("win") && parse_int("", p.substr(3))) {
       c.window = *parse_int("", p.substr(3));
       c.mask = Mask::boolean;
@@ -433,6 +474,7 @@ nlohmann::json to_json(const Case& c) {
   if (c.window > 0) j["window"] = c.window;
   if (c.large) j["large"] = true;
   if (c.backward) j["backward"] = true;
+  if (c.dropout_percent > 0) j["dropout"] = c.dropout_p();
   return j;
 }
 
@@ -446,6 +488,8 @@ Expected<Case> case_from_json(const nlohmann::json& j) {
     // Unsigned first: nlohmann counts it as an integer too, and 2^64-1 read as int64 is -1.
     else if (value.is_number_unsigned()) text = std::to_string(value.get<uint64_t>());
     else if (value.is_number_integer()) text = std::to_string(value.get<int64_t>());
+    else if (key == "dropout" && value.is_number_float())
+      text = value.dump(); // "0.25"; anything finer than 0.01 is refused by the parser
     else return make_error(fmt::format("case key '{}' has a value of the wrong type", key));
     if (auto problem = apply_key(c, key, text, true); !problem.empty())
       return make_error(problem);

@@ -42,6 +42,7 @@ int dtype_size_bytes(DType dtype);
 // Upper bounds a case must respect; past them the parsers refuse it (exit 2).
 inline constexpr int64_t k_max_dim = 1 << 20;           // any single size
 inline constexpr int64_t k_max_elements = int64_t{1} << 34; // of any one tensor
+inline constexpr int k_max_dropout_percent = 90;
 
 struct Case {
   DType dtype = DType::f16;
@@ -64,18 +65,22 @@ struct Case {
   uint64_t seed = 0;
   // Forward, then backward for a seeded upstream gradient: dq, dk and dv are checked too.
   bool backward = false;
+  // dropout_p in hundredths (0: none). A dropout case's V is the identity (Lkv = D), so its
+  // output is the dropped and rescaled probability matrix, judged statistically, not elementwise.
+  int dropout_percent = 0;
 
   bool operator==(const Case&) const = default;
 
   // Stable, human-readable and parseable back with parse_case_id, e.g.
   // "bf16-b1-h32-q4096-k4096-d128-causal" or "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3"; a
-  // backward case ends in "-bwd".
+  // dropout case has "-drop0.25" before its seed; a backward case ends in "-bwd".
   std::string id() const;
 
   std::array<Layout, 3> qkv_layouts() const; // of q, k and v
   // Sets the three layouts in the one form: alike -> `layout`; else each non-contiguous one's own.
   void set_layouts(Layout q, Layout k, Layout v);
   DType mask_value_dtype() const { return mask_dtype.value_or(dtype); }
+  double dropout_p() const { return dropout_percent / 100.0; }
 
   int64_t q_elements() const { return b * hq * lq * d; }
   int64_t kv_elements() const { return b * hkv * lkv * d; }
@@ -105,7 +110,8 @@ std::string validate(const Case& c);
 // layout=contiguous|transposed|strided|offset (q, k and v), q_layout, k_layout, v_layout (one
 // tensor's, over layout's), mask_dtype=fp16|bf16|fp32 (additive), mask_shape=b1qk|bhqk|11qk|qk,
 // mask_layout=contiguous|strided|offset, window=W (a bool sliding-window mask), large[=0|1],
-// seed, backward[=0|1]. Unknown keys and bad values are errors.
+// seed, backward[=0|1], dropout=P (0 <= P <= 0.9 in steps of 0.01; needs lkv = d and no backward).
+// Unknown keys and bad values are errors.
 Expected<Case> parse_case_spec(std::string_view spec);
 Expected<Case> parse_case_id(std::string_view id);
 

@@ -194,12 +194,24 @@ std::vector<float> own_mask_values(const Case& c, const std::atomic<bool>* cance
 }
 } // namespace
 
+namespace {
+// A dropout case's V: the identity in every (batch, head), so that the output is the dropped and
+// rescaled probabilities themselves.
+std::vector<float> identity_values(const Case& c) {
+  std::vector<float> out(static_cast<size_t>(c.kv_elements()), 0.0f);
+  for (int64_t m = 0; m < c.b * c.hkv; ++m)
+    for (int64_t j = 0; j < std::min(c.lkv, c.d); ++j) out[size_t((m * c.lkv + j) * c.d + j)] = 1.0f;
+  return out;
+}
+} // namespace
+
 HostInputs make_inputs(const Case& c, const std::atomic<bool>* cancel) {
   HostInputs in;
   // Powers of two: `large` scales exactly.
   in.q = fill(c, InputTensor::q, c.q_elements(), c.large ? 64.0f : 4.0f, cancel);
   in.k = fill(c, InputTensor::k, c.kv_elements(), c.large ? 16.0f : 1.0f, cancel);
-  in.v = fill(c, InputTensor::v, c.kv_elements(), 1.0f, cancel);
+  in.v = c.dropout_percent > 0 ? identity_values(c)
+                                : fill(c, InputTensor::v, c.kv_elements(), 1.0f, cancel);
   if (c.mask != Mask::none && !cancelled(cancel)) {
     in.mask = own_mask_values(c, cancel);
     // A mask every batch shares, repeated for each: HostInputs holds (B,Lq,Lkv).

@@ -12,6 +12,8 @@
 //   q = 4 * unit (sharper softmax), k = v = unit, the upstream gradient dO = unit (B,Hq,Lq,D); additive mask = -2 * (unit + 1), in (-4, 0];
 //   bool mask keeps (u & 3) != 0 and always keeps key 0 (no fully masked rows).
 //   `large`: q = 64 * unit and k = 16 * unit, so that q.k reaches about 1e4.
+//   A dropout case's V is the identity in every (batch, head) (Lkv = D, no hash): the output is the
+//   dropped and rescaled probability matrix.
 //   A sliding window W (no hash): query i keeps keys i-W < j <= i; a row whose band holds no key
 //   (i >= Lkv + W - 1) keeps key Lkv-1, so no row is fully masked.
 // Values are then rounded to the case dtype (round-to-nearest-even, as torch's .to() does), an

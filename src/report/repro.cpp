@@ -44,13 +44,18 @@ CASE = dict(dtype=@DTYPE@, b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
             causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@,
             q_layout=@Q_LAYOUT@, k_layout=@K_LAYOUT@, v_layout=@V_LAYOUT@,
             mask_dtype=@MASK_DTYPE@, mask_shape=@MASK_SHAPE@, mask_layout=@MASK_LAYOUT@,
-            window=@WINDOW@, large=@LARGE@, backward=@BACKWARD@)
+            window=@WINDOW@, large=@LARGE@, backward=@BACKWARD@, dropout=@DROPOUT@)
 DEVICE = @DEVICE@
 BACKEND = @BACKEND@  # math, flash, mem_efficient, cudnn or default (no forcing)
 FA_LIBRARY = @FA_LIBRARY@  # torch.backends.cuda.preferred_rocm_fa_library, where torch has it
 ATOL, RTOL = @ATOL@, @RTOL@  # outside when |out - ref| > ATOL + RTOL * |ref|
 # A gradient is judged with ATOL times its largest |ref| element (at least 1), both times this.
 GRADIENT_SLACK = 2.0
+# Dropout (V is the identity: the output is the dropped, rescaled probabilities): probabilities
+# from this size on are counted, the dropped fraction may be this many binomial sigmas from p, and
+# the generator seeds of the run, its repeat under the same seed and a run under another seed.
+DROPOUT_MIN_PROBABILITY, DROPOUT_SIGMAS = 1e-3, 6.0
+DROPOUT_SEEDS = (0x5d0c0000 + 2 * CASE["seed"], 0x5d0c0000 + 2 * CASE["seed"] + 1)
 
 )PY"
 #include "report/repro_inputs.inc"
@@ -101,6 +106,31 @@ def judge(name, got, ref, atol, rtol):
     return 0, f"PASS{label}: max_abs_err {max_abs:.3e} (atol {atol:.3g}, rtol {rtol:.3g})"
 
 
+def judge_dropout(out, again, other, probs, p, atol, rtol):
+    # (exit code, verdict line): each element 0 or its probability / (1 - p); the dropped
+    # fraction near p; the same seed reproduces the output, another seed changes it
+    if not bool(torch.isfinite(out).all()):
+        return 1, f"NONFINITE: {int(torch.isnan(out).sum())} NaN, {int(torch.isinf(out).sum())} Inf"
+    kept, scaled = out != 0, probs / (1 - p)
+    outside = kept & ((out - scaled).abs() > atol + rtol * scaled)
+    problems = []
+    if bool(outside.any()):
+        problems.append(f"{int(outside.sum())} elements neither 0 nor probability / (1 - p)")
+    counts = probs >= DROPOUT_MIN_PROBABILITY
+    n, dropped = int(counts.sum()), int((counts & ~kept).sum())
+    bound = DROPOUT_SIGMAS * math.sqrt(n * p * (1 - p)) + 1
+    if n >= 200 and abs(dropped - p * n) > bound:
+        problems.append(f"{100 * dropped / n:.2f}% dropped, expected {100 * p:g}% +/- {100 * bound / n:.2f}%")
+    if not torch.equal(out, again):
+        problems.append("not reproducible under the same seed")
+    if torch.equal(out, other) and bool(kept.any()):
+        problems.append("the seed is ignored")
+    if problems:
+        return 1, "MISMATCH in dropout: " + "; ".join(problems)
+    return 0, (f"PASS in dropout: {100 * dropped / max(n, 1):.2f}% of {n} probabilities dropped "
+               f"(p = {p:g}), reproducible under its seed")
+
+
 def run_sdpa(q, k, v, mask, c):
     attn_mask, is_causal = mask, c["causal"]
     if mask is not None and is_causal:
@@ -109,7 +139,8 @@ def run_sdpa(q, k, v, mask, c):
         attn_mask = (mask & tril) if mask.dtype == torch.bool else mask.masked_fill(~tril, float("-inf"))
         is_causal = False
     kwargs = {"enable_gqa": True} if c["hq"] != c["hkv"] else {}
-    call = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kwargs)
+    call = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                  dropout_p=c["dropout"], **kwargs)
     if BACKEND == "default":
         return call()
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -144,7 +175,13 @@ def main():
     if backward:  # the forward, then the backward for the seeded upstream gradient
         qd, kd, vd = (t.detach().requires_grad_(True) for t in (qd, kd, vd))
         dout = make_upstream_gradient(torch, CASE)
+    dropout = CASE["dropout"] > 0
     try:
+        if dropout:  # the run, its repeat under the same seed, and one under another seed
+            outs = []
+            for seed in (DROPOUT_SEEDS[0], DROPOUT_SEEDS[0], DROPOUT_SEEDS[1]):
+                torch.manual_seed(seed)
+                outs.append(run_sdpa(qd, kd, vd, md, CASE).to("cpu", torch.float64))
         with torch.enable_grad():
             out = run_sdpa(qd, kd, vd, md, CASE)
             if device.type == "cuda":
@@ -162,6 +199,10 @@ def main():
             return 3
         print(f"ERROR: {type(e).__name__}: {first}")
         return 2
+    if dropout:
+        code, line = judge_dropout(*outs, reference(q, k, v, mask, CASE), CASE["dropout"], ATOL, RTOL)
+        print(line)
+        return code
     verdicts = [judge("output", out64, reference(q, k, v, mask, CASE), ATOL, RTOL)]
     if backward:
         refs = reference_gradients(q, k, v, mask, CASE, dout)
@@ -336,6 +377,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
       {"@LARGE@", c.large ? "True" : "False"},
       {"@SEED@", std::to_string(c.seed)},
       {"@BACKWARD@", c.backward ? "True" : "False"},
+      {"@DROPOUT@", py_float(c.dropout_p())},
       {"@DEVICE@", py_str(device)},
       {"@BACKEND@", py_str(backend)},
       {"@FA_LIBRARY@", fa_library},

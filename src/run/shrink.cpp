@@ -76,6 +76,8 @@ Case with_axis(Case c, std::string_view axis, int64_t v) {
   if (axis == "lq") c.lq = v;
   if (axis == "lkv") c.lkv = v;
   if (axis == "d") c.d = v;
+  // A dropout case's V is the identity: its key length is its head dim.
+  if (c.dropout_percent > 0 && (axis == "lkv" || axis == "d")) c.lkv = c.d = v;
   return c;
 }
 
@@ -121,7 +123,7 @@ std::string axis_text(std::string_view axis) {
 constexpr std::string_view k_feature_axes[] = {"backward",   "causal",    "mask",      "mask_dtype",
                                                "mask_shape", "mask_layout", "layout",
                                                "q_layout",   "k_layout",  "v_layout",
-                                               "large",      "gqa"};
+                                               "large",      "gqa",       "dropout"};
 
 bool has_feature(const Case& c, std::string_view axis) {
   const auto [q, k, v] = c.qkv_layouts();
@@ -138,6 +140,7 @@ bool has_feature(const Case& c, std::string_view axis) {
   if (axis == "v_layout") return mixed && v != Layout::contiguous;
   if (axis == "large") return c.large;
   if (axis == "gqa") return c.hq != c.hkv;
+  if (axis == "dropout") return c.dropout_percent > 0;
   return false;
 }
 
@@ -160,6 +163,7 @@ Case without_feature(Case c, std::string_view axis) {
   c.set_layouts(q, k, v);
   if (axis == "large") c.large = false;
   if (axis == "gqa") c.hkv = c.hq;
+  if (axis == "dropout") c.dropout_percent = 0;
   return c;
 }
 
@@ -203,6 +207,7 @@ ShrinkCondition feature_condition(const std::string& axis, const Case& c) {
       w.value = int64_t(layout), w.text = fmt::format("{} {}", name, to_string(layout));
   if (axis == "large") w.text = "large values";
   if (axis == "gqa") w.text = fmt::format("GQA (hq/hkv = {})", c.hq / c.hkv);
+  if (axis == "dropout") w.value = c.dropout_percent, w.text = "dropout_p > 0";
   return w;
 }
 

@@ -49,6 +49,7 @@ std::optional<int64_t> condition_value(std::string_view name, const Case& c) {
   if (name == "window") return c.window;
   if (name == "large") return c.large ? 1 : 0;
   if (name == "bwd") return c.backward ? 1 : 0;
+  if (name == "dropout") return c.dropout_percent;
   return std::nullopt;
 }
 
@@ -61,7 +62,7 @@ Expected<FaultCondition> parse_condition(std::string_view text) {
                                   "NAME<N, NAME>=N, NAME<=N, NAME=N; NAME b, hq, hkv, lq, lkv, "
                                   "d, causal, gqa, mask, transposed, q_layout, k_layout, "
                                   "v_layout, mask_dtype, mask_shape, mask_layout, window, "
-                                  "large, bwd, dtype)",
+                                  "large, bwd, dropout, dtype)",
                                   text));
   };
   if (at == std::string_view::npos) {

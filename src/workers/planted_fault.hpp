@@ -22,7 +22,7 @@ enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison, z
 // transposed (0/1: q, k and v all transposed), q_layout, k_layout, v_layout, mask_layout (0
 // contiguous, 1 transposed, 2 strided, 3 offset), mask_dtype (0/1: the mask's dtype is not q's),
 // mask_shape (0 (B,1,..), 1 (B,H,..), 2 (1,1,..), 3 (Lq,Lkv)), window (W), large (0/1), bwd (0/1:
-// a backward case) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
+// a backward case), dropout (dropout_p in hundredths) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
 // V alone non-contiguous: `when=v_layout,when=q_layout=0,when=k_layout=0`.
 struct FaultCondition {
   std::string name;

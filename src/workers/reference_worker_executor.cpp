@@ -62,6 +62,11 @@ public:
   CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs,
               const EnteringBackward& entering_backward) override {
     CaseRun run;
+    if (line.kase.dropout_percent > 0) {
+      run.status = Status::unsupported;
+      run.reason = "no dropout in our kernels: they are a deterministic witness";
+      return run;
+    }
     if (line.kase.backward && m_device >= 0) {
       run.status = Status::unsupported;
       run.reason = "no backward in our GPU kernels yet (ref-math and ref-flash have a CPU backward)";

@@ -137,8 +137,16 @@ public:
       (*static_cast<const EnteringBackward*>(ctx))(std::vector<float>(output, output + count));
     };
 
+    pc.dropout_p = c.dropout_p();
+    pc.dropout_seed = cases::dropout_seed(c, 0);
+    pc.dropout_other_seed = cases::dropout_seed(c, 1);
+
     CaseRun r;
     r.output.resize(static_cast<size_t>(c.q_elements()));
+    if (c.dropout_percent > 0) {
+      r.same_seed_output.resize(r.output.size());
+      r.other_seed_output.resize(r.output.size());
+    }
     if (c.backward) {
       r.dq.resize(size_t(c.q_elements()));
       r.dk.resize(size_t(c.kv_elements()));
@@ -150,6 +158,8 @@ public:
     result.dq = r.dq.data();
     result.dk = r.dk.data();
     result.dv = r.dv.data();
+    result.same_seed_output = r.same_seed_output.data();
+    result.other_seed_output = r.other_seed_output.data();
     result.times_ms = times.data();
     m_plugin->run(m_self, &pc, &result);
     const PluginText reason(m_plugin, result.reason);
@@ -171,6 +181,8 @@ public:
     r.dq.clear();
     r.dk.clear();
     r.dv.clear();
+    r.same_seed_output.clear();
+    r.other_seed_output.clear();
     return r;
   }
 

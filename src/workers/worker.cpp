@@ -79,37 +79,60 @@ void add_mapped_hip_runtimes(std::map<std::string, std::string>& facts) {
   facts["hip_runtimes"] = fmt::format("{}", fmt::join(files, ", "));
 }
 
+// The forward's float64 oracle: the doctor's file, else computed here.
+Expected<std::vector<double>> oracle_values(const protocol::CaseLine& line, const HostInputs& inputs) {
+  if (line.oracle_path.empty()) return compute_oracle(line.kase.forward_only(), inputs);
+  return read_oracle_file(line.oracle_path, size_t(line.kase.q_elements()));
+}
+
+// A case's result event from its verdict: a comparison, or an error that kept it from one.
+protocol::ResultEvent result_of(const protocol::CaseLine& line, const Expected<cases::Comparison>& verdict) {
+  protocol::ResultEvent ev;
+  ev.case_id = line.id;
+  ev.tolerance = line.tolerance;
+  if (!verdict) {
+    ev.status = Status::error;
+    ev.reason = verdict.error().message;
+    return ev;
+  }
+  ev.status = verdict->status;
+  ev.reason = verdict->reason;
+  ev.metrics = verdict->metrics;
+  return ev;
+}
+
 // The forward's output judged against the oracle (the doctor's file, else computed here), after
 // a planted corruption: status, reason and error metrics.
 protocol::ResultEvent judge_output(const protocol::CaseLine& line, const HostInputs& inputs,
                                    std::vector<float> output, FaultAction corrupt) {
-  protocol::ResultEvent ev;
-  ev.case_id = line.id;
-  ev.tolerance = line.tolerance;
   const size_t n = size_t(line.kase.q_elements());
-  if (output.size() != n) {
-    ev.status = Status::error;
-    ev.reason = fmt::format("the backend returned {} values, expected {}", output.size(), n);
-    return ev;
-  }
+  if (output.size() != n)
+    return result_of(line, make_error(fmt::format("the backend returned {} values, expected {}",
+                                                  output.size(), n)));
   corrupt_output(corrupt, output);
-  std::vector<double> oracle;
-  if (!line.oracle_path.empty()) {
-    auto read = read_oracle_file(line.oracle_path, n);
-    if (!read) {
-      ev.status = Status::error;
-      ev.reason = read.error().message;
-      return ev;
-    }
-    oracle = std::move(*read);
-  } else {
-    oracle = compute_oracle(line.kase.forward_only(), inputs);
-  }
-  cases::Comparison cmp = cases::compare_to_oracle(output.data(), oracle.data(), n, line.tolerance);
-  ev.status = cmp.status;
-  ev.reason = cmp.reason;
-  ev.metrics = cmp.metrics;
-  return ev;
+  auto oracle = oracle_values(line, inputs);
+  if (!oracle) return result_of(line, oracle.error());
+  return result_of(line, cases::compare_to_oracle(output.data(), oracle->data(), n, line.tolerance));
+}
+
+// A dropout case's three outputs judged statistically against the probabilities (the oracle of
+// its forward: V is the identity), after a planted corruption of the checked run's output.
+protocol::ResultEvent judge_dropout_output(const protocol::CaseLine& line, const HostInputs& inputs,
+                                           CaseRun& run, FaultAction corrupt) {
+  const size_t n = size_t(line.kase.q_elements());
+  if (run.output.size() != n || run.same_seed_output.size() != n ||
+      run.other_seed_output.size() != n)
+    return result_of(line, make_error(fmt::format(
+                               "the dropout runs returned {}, {} and {} values, expected {} each",
+                               run.output.size(), run.same_seed_output.size(),
+                               run.other_seed_output.size(), n)));
+  corrupt_output(corrupt, run.output);
+  auto probs = oracle_values(line, inputs);
+  if (!probs) return result_of(line, probs.error());
+  return result_of(line, cases::judge_dropout({run.output.data(), run.same_seed_output.data(),
+                                               run.other_seed_output.data()},
+                                              probs->data(), n, line.kase.dropout_p(),
+                                              line.tolerance));
 }
 
 // dq, dk and dv against the float64 oracle's gradients for the same upstream gradient (computed
@@ -155,6 +178,8 @@ protocol::ResultEvent evaluate(const protocol::CaseLine& line, const HostInputs&
     } else if (backward) {
       ev.forward = run.status;
     }
+  } else if (line.kase.dropout_percent > 0) {
+    ev = judge_dropout_output(line, inputs, run, forward_corrupt);
   } else if (!backward) {
     ev = judge_output(line, inputs, std::move(run.output), forward_corrupt);
   } else {

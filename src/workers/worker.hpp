@@ -48,6 +48,9 @@ struct CaseRun {
   // Backward cases: the gradients of q (B,Hq,Lq,D), k and v (B,Hkv,Lkv,D), logical, row-major;
   // empty unless the backward ran.
   std::vector<float> dq, dk, dv;
+  // Dropout cases: a second run under the checked run's seed and one under another seed
+  // (cases::dropout_seed), logical like `output`; empty unless they ran.
+  std::vector<float> same_seed_output, other_seed_output;
 };
 
 // Called by an executor once a backward case's checked forward has run, with its output (logical
@@ -71,7 +74,9 @@ public:
   virtual HelloInfo hello() = 0;
   // Runs one case on `inputs` (core::make_inputs of line.kase). A backward case runs its forward
   // (the checked run), calls `entering_backward` with its output, then runs the backward for
-  // inputs.grad_out; its timed runs are forward and backward together. Must not throw.
+  // inputs.grad_out; its timed runs are forward and backward together. A dropout case seeds the
+  // generator with cases::dropout_seed(c, 0) before its checked run and before a second run, and
+  // with dropout_seed(c, 1) before a third. Must not throw.
   virtual CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs,
                       const EnteringBackward& entering_backward) = 0;
   // A tiny known op on the device after a case: "ok", "failed: <why>" when the device no longer

@@ -455,6 +455,111 @@ TEST(Compare, GradientToleranceScalesWithTheGradientsSize) {
   EXPECT_NEAR(*c.metrics.max_abs_err, 0.5, 1e-6);
 }
 
+// A dropout case's outputs, as a healthy backend makes them: each probability dropped with
+// probability p (a seeded Bernoulli draw), else scaled by 1/(1-p).
+struct DropoutSample {
+  std::vector<double> probs;
+  std::vector<float> first, same, other;
+};
+
+DropoutSample healthy_dropout(size_t n, double p) {
+  DropoutSample s;
+  uint64_t state = 7;
+  auto uniform = [&] { // a small LCG: the test needs no library's generator
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return double(state >> 11) * 0x1.0p-53;
+  };
+  for (size_t i = 0; i < n; ++i) s.probs.push_back(0.002 + 0.02 * double(i % 17));
+  for (std::vector<float>* out : {&s.first, &s.other})
+    for (size_t i = 0; i < n; ++i)
+      out->push_back(uniform() < p ? 0.0f : float(s.probs[i] / (1 - p)));
+  s.same = s.first;
+  return s;
+}
+
+Comparison judge(const DropoutSample& s, double p) {
+  return judge_dropout({s.first.data(), s.same.data(), s.other.data()}, s.probs.data(),
+                       s.probs.size(), p, {1e-3, 1e-3});
+}
+
+TEST(Dropout, AHealthyBackendPassesAtEveryProbability) {
+  for (double p : {0.1, 0.25, 0.5, 0.9}) {
+    const Comparison c = judge(healthy_dropout(20000, p), p);
+    EXPECT_EQ(c.status, Status::pass) << p << ": " << c.reason;
+    EXPECT_LT(*c.metrics.max_abs_err, 1e-6);
+  }
+}
+
+TEST(Dropout, EachBrokenPropertyIsNamed) {
+  const double p = 0.25;
+  DropoutSample none = healthy_dropout(20000, p); // drops nothing: every value scaled
+  for (size_t i = 0; i < none.first.size(); ++i) none.first[i] = float(none.probs[i] / (1 - p));
+  none.same = none.first;
+  Comparison c = judge(none, p);
+  EXPECT_EQ(c.status, Status::mismatch);
+  EXPECT_NE(c.reason.find("0.00% of 20000 probabilities >= 0.001 were dropped, expected 25%"),
+            std::string::npos) << c.reason;
+
+  DropoutSample unscaled = healthy_dropout(20000, p); // drops, but forgets 1/(1-p)
+  for (size_t i = 0; i < unscaled.first.size(); ++i)
+    if (unscaled.first[i] != 0) unscaled.first[i] = float(unscaled.probs[i]);
+  unscaled.same = unscaled.first;
+  c = judge(unscaled, p);
+  EXPECT_EQ(c.status, Status::mismatch);
+  EXPECT_EQ(c.reason.rfind("dropout: ", 0), 0u) << c.reason;
+  EXPECT_NE(c.reason.find("neither 0 nor their probability / (1 - p)"), std::string::npos);
+
+  DropoutSample unseeded = healthy_dropout(20000, p); // the same seed draws anew
+  unseeded.same = unseeded.other;
+  c = judge(unseeded, p);
+  EXPECT_NE(c.reason.find("not reproducible: "), std::string::npos) << c.reason;
+  EXPECT_EQ(c.reason.find("seed is ignored"), std::string::npos);
+
+  DropoutSample fixed = healthy_dropout(20000, p); // the seed changes nothing
+  fixed.other = fixed.first;
+  c = judge(fixed, p);
+  EXPECT_EQ(c.reason, "dropout: the seed is ignored: a run under another seed gave the same "
+                      "output");
+
+  DropoutSample nan = healthy_dropout(20000, p);
+  nan.first[10] = std::numeric_limits<float>::quiet_NaN();
+  nan.same = nan.first;
+  c = judge(nan, p);
+  EXPECT_EQ(c.status, Status::nonfinite);
+  EXPECT_EQ(c.metrics.nan_count, 1);
+
+  DropoutSample zeros = healthy_dropout(20000, p); // a kernel that never ran
+  std::fill(zeros.first.begin(), zeros.first.end(), 0.0f);
+  zeros.same = zeros.other = zeros.first;
+  c = judge(zeros, p);
+  EXPECT_EQ(c.reason.rfind(std::string(k_all_zero_output) + ": dropout: 100.00%", 0), 0u)
+      << c.reason;
+}
+
+TEST(Dropout, TheBinomialBoundHoldsAtSixSigmasAndNotFarBeyond) {
+  const double p = 0.2;
+  DropoutSample s = healthy_dropout(10000, p);
+  // 10000 counted: sigma 40, bound 241 drops from the expected 2000. Make the count exact.
+  auto set_dropped = [&](size_t target) {
+    size_t dropped = 0;
+    for (size_t i = 0; i < s.first.size(); ++i) {
+      const bool drop = dropped < target;
+      s.first[i] = drop ? 0.0f : float(s.probs[i] / (1 - p));
+      dropped += drop;
+    }
+    s.same = s.first;
+  };
+  set_dropped(2000 + 240);
+  EXPECT_EQ(judge(s, p).status, Status::pass) << judge(s, p).reason;
+  set_dropped(2000 + 242);
+  EXPECT_EQ(judge(s, p).status, Status::mismatch);
+  // Too few probabilities to judge a fraction (40 of 100 dropped at p = 0.2): only the
+  // element-wise properties count.
+  s = healthy_dropout(100, p);
+  set_dropped(40);
+  EXPECT_EQ(judge(s, p).status, Status::pass) << judge(s, p).reason;
+}
+
 TEST(Compare, DirectionsCombineIntoOneVerdictThatSaysWhichFailed) {
   Comparison pass;
   pass.metrics.max_abs_err = 0.001;

@@ -101,6 +101,39 @@ TEST(CaseSpec, ABackwardCaseEndsInBwdAndRoundTripsEveryWay) {
   EXPECT_GT(c->input_bytes(), forward.input_bytes());
 }
 
+TEST(CaseSpec, ADropoutCaseSaysItsProbabilityAndRoundTripsEveryWay) {
+  auto c = parse_case_spec("dtype=fp16,h=4,lq=96,lkv=64,d=64,dropout=0.25,seed=2");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->dropout_percent, 25);
+  EXPECT_DOUBLE_EQ(c->dropout_p(), 0.25);
+  EXPECT_EQ(c->id(), "fp16-b1-h4-q96-k64-d64-drop0.25-s2");
+  auto from_id = parse_case_id(c->id());
+  ASSERT_TRUE(from_id) << from_id.error().message;
+  EXPECT_EQ(*from_id, *c);
+  EXPECT_DOUBLE_EQ(to_json(*c).at("dropout").get<double>(), 0.25);
+  auto from_json = case_from_json(to_json(*c));
+  ASSERT_TRUE(from_json) << from_json.error().message;
+  EXPECT_EQ(*from_json, *c);
+  // The shortest decimal, as a user writes dropout_p; a case without dropout reads as before.
+  EXPECT_EQ(parse_case_spec("l=64,d=64,dropout=.1")->id(), "fp16-b1-h8-q64-k64-d64-drop0.1");
+  EXPECT_EQ(parse_case_spec("l=64,d=64,dropout=0")->id(), "fp16-b1-h8-q64-k64-d64");
+  EXPECT_FALSE(to_json(*parse_case_spec("l=64,d=64")).contains("dropout"));
+  // Finer than 0.01, past 0.9, V not square (Lkv != D), a backward: each one clear line.
+  for (const char* bad : {"l=64,d=64,dropout=0.125", "l=64,d=64,dropout=0.95",
+                          "l=64,d=64,dropout=1", "l=64,d=64,dropout=x", "lq=64,lkv=80,d=64,dropout=0.1",
+                          "l=64,d=64,dropout=0.1,backward"}) {
+    auto r = parse_case_spec(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos);
+  }
+  EXPECT_NE(parse_case_spec("lq=64,lkv=80,d=64,dropout=0.1").error().message.find("lkv = d"),
+            std::string::npos);
+  nlohmann::json j = to_json(*c);
+  j["dropout"] = 0.123;
+  EXPECT_FALSE(case_from_json(j));
+  EXPECT_FALSE(parse_case_id("fp16-b1-h4-q64-k64-d64-drop0.125"));
+}
+
 TEST(CaseLayouts, EachTensorHasItsOwnAndAllThreeTransposedKeepsTr) {
   auto all = parse_case_spec("h=2,l=8,d=16,layout=transposed");
   ASSERT_TRUE(all) << all.error().message;

@@ -6,6 +6,7 @@
 // The conditions themselves are checked on both sides of the switch.
 #include "core/case.hpp"
 #include "support/run_binary.hpp"
+#include "support/torch_probes.hpp"
 #include "workers/planted_fault.hpp"
 
 #include <gtest/gtest.h>
@@ -20,12 +21,7 @@ using sdpa_test::run_binary;
 
 namespace {
 
-#ifdef SDPA_TEST_HAVE_TORCH_WORKER
-constexpr bool k_torch_worker = true;
-#else
-constexpr bool k_torch_worker = false;
-#endif
-const std::string k_python = SDPA_TEST_PYTHON;
+const std::string k_python = sdpa_test::k_test_python;
 
 constexpr const char* k_v_alone = "when=v_layout,when=q_layout=0,when=k_layout=0";
 
@@ -35,37 +31,18 @@ sdpa_doctor::Case parsed(const std::string& spec) {
   return c ? *c : sdpa_doctor::Case{};
 }
 
-// The torch probes this machine can run, comma-separated ("" for none).
-std::string torch_probes() {
-  std::string probes;
-  if (sdpa_test::imports_torch(k_python)) probes = "python";
-  if (k_torch_worker) probes += probes.empty() ? "libtorch" : ",libtorch";
-  return probes;
-}
+std::string torch_probes() { return sdpa_test::runnable_torch_probes(); }
 
 size_t probe_count(const std::string& probes) {
   return probes.find(',') == std::string::npos ? 1 : 2;
 }
 
-struct Checked {
-  sdpa_test::RunResult run;
-  json report;
-};
+using Checked = sdpa_test::CheckedRun;
 
 Checked check(const std::vector<std::string>& specs, const std::string& probes,
               const std::string& variants, const std::string& fault) {
-  std::vector<std::string> argv = {sdpa_test::doctor(), "check",    "--probe", probes,
-                                   "--variant",         variants,   "--python", k_python};
-  for (const std::string& s : specs) argv.insert(argv.end(), {"--case", s});
   sdpa_test::TempDir dir;
-  argv.insert(argv.end(), {"--json", dir.file("r.json"), "--run-dir", dir.file("run")});
-  sdpa_test::RunOptions o;
-  o.set_env = {{"NO_COLOR", "1"}};
-  if (!fault.empty()) o.set_env["SDPA_DOCTOR_TEST_FAULT"] = fault;
-  o.timeout_s = 600;
-  Checked out{run_binary(argv, o), json()};
-  out.report = json::parse(sdpa_test::read_file(dir.file("r.json")));
-  return out;
+  return sdpa_test::check_cases(specs, probes, variants, fault, dir);
 }
 
 // Every result of the report is `status` where its case id is planted, else pass.

@@ -5,7 +5,10 @@
 
 #include "support/run_binary.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <string>
+#include <vector>
 
 namespace sdpa_test {
 
@@ -33,6 +36,29 @@ static inline RunResult run_probe_snippet(const std::string& script) {
   RunOptions o;
   o.set_env = {{"PYTHONPATH", source_path("src/workers/python")}};
   return run_binary({k_test_python, "-c", script}, o);
+}
+
+struct CheckedRun {
+  RunResult run;
+  nlohmann::json report;
+};
+
+// `sdpa-doctor check` of these cases, probes and variants with the test's Python, its report and
+// run folder in `dir`, with SDPA_DOCTOR_TEST_FAULT set to `fault` unless it is empty.
+static inline CheckedRun check_cases(const std::vector<std::string>& specs,
+                                     const std::string& probes, const std::string& variants,
+                                     const std::string& fault, const TempDir& dir) {
+  std::vector<std::string> argv = {doctor(), "check",  "--probe",  probes,
+                                   "--variant", variants, "--python", k_test_python};
+  for (const std::string& s : specs) argv.insert(argv.end(), {"--case", s});
+  argv.insert(argv.end(), {"--json", dir.file("r.json"), "--run-dir", dir.file("run")});
+  RunOptions o;
+  o.set_env = {{"NO_COLOR", "1"}};
+  if (!fault.empty()) o.set_env["SDPA_DOCTOR_TEST_FAULT"] = fault;
+  o.timeout_s = 600;
+  CheckedRun out{run_binary(argv, o), nlohmann::json()};
+  out.report = nlohmann::json::parse(read_file(dir.file("r.json")));
+  return out;
 }
 #endif
 

@@ -127,7 +127,10 @@ TEST_P(WorkerTest, QuickSuitePassesOnCpuForMathFlashDefault) {
     for (const Case& c : cases) {
       const auto res = r.result(c.id());
       ASSERT_FALSE(res.is_null()) << c.id();
-      EXPECT_EQ(res["status"], "pass") << variant << " " << c.id() << ": " << res["reason"];
+      // Torch's CPU flash has no dropout: it refuses cleanly (default then picks math).
+      const bool refused = c.dropout_percent > 0 && std::string(variant) == "flash";
+      EXPECT_EQ(res["status"], refused ? "unsupported" : "pass")
+          << variant << " " << c.id() << ": " << res["reason"];
       if (res["status"] != "pass") continue;
       EXPECT_EQ(res["tolerance"]["atol"], default_tolerance(c.dtype).atol);
       const double err = res["metrics"]["max_abs_err"].get<double>();

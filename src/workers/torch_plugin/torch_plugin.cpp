@@ -232,6 +232,7 @@ struct CaseOutcome {
   std::string reason;
   std::vector<float> output;
   std::vector<float> dq, dk, dv; // a backward case's gradients, logical order
+  std::vector<float> same_seed_output, other_seed_output; // a dropout case's second and third runs
   std::vector<double> times_ms;
   std::string backend_chosen;
   std::vector<std::string> warnings;
@@ -488,16 +489,16 @@ private:
     CaseOutcome r;
     if (m_args.backend == "default") {
 #if SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
-      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, 0.0, c.causal, {}, gqa));
+      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, c.dropout_p, c.causal, {}, gqa));
 #else
-      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, 0.0, c.causal, {}));
+      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, c.dropout_p, c.causal, {}));
 #endif
     }
     auto forward = [&] {
 #if SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
-      return at::scaled_dot_product_attention(q, k, v, mask, 0.0, c.causal, {}, gqa);
+      return at::scaled_dot_product_attention(q, k, v, mask, c.dropout_p, c.causal, {}, gqa);
 #else
-      return at::scaled_dot_product_attention(q, k, v, mask, 0.0, c.causal, {});
+      return at::scaled_dot_product_attention(q, k, v, mask, c.dropout_p, c.causal, {});
 #endif
     };
     auto reset_grads = [&] {
@@ -521,8 +522,16 @@ private:
       const auto spent = [&] {
         return c.budget_ms > 0 && ms_since(start) >= static_cast<double>(c.budget_ms);
       };
+      const bool dropout = c.dropout_p > 0;
+      if (dropout) at::manual_seed(c.dropout_seed);
       out = forward(); // the checked run: its output is the one compared with the oracle
       synchronize();
+      if (dropout) { // the same seed again, then another: reproducible, and seeded
+        at::manual_seed(c.dropout_seed);
+        r.same_seed_output = host_values(forward());
+        at::manual_seed(c.dropout_other_seed);
+        r.other_seed_output = host_values(forward());
+      }
       if (backward) {
         // The forward is judged before the backward starts: a crash from here on is the backward's.
         r.output = host_values(out.detach());
@@ -632,14 +641,19 @@ void plugin_run(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* resul
   result->times_len = 0;
   if (r.outcome == SDPA_PLUGIN_RAN) {
     std::copy(r.output.begin(), r.output.end(), result->output);
+    const size_t n = r.output.size();
+    if (c->dropout_p > 0 && r.same_seed_output.size() == n && r.other_seed_output.size() == n) {
+      std::copy(r.same_seed_output.begin(), r.same_seed_output.end(), result->same_seed_output);
+      std::copy(r.other_seed_output.begin(), r.other_seed_output.end(), result->other_seed_output);
+    }
     if (c->backward) { // run_case checked each gradient's shape against its input's
       std::copy(r.dq.begin(), r.dq.end(), result->dq);
       std::copy(r.dk.begin(), r.dk.end(), result->dk);
       std::copy(r.dv.begin(), r.dv.end(), result->dv);
     }
-    const size_t n = std::min(r.times_ms.size(), static_cast<size_t>(std::max(c->repeat, 0)));
-    std::copy_n(r.times_ms.begin(), n, result->times_ms);
-    result->times_len = static_cast<int>(n);
+    const size_t timed = std::min(r.times_ms.size(), static_cast<size_t>(std::max(c->repeat, 0)));
+    std::copy_n(r.times_ms.begin(), timed, result->times_ms);
+    result->times_len = static_cast<int>(timed);
   }
   result->reason = r.reason.empty() ? nullptr : copy_text(r.reason);
   result->backend_chosen = r.backend_chosen.empty() ? nullptr : copy_text(r.backend_chosen);
@@ -660,6 +674,6 @@ const sdpa_torch_plugin k_plugin = {SDPA_TORCH_PLUGIN_VERSION, plugin_open,     
 
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const sdpa_torch_plugin* sdpa_torch_plugin_v2() {
+extern "C" __attribute__((visibility("default"))) const sdpa_torch_plugin* sdpa_torch_plugin_v3() {
   return &k_plugin;
 }

@@ -14,8 +14,8 @@
 extern "C" {
 #endif
 
-#define SDPA_TORCH_PLUGIN_VERSION 2
-#define SDPA_TORCH_PLUGIN_ENTRY "sdpa_torch_plugin_v2"
+#define SDPA_TORCH_PLUGIN_VERSION 3
+#define SDPA_TORCH_PLUGIN_ENTRY "sdpa_torch_plugin_v3"
 
 enum sdpa_plugin_dtype { SDPA_PLUGIN_F16 = 0, SDPA_PLUGIN_BF16 = 1, SDPA_PLUGIN_F32 = 2 };
 enum sdpa_plugin_mask { SDPA_PLUGIN_MASK_NONE = 0, SDPA_PLUGIN_MASK_BOOL = 1, SDPA_PLUGIN_MASK_ADDITIVE = 2 };
@@ -62,6 +62,12 @@ typedef struct sdpa_plugin_case {
   const float* grad_out;
   void (*entering_backward)(void* hook_ctx, const float* output, int64_t count);
   void* hook_ctx;
+  /* dropout_p > 0: the checked run and a second one follow manual_seed(dropout_seed), a third
+   * manual_seed(dropout_other_seed); the second and third fill same_seed_output and
+   * other_seed_output. */
+  double dropout_p;
+  uint64_t dropout_seed;
+  uint64_t dropout_other_seed;
 } sdpa_plugin_case;
 
 enum sdpa_plugin_outcome {
@@ -71,8 +77,8 @@ enum sdpa_plugin_outcome {
   SDPA_PLUGIN_FAILED = 3       /* it ran but gave nothing usable: reason says why */
 };
 
-/* Filled by run. The worker owns output (b*hq*lq*d floats), times_ms (`repeat` doubles) and, for
- * a backward case, dq (b*hq*lq*d), dk and dv (b*hkv*lkv*d; logical order); the plugin owns the
+/* Filled by run. The worker owns output (b*hq*lq*d floats), times_ms (`repeat` doubles), for a
+ * dropout case same_seed_output and other_seed_output (b*hq*lq*d each) and, for a backward case, dq (b*hq*lq*d), dk and dv (b*hkv*lkv*d; logical order); the plugin owns the
  * texts. */
 typedef struct sdpa_plugin_result {
   int outcome; /* sdpa_plugin_outcome */
@@ -80,6 +86,8 @@ typedef struct sdpa_plugin_result {
   float* dq;
   float* dk;
   float* dv;
+  float* same_seed_output;  /* dropout cases: b*hq*lq*d each */
+  float* other_seed_output;
   double* times_ms;
   int times_len;
   char* reason;         /* NULL when it ran */

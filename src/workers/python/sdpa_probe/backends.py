@@ -10,6 +10,7 @@ import warnings
 
 from .facts import gpu_truth_facts
 from .inputs import place_inputs
+from .oracle import dropout_seed
 from .protocol import one_line
 
 TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
@@ -227,7 +228,7 @@ class Probe(object):
     def chosen(self, q, k, v, mask, c, gqa):
         torch = self.torch
         try:
-            kwargs = {"attn_mask": mask, "dropout_p": 0.0, "is_causal": c["causal"]}
+            kwargs = {"attn_mask": mask, "dropout_p": c["dropout"], "is_causal": c["causal"]}
             if gqa:
                 kwargs["enable_gqa"] = True
             choice = int(torch._fused_sdp_choice(q, k, v, **kwargs))
@@ -246,10 +247,12 @@ class Probe(object):
             self.torch.cuda.synchronize(self.torch.device(self.device))
 
     def run(self, line, q, k, v, mask, grad_out=None, entering_backward=None):
-        """(output float32 CPU tensor, times_ms, backend_chosen, gradients). A backward case
-        (grad_out given) runs its checked forward, calls entering_backward(output), then its
+        """(output float32 CPU tensor, times_ms, backend_chosen, gradients, reruns). A backward
+        case (grad_out given) runs its checked forward, calls entering_backward(output), then its
         backward: gradients are dq, dk, dv as float32 CPU tensors in logical order (else None);
-        its timed runs are forward and backward together."""
+        its timed runs are forward and backward together. A dropout case seeds the generator with
+        dropout_seed(c, 0) before its checked run and a second one, dropout_seed(c, 1) before a
+        third: reruns are the second and third outputs (else None)."""
         torch = self.torch
         c = line["case"]
         q, k, v, mask = place_inputs(torch, c, q, k, v, mask, self.device)
@@ -258,7 +261,7 @@ class Probe(object):
             q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
             grad_out = grad_out.to(torch.device(self.device))
         gqa = c["hq"] != c["hkv"]
-        kwargs = {"attn_mask": mask, "dropout_p": 0.0, "is_causal": c["causal"]}
+        kwargs = {"attn_mask": mask, "dropout_p": c["dropout"], "is_causal": c["causal"]}
         if gqa:
             kwargs["enable_gqa"] = True
         sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -288,10 +291,18 @@ class Probe(object):
         def spent():
             return budget > 0 and time.perf_counter() - start >= budget
 
-        grads = None
+        grads = reruns = None
+        dropout = c["dropout"] > 0
         with torch.enable_grad() if backward else contextlib.nullcontext(), self.threads.sdpa():
+            if dropout:
+                torch.manual_seed(dropout_seed(c, 0))
             out = forward()  # the checked run: its output is the one compared with the oracle
             self.sync()
+            if dropout:  # the same seed again, then another: reproducible, and seeded
+                torch.manual_seed(dropout_seed(c, 0))
+                again = forward().detach().float().cpu().contiguous()
+                torch.manual_seed(dropout_seed(c, 1))
+                reruns = (again, forward().detach().float().cpu().contiguous())
             if backward:
                 # The forward is judged before the backward starts: a crash from here on is the
                 # backward's.
@@ -317,7 +328,7 @@ class Probe(object):
         out = out.detach()
         float(out.float().sum().item())
         host = out.float().cpu().contiguous()
-        return host, times, chosen, grads
+        return host, times, chosen, grads, reruns
 
 
 def classify(exc, captured):

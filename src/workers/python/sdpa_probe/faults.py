@@ -12,7 +12,7 @@ from .protocol import DTYPE_NAMES
 FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison", "zeros")
 FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed",
                "q_layout", "k_layout", "v_layout", "mask_dtype", "mask_shape", "mask_layout",
-               "window", "large", "bwd")
+               "window", "large", "bwd", "dropout")
 LAYOUT_VALUES = {"contiguous": 0, "transposed": 1, "strided": 2, "offset": 3}
 MASK_SHAPE_VALUES = {"b1qk": 0, "bhqk": 1, "11qk": 2, "qk": 3}
 
@@ -37,6 +37,8 @@ def fault_value(name, c):
         return 1 if c["large"] else 0
     if name == "bwd":
         return 1 if c.get("backward") else 0
+    if name == "dropout":
+        return int(round(c["dropout"] * 100))
     return c[name]
 
 

@@ -114,7 +114,10 @@ def make_inputs(torch, c):
     q = fill(0, q_elements(c), q_scale, (c["b"], c["hq"], c["lq"], c["d"]))
     kv = kv_elements(c)
     k = fill(1, kv, k_scale, (c["b"], c["hkv"], c["lkv"], c["d"]))
-    v = fill(2, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
+    if c["dropout"] > 0:  # the identity: the output is the dropped, rescaled probabilities
+        v = torch.eye(c["lkv"], c["d"], dtype=dt).expand(c["b"], c["hkv"], -1, -1).contiguous()
+    else:
+        v = fill(2, kv, 1.0, (c["b"], c["hkv"], c["lkv"], c["d"]))
     mask = make_mask(torch, c) if c["mask"] != "none" else None
     return q, k, v, mask
 

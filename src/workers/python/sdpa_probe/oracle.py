@@ -138,3 +138,79 @@ def combine_directions(forward, backward):
         return status, fr, metrics
     reason = "backward: %s" % br if fs == "pass" else "forward: %s; backward: %s" % (fr, br)
     return status, reason, metrics
+
+
+# cases::dropout_seed and the constants of cases::judge_dropout.
+DROPOUT_MIN_PROBABILITY = 1e-3
+DROPOUT_MIN_COUNTED = 200
+DROPOUT_SIGMAS = 6.0
+
+
+def dropout_seed(c, run):
+    """The generator seed of a dropout case's run: 0 the checked run and its repeat, 1 another."""
+    return 0x5d0c0000 + 2 * c["seed"] + run
+
+
+def judge_dropout(torch, first, same_seed, other_seed, probs, p, atol, rtol):
+    """cases::judge_dropout: (status, reason, metrics) of a dropout case's three outputs against
+    the probabilities (the oracle of its forward: V is the identity)."""
+    out = first.double().reshape(-1)
+    probs = probs.double().reshape(-1)
+    n = out.numel()
+    nan = int(torch.isnan(out).sum())
+    inf = int(torch.isinf(out).sum())
+    finite = torch.isfinite(out)
+    counts = probs >= DROPOUT_MIN_PROBABILITY
+    zero = finite & (out == 0)
+    kept = finite & (out != 0)
+    expected = probs / (1.0 - p)
+    err = torch.where(kept, (out - expected).abs(), torch.zeros_like(out))
+    ref = torch.where(kept, expected, torch.zeros_like(out))
+    outside_mask = (~finite) | (kept & (err > atol + rtol * expected))
+    outside = int(outside_mask.sum())
+    err2, ref2 = float((err * err).sum()), float((ref * ref).sum())
+    metrics = {"max_abs_err": float(err.max()) if n else 0.0,
+               "rel_l2_err": math.sqrt(err2 / ref2) if ref2 > 0 else math.sqrt(err2),
+               "frac_outside_tol": (outside / n) if n else 0.0,
+               "nan_count": nan, "inf_count": inf}
+    problems = []
+    status = "pass"
+    first_index = int(torch.nonzero(outside_mask)[0][0]) if outside else -1
+    if nan + inf:
+        status = "nonfinite"
+        problems.append("%d NaN and %d Inf of %d output elements (first at index %d)"
+                        % (nan, inf, n, first_index))
+    elif outside:
+        problems.append("%d of %d elements are neither 0 nor their probability / (1 - p) within "
+                        "atol=%g + rtol=%g*|ref| (first at index %d: got %.6g, expected 0 or "
+                        "%.6g)" % (outside, n, atol, rtol, first_index, float(out[first_index]),
+                                   float(expected[first_index])))
+    counted = int((counts & finite).sum())
+    dropped = int((counts & zero).sum())
+    if counted >= DROPOUT_MIN_COUNTED:
+        sigma = math.sqrt(counted * p * (1.0 - p))
+        bound = DROPOUT_SIGMAS * sigma + 1.0
+        if abs(dropped - p * counted) > bound:
+            problems.append("%.2f%% of %d probabilities >= %g were dropped, expected %g%% +/- "
+                            "%.2f%% (%g binomial sigmas)"
+                            % (100.0 * dropped / counted, counted, DROPOUT_MIN_PROBABILITY,
+                               100 * p, 100.0 * bound / counted, DROPOUT_SIGMAS))
+
+    def differing(a, b):  # bit for bit, as the C++ side compares
+        a32 = a.float().reshape(-1).contiguous().view(torch.int32)
+        b32 = b.float().reshape(-1).contiguous().view(torch.int32)
+        return int((a32 != b32).sum())
+
+    diff = differing(first, same_seed)
+    if diff:
+        problems.append("not reproducible: %d of %d elements differ between two runs under the "
+                        "same seed" % (diff, n))
+    all_zero = n > 0 and not bool(out.ne(0).any())
+    if n and not all_zero and differing(first, other_seed) == 0:
+        problems.append("the seed is ignored: a run under another seed gave the same output")
+    if not problems:
+        return "pass", "", metrics
+    zeros = all_zero and bool(probs.ne(0).any())
+    return ("mismatch" if status == "pass" else status,
+            (ALL_ZERO_OUTPUT + ": " if zeros else "") + "dropout: " + "; ".join(problems),
+            metrics)

@@ -92,7 +92,7 @@ def normalise_case(c):
     out = {"dtype": "fp16", "b": 1, "hq": 8, "hkv": 8, "lq": 128, "lkv": 128, "d": 64,
            "causal": False, "mask": "none", "layout": "contiguous", "seed": 0,
            "mask_dtype": None, "mask_shape": "b1qk", "mask_layout": "contiguous", "window": 0,
-           "large": False}
+           "large": False, "dropout": 0.0}
     own = {}
     for key, value in c.items():
         if key in ("dtype", "mask_dtype"):
@@ -115,6 +115,8 @@ def normalise_case(c):
             out["lq"] = out["lkv"] = int(value)
         elif key in ("b", "hq", "hkv", "lq", "lkv", "d", "seed", "window"):
             out[key] = int(value)
+        elif key == "dropout":  # dropout_p, in steps of 0.01
+            out[key] = round(float(value) * 100) / 100
         else:
             raise ValueError("unknown case key '%s'" % key)
     for name in ("q_layout", "k_layout", "v_layout"):

@@ -11,8 +11,8 @@ from .backends import Probe, add_canary, classify, import_torch
 from .faults import (corrupt_output, matching_fault, parse_fault, planted_canary,
                      process_fault)
 from .inputs import batch_form, make_inputs, make_upstream_gradient, torch_dtype
-from .oracle import (combine_directions, compare, compare_gradients, load_oracle,
-                     oracle_gradients)
+from .oracle import (combine_directions, compare, compare_gradients, judge_dropout,
+                     load_oracle, oracle_gradients)
 from .protocol import (CANARY_FAILED_EXIT, Writer, finite_or_none, normalise_case, one_line,
                        parse_case_line, parse_variant, variant_environment)
 
@@ -119,6 +119,18 @@ def judge_output(torch, line, host, q, k, v, mask, corrupt):
     return compare(torch, host, ref, line["atol"], line["rtol"])
 
 
+def judge_dropout_runs(torch, line, host, reruns, q, k, v, mask, corrupt):
+    """(status, reason, metrics) of a dropout case's three outputs, judged statistically against
+    the probabilities (its oracle: V is the identity), after a planted corruption of the first."""
+    host = host.reshape(-1).clone()
+    if corrupt:
+        corrupt_output(corrupt, host)
+    probs = load_oracle(torch, line, q, k, v, mask)
+    c = line["case"]
+    return judge_dropout(torch, host, reruns[0], reruns[1], probs, c["dropout"], line["atol"],
+                         line["rtol"])
+
+
 def judge_gradients(torch, line, grads, q, k, v, mask, grad_out, corrupt):
     """(status, reason, metrics) of dq, dk, dv against the float64 oracle's gradients."""
     got = [g.reshape(-1).clone() for g in grads]
@@ -157,7 +169,7 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
         else:
             with warnings.catch_warnings(record=True) as captured:
                 warnings.simplefilter("always")
-                host = None
+                host = reruns = None
                 q = k = v = mask = grad_out = None
 
                 def entering_backward(output):
@@ -172,7 +184,7 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                     q, k, v, mask = make_inputs(torch, line["case"])
                     if backward:
                         grad_out = make_upstream_gradient(torch, line["case"])
-                    host, times, chosen, grads = probe.run(line, q, k, v, mask, grad_out,
+                    host, times, chosen, grads, reruns = probe.run(line, q, k, v, mask, grad_out,
                                                            entering_backward)
                     result["backend_chosen"] = chosen
                 except Exception as e:
@@ -192,8 +204,12 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                     result["warnings"].append(text)
             if host is not None:
                 try:
-                    status, reason, m = forward[0] if forward else judge_output(
-                        torch, line, host, q, k, v, mask, forward_fault)
+                    if reruns is not None:
+                        status, reason, m = judge_dropout_runs(torch, line, host, reruns, q, k,
+                                                               v, mask, forward_fault)
+                    else:
+                        status, reason, m = forward[0] if forward else judge_output(
+                            torch, line, host, q, k, v, mask, forward_fault)
                     if backward:
                         grad_verdict = judge_gradients(torch, line, grads, q, k, v, mask,
                                                        grad_out, backward_fault)
