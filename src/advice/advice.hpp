@@ -9,6 +9,7 @@
 #include "core/model.hpp"
 #include "core/status.hpp"
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <regex>
@@ -58,7 +59,11 @@ struct IssueRule {
   std::optional<std::regex> canary_re;
   std::set<DType> dtypes;
   std::set<Mask> masks;     // the case's mask kind ("none", "bool", "additive")
-  std::set<Layout> layouts; // the case's q/k/v layout ("contiguous", "transposed")
+  std::set<Layout> layouts; // the case's shared q/k/v layout ("contiguous", "transposed", ...)
+  // Each tensor's own layout ("q_layouts", "k_layouts", "v_layouts"): V alone non-contiguous is
+  // v_layouts [transposed, strided, offset] with q_layouts and k_layouts [contiguous].
+  std::array<std::set<Layout>, 3> own_layouts;
+  std::optional<bool> mask_dtype_differs; // an additive mask in another dtype than q
   std::optional<int64_t> head_dim_min; // inclusive
   std::optional<int64_t> head_dim_max; // inclusive
   std::optional<bool> causal;

@@ -175,6 +175,8 @@ int64_t int_field(const json& v, const std::string& key) {
   return v.get<int64_t>();
 }
 
+constexpr std::string_view k_layout_names = "contiguous, transposed, strided, offset";
+
 IssueRule parse_rule(const json& j) {
   if (!j.is_object()) throw EntryError{"'match' must be an object or an array of objects"};
   IssueRule rule;
@@ -197,7 +199,10 @@ IssueRule parse_rule(const json& j) {
     } else if (k == "masks") {
       rule.masks = name_set(v, k, "mask", mask_from_string, "none, bool, additive");
     } else if (k == "layouts") {
-      rule.layouts = name_set(v, k, "layout", layout_from_string, "contiguous, transposed");
+      rule.layouts = name_set(v, k, "layout", layout_from_string, k_layout_names);
+    } else if (k == "q_layouts" || k == "k_layouts" || k == "v_layouts") {
+      rule.own_layouts[k[0] == 'q' ? 0 : k[0] == 'k' ? 1 : 2] =
+          name_set(v, k, "layout", layout_from_string, k_layout_names);
     } else if (k == "signatures") {
       rule.signatures = string_list(v, k);
     } else if (k == "statuses") {
@@ -226,9 +231,12 @@ IssueRule parse_rule(const json& j) {
               fmt::format("unknown probe '{}' in 'probes' (libtorch, python, reference)", name)};
         rule.probes.insert(*p);
       }
-    } else if (k == "causal" || k == "gqa" || k == "dropout") {
+    } else if (k == "causal" || k == "gqa" || k == "dropout" || k == "mask_dtype_differs") {
       if (!v.is_boolean()) throw EntryError{fmt::format("'{}' must be a boolean", k)};
-      (k == "causal" ? rule.causal : k == "gqa" ? rule.gqa : rule.dropout) = v.get<bool>();
+      (k == "causal"    ? rule.causal
+       : k == "gqa"     ? rule.gqa
+       : k == "dropout" ? rule.dropout
+                        : rule.mask_dtype_differs) = v.get<bool>();
     } else {
       throw EntryError{fmt::format("unknown key 'match.{}'", k)};
     }
@@ -449,6 +457,13 @@ bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& f
     return false;
   if (!rule.masks.empty() && !rule.masks.count(r.kase.mask)) return false;
   if (!rule.layouts.empty() && !rule.layouts.count(r.kase.layout)) return false;
+  const auto own = r.kase.qkv_layouts();
+  for (size_t t = 0; t < own.size(); ++t)
+    if (!rule.own_layouts[t].empty() && !rule.own_layouts[t].count(own[t])) return false;
+  if (rule.mask_dtype_differs &&
+      *rule.mask_dtype_differs !=
+          (r.kase.mask != Mask::none && r.kase.mask_value_dtype() != r.kase.dtype))
+    return false;
   if (rule.stderr_re && !search_lines(*rule.stderr_re, error_texts(r))) return false;
   if (rule.canary_re && !search_lines(*rule.canary_re, {&r.canary})) return false;
   return true;

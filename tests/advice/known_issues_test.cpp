@@ -306,6 +306,53 @@ TEST(KnownIssues, CanaryMaskAndLayoutConditions) {
   }
 }
 
+// Each tensor's own layout, the mask's own dtype and dropout are conditions too: the shipped V-alone
+// mismatch, mask-dtype NaN and CK dropout entries hold where the case has that feature only.
+TEST(KnownIssues, OwnLayoutMaskDtypeAndDropoutConditions) {
+  auto with_case = [](const char* variant, Status s, const char* spec) {
+    CaseResult r = result(variant, s);
+    r.kase = parse_case_spec(spec).value();
+    r.case_id = r.kase.id();
+    return r;
+  };
+  const CaseFacts gfx942{"gfx942", "2.5.1", ""};
+  const KnownIssue* v_alone = shipped_issue("v-noncontiguous-mismatch-gfx942");
+  ASSERT_NE(v_alone, nullptr);
+  for (const char* v : {"v_layout=transposed", "v_layout=strided", "v_layout=offset",
+                        "layout=transposed"})
+    EXPECT_TRUE(issue_matches(
+        *v_alone, with_case("flash", Status::mismatch, (std::string("l=62,d=128,") + v).c_str()),
+        gfx942))
+        << v;
+  for (const char* not_v : {"layout=contiguous", "q_layout=transposed", "k_layout=offset"})
+    EXPECT_FALSE(issue_matches(
+        *v_alone, with_case("flash", Status::mismatch, (std::string("l=62,d=128,") + not_v).c_str()),
+        gfx942))
+        << not_v;
+  const KnownIssue* mask_dtype = shipped_issue("mem-efficient-mask-dtype-nan");
+  ASSERT_NE(mask_dtype, nullptr);
+  EXPECT_TRUE(issue_matches(*mask_dtype,
+                            with_case("mem_efficient", Status::nonfinite,
+                                      "dtype=bf16,l=64,d=64,mask=additive,mask_dtype=fp32"),
+                            gfx942));
+  EXPECT_FALSE(issue_matches(
+      *mask_dtype, with_case("mem_efficient", Status::nonfinite, "dtype=bf16,l=64,d=64,mask=additive"),
+      gfx942));
+  const KnownIssue* ck_dropout = shipped_issue("ck-dropout-memory-fault");
+  ASSERT_NE(ck_dropout, nullptr);
+  const std::string fault = "Memory access fault by GPU node-2 (Agent handle: 0x1) on address 0x0.";
+  CaseResult dropped = with_case("flash[ck]", Status::crash, "l=64,d=64,dropout=0.1");
+  dropped.stderr_tail = fault;
+  EXPECT_TRUE(issue_matches(*ck_dropout, dropped, gfx942));
+  CaseResult plain = with_case("flash[ck]", Status::crash, "l=64,d=64");
+  plain.stderr_tail = fault;
+  EXPECT_FALSE(issue_matches(*ck_dropout, plain, gfx942)) << "a CK page fault without dropout";
+  for (const char* bad : {R"("v_layouts":["sideways"])", R"("mask_dtype_differs":"yes")"})
+    EXPECT_FALSE(parse_known_issues(
+        std::string(R"([{"id":"c","title":"t","link":"","advice":"a","match":{)") + bad + "}}]", "t"))
+        << bad;
+}
+
 // The hipErrorInvalidValue family: text spelled by HIP proves a ROCm build anywhere; "CUDA error:
 // invalid argument" and an all-zero output count only on an AMD GPU; math never runs AOTriton.
 TEST(KnownIssues, HipInvalidValueIsMatchedFromItsEvidence) {
