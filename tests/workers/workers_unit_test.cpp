@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <fcntl.h>
@@ -73,10 +74,23 @@ TEST(Fault, SpecParsesAndMatches) {
   EXPECT_FALSE(parse_planted_fault("action=explode").has_value());
   EXPECT_FALSE(parse_planted_fault("colour=red,action=nan").has_value());
   std::vector<float> out = {1, 2, 3, 4};
-  corrupt_output(FaultAction::perturb, out);
+  corrupt_output(FaultAction::perturb, out, Case{});
   EXPECT_EQ(out[2], 3.5f);
-  corrupt_output(FaultAction::nan, out);
+  corrupt_output(FaultAction::nan, out, Case{});
   EXPECT_TRUE(std::isnan(out[2]));
+}
+
+TEST(Fault, MaskedRowsConditionAndNaNInAFullyMaskedRow) {
+  auto f = parse_planted_faults("when=mrows,action=nan");
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  const Case plain = *parse_case_spec("dtype=fp32,b=1,h=2,l=8,d=4,mask=bool");
+  const Case rows = *parse_case_spec("dtype=fp32,b=1,h=2,l=8,d=4,mask=bool,masked_rows");
+  EXPECT_EQ(matching_fault(*f, "math", plain, plain.id()), nullptr);
+  EXPECT_NE(matching_fault(*f, "math", rows, rows.id()), nullptr);
+  std::vector<float> out(size_t(rows.q_elements()), 1.0f);
+  corrupt_output(FaultAction::nan, out, rows);
+  EXPECT_TRUE(std::isnan(out[12])); // query row 3 of the first head: fully masked
+  EXPECT_EQ(std::count_if(out.begin(), out.end(), [](float x) { return std::isnan(x); }), 1);
 }
 
 TEST(Fault, ProcessFaultsReallyHappen) {
@@ -131,4 +145,13 @@ TEST(Worker, TimingIsMedianAndMinimum) {
   Metrics none;
   set_timing(none, {});
   EXPECT_FALSE(none.time_ms.has_value());
+}
+
+TEST(Worker, MaskedRowSemanticsFollowTheTorchVersion) {
+  EXPECT_EQ(masked_row_semantics_of({}), MaskedRowSemantics::zero); // our own kernels
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "2.13.0+cpu"}}), MaskedRowSemantics::zero);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "2.5.0"}}), MaskedRowSemantics::zero);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "2.4.1+rocm6.1"}}), MaskedRowSemantics::nan);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "1.13.1"}}), MaskedRowSemantics::nan);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "3.0.0"}}), MaskedRowSemantics::zero);
 }
