@@ -81,10 +81,12 @@ def reference(q, k, v, mask, c):
     elif mask is not None:
         scores = scores + mask.to("cpu", torch.float64)
     scores = scores.masked_fill(~allowed, float("-inf"))
-    p = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+    # A row with no key left: softmax over zeros, then dropped (no NaN, not even in a gradient)
+    empty = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    p = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
     out = p @ v64
     if not zero_for_masked_rows():
-        out = out.masked_fill(~allowed.any(dim=-1, keepdim=True), float("nan"))
+        out = out.masked_fill(empty, float("nan"))
     return out
 
 
