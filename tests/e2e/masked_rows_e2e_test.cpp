@@ -3,7 +3,8 @@
 // torch on the CPU (the LibTorch and Python probes) and blames exactly those cells, says the
 // NaN is in the fully masked rows, and its shrinking names them. Without a fault, masked_rows
 // cases pass in every probe, forward and backward, and each result says its oracle gave those
-// rows 0 (torch >= 2.5, our own kernels). The condition is checked on both sides of the switch.
+// rows 0 (torch >= 2.5, our own kernels); the Python probe under an older torch judges by its own
+// NaN oracle. The condition is checked on both sides of the switch.
 #include "core/case.hpp"
 #include "support/run_binary.hpp"
 #include "support/torch_probes.hpp"
@@ -61,6 +62,39 @@ def case(**keys):
     return normalise_case(c)
 assert matching_fault(f, "math", "x", case(masked_rows=True)) is not None
 assert matching_fault(f, "math", "x", case()) is None
+print("ok")
+)";
+  auto r = sdpa_test::run_probe_snippet(script);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "ok\n") << r.err;
+}
+
+// The Python probe under a torch older than 2.5 (pretended: torch.__version__ is what it reads)
+// ignores the doctor's oracle file for a masked_rows case and judges with its own, NaN in the
+// fully masked rows: this torch's zeros there are a mismatch that says so, NaN rows pass.
+TEST(MaskedRowsProbe, AnOlderTorchJudgesByItsOwnNanOracle) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  const std::string script = R"(
+import torch
+import torch.nn.functional as F
+from sdpa_probe.inputs import make_inputs
+from sdpa_probe.protocol import normalise_case
+from sdpa_probe.worker import judge_output
+c = normalise_case({"dtype": "fp32", "b": 1, "h": 2, "lq": 8, "lkv": 8, "d": 4, "mask": "bool",
+                    "masked_rows": True})
+q, k, v, mask = make_inputs(torch, c)
+out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+torch.__version__ = "2.4.1"
+line = {"case": c, "oracle": "/nonexistent/oracle.f64", "atol": 1e-5, "rtol": 1e-5}
+status, reason, _ = judge_output(torch, line, out, q, k, v, mask, None)
+assert status == "mismatch", (status, reason)
+assert reason == ("16 of 16 elements in fully masked rows are finite where torch < 2.5 "
+                  "returns NaN"), reason
+rows = torch.zeros(8, dtype=torch.bool)
+rows[3::4] = True
+status, reason, _ = judge_output(torch, line, out.masked_fill(rows.reshape(8, 1), float("nan")),
+                                 q, k, v, mask, None)
+assert status == "pass", (status, reason)
 print("ok")
 )";
   auto r = sdpa_test::run_probe_snippet(script);

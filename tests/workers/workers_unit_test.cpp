@@ -1,10 +1,12 @@
 // What the workers share (src/workers/): the oracle files, the planted faults, the worker loop's
 // arguments and timing statistics.
 #include "core/inputs.hpp"
+#include "kernels/kernels.hpp"
 #include "workers/worker.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,4 +157,57 @@ TEST(Worker, MaskedRowSemanticsFollowTheTorchVersion) {
   EXPECT_EQ(masked_row_semantics_of({{"torch", "2.4.1+rocm6.1"}}), MaskedRowSemantics::nan);
   EXPECT_EQ(masked_row_semantics_of({{"torch", "1.13.1"}}), MaskedRowSemantics::nan);
   EXPECT_EQ(masked_row_semantics_of({{"torch", "3.0.0"}}), MaskedRowSemantics::zero);
+}
+
+// A worker whose torch is older than 2.5 ignores the doctor's oracle file (fully masked rows at 0)
+// for a masked_rows case and judges with its own, NaN there: torch 2.4's NaN rows pass, zeros
+// there do not, and the result says which semantics it used.
+class OldTorchExecutor : public CaseExecutor {
+public:
+  explicit OldTorchExecutor(bool nan_rows) : m_nan_rows(nan_rows) {}
+  HelloInfo hello() override { return {"fake", {{"torch", "2.4.1"}}, {}, ""}; }
+  CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs,
+              const EnteringBackward&) override {
+    std::vector<double> oracle = compute_oracle(line.kase, inputs);
+    if (m_nan_rows)
+      kernels::apply_masked_row_semantics(line.kase, inputs, MaskedRowSemantics::nan, oracle);
+    CaseRun run;
+    run.output.assign(oracle.begin(), oracle.end());
+    run.times_ms = {1.0};
+    return run;
+  }
+
+private:
+  bool m_nan_rows;
+};
+
+TEST(Worker, AnOlderTorchJudgesFullyMaskedRowsByItsOwnNanOracle) {
+  sdpa_test::TempDir dir;
+  const Case c = *parse_case_spec("dtype=fp32,b=1,h=2,lq=8,lkv=8,d=4,mask=bool,masked_rows");
+  // The doctor's file, as oracle_feed writes it: zero semantics.
+  ASSERT_TRUE(write_oracle_file(dir.file("o.f64"), compute_oracle(c)));
+  ASSERT_TRUE(protocol::write_cases_file(
+      dir.file("cases.jsonl"), {protocol::make_case_line(c, {1e-5, 1e-5}, dir.file("o.f64"), 0, 1)}));
+  for (bool nan_rows : {true, false}) {
+    const std::string results = dir.file(nan_rows ? "nan.jsonl" : "zero.jsonl");
+    const int fd = ::open(results.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 3);
+    WorkerArgs args{"cpu", *parse_variant("math"), fd, dir.file("cases.jsonl")};
+    OldTorchExecutor executor(nan_rows);
+    EXPECT_EQ(serve_cases(args, executor, {}), 0);
+    ::close(fd);
+    std::istringstream lines(sdpa_test::read_file(results));
+    std::string line;
+    nlohmann::json result;
+    while (std::getline(lines, line))
+      if (auto j = nlohmann::json::parse(line); j.at("event") == "result") result = j;
+    ASSERT_TRUE(result.is_object()) << sdpa_test::read_file(results);
+    EXPECT_EQ(result.at("masked_rows"), "nan") << result;
+    EXPECT_EQ(result.at("status"), nan_rows ? "pass" : "mismatch") << result;
+    if (!nan_rows) {
+      EXPECT_EQ(result.at("reason"), "16 of 16 elements in fully masked rows are finite where "
+                                     "torch < 2.5 returns NaN")
+          << result;
+    }
+  }
 }
