@@ -128,12 +128,26 @@ struct Comparison {
   std::string reason;  // empty for pass; otherwise one line with the numbers
 };
 
+// The elements of an output (or dq), logical (.., Lq, D), in the query rows a masked_rows case
+// masks fully: row i with i % 4 == 3. lq == 0: none.
+struct MaskedRows {
+  int64_t lq = 0, d = 0;
+  bool contains(size_t index) const {
+    return lq > 0 && d > 0 && int64_t(index) / d % lq % 4 == 3;
+  }
+};
+MaskedRows masked_rows_of(const Case& c); // none unless c.masked_rows
+
 // Compares `n` output values with the oracle. An element is outside when
 // |out - ref| > atol + rtol * |ref| (non-finite outputs are outside). max_abs_err and rel_l2_err
 // are taken over the elements where both are finite. nonfinite: a NaN or Inf in the output where
 // the oracle is finite; mismatch: any element outside the tolerance. A mismatch whose output is
 // all zeros where the oracle is not opens its reason with k_all_zero_output and ": ".
-Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol);
+// Where the oracle is NaN (fully masked rows under MaskedRowSemantics::nan) a NaN output is
+// right and not counted; anything else there is a mismatch whose reason says so first. A
+// nonfinite reason ends by naming the fully masked rows when every non-finite element is in them.
+Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol,
+                             MaskedRows rows = {});
 
 // One gradient of a backward case and its float64 oracle.
 struct GradientPair {
@@ -141,6 +155,7 @@ struct GradientPair {
   const float* got;
   const double* oracle;
   size_t n;
+  MaskedRows rows = {}; // dq's, of a masked_rows case
 };
 
 // The tolerance a gradient is judged with: the case's, its atol scaled by the gradient's own

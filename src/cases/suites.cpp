@@ -47,6 +47,12 @@ Case make(DType dtype, int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t l
 
 constexpr DType k_dtypes[] = {DType::f16, DType::bf16, DType::f32};
 
+// Every fourth query row fully masked: padded rows, which torch >= 2.5 returns as 0.
+Case with_masked_rows(Case c) {
+  c.masked_rows = true;
+  return c;
+}
+
 Case with_layouts(Case c, Layout q, Layout k, Layout v) {
   c.set_layouts(q, k, v);
   return c;
@@ -87,6 +93,13 @@ void add_real_failure_surface(std::vector<Case>& out) {
     large.large = true;
     out.push_back(large);
   }
+  // Fully masked rows (padding), with masks of both kinds, and the gradient of such rows.
+  out.push_back(with_masked_rows(make(DType::f16, 2, 8, 8, 256, 256, 64, false, Mask::boolean)));
+  out.push_back(with_masked_rows(make(DType::bf16, 2, 8, 8, 256, 256, 64, false, Mask::additive)));
+  out.push_back(with_masked_rows(make(DType::f32, 2, 8, 8, 256, 256, 128, false, Mask::boolean)));
+  out.push_back(with_masked_rows(make(DType::f16, 1, 8, 8, 256, 256, 64, false, Mask::additive)));
+  const Case padded = make(DType::bf16, 2, 8, 8, 256, 256, 64, false, Mask::boolean);
+  out.push_back(backward_of(with_masked_rows(padded)));
 }
 
 // Each entry exercises one gate of the backends' can_use checks; sizes stay small enough for the
@@ -124,6 +137,7 @@ std::vector<Case> quick_suite() {
   out.push_back(backward_of(make(DType::bf16, 1, 4, 2, 64, 64, 64)));
   out.push_back(backward_of(make(DType::f32, 1, 2, 2, 33, 33, 128)));
   out.push_back(with_dropout(make(DType::bf16, 1, 4, 4, 64, 64, 64), 25));
+  out.push_back(with_masked_rows(make(DType::bf16, 1, 4, 4, 64, 80, 64, false, Mask::boolean)));
   return out;
 }
 

@@ -70,6 +70,16 @@ std::optional<Layout> layout_from_string(std::string_view t) {
   return std::nullopt;
 }
 
+std::string_view to_string(MaskedRowSemantics semantics) {
+  return semantics == MaskedRowSemantics::nan ? "nan" : "zero";
+}
+
+std::optional<MaskedRowSemantics> masked_row_semantics_from_string(std::string_view t) {
+  if (t == "zero") return MaskedRowSemantics::zero;
+  if (t == "nan") return MaskedRowSemantics::nan;
+  return std::nullopt;
+}
+
 std::optional<MaskShape> mask_shape_from_string(std::string_view t) {
   for (MaskShape s :
        {MaskShape::batch, MaskShape::batch_heads, MaskShape::shared, MaskShape::plain})
@@ -140,6 +150,7 @@ std::string Case::id() const {
   if (large) out += "-large";
   if (dropout_percent > 0) out += fmt::format("-drop{}", format_dropout(dropout_percent));
   if (seed != 0) out += fmt::format("-s{}", seed);
+  if (masked_rows) out += "-mrows";
   if (backward) out += "-bwd";
   return out;
 }
@@ -205,6 +216,8 @@ std::string validate_mask_and_layouts(const Case& c) {
                        c.lkv, c.d);
   if (c.dropout_percent > 0 && c.backward)
     return "a dropout case is forward only (its gradients depend on the dropped positions)";
+  if (c.masked_rows && c.mask == Mask::none) return "masked_rows needs a mask (mask=bool|additive)";
+  if (c.masked_rows && c.window > 0) return "masked_rows does not go with a window";
   return {};
 }
 } // namespace
@@ -293,10 +306,10 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     c.causal = *f;
     return {};
   }
-  if (key == "backward") {
+  if (key == "backward" || key == "masked_rows") {
     auto f = parse_flag(key, value);
     if (!f) return f.error().message;
-    c.backward = *f;
+    (key == "backward" ? c.backward : c.masked_rows) = *f;
     return {};
   }
   if (key == "dropout") {
@@ -333,7 +346,7 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
   }
   return fmt::format("unknown key '{}' (dtype, b, h, hq, hkv, l, lq, lkv, d, causal, mask, "
                      "layout, q_layout, k_layout, v_layout, mask_dtype, mask_shape, mask_layout, "
-                     "window, large, seed, backward, dropout)",
+                     "window, large, seed, masked_rows, backward, dropout)",
                      key);
 }
 
@@ -445,6 +458,7 @@ Expected<Case> parse_case_id(std::string_view id) {
     else if (p == "large") c.large = true;
     else if (p.starts_with("drop") && parse_dropout(p.substr(4)).value_or(0) > 0)
       c.dropout_percent = *parse_dropout(p.substr(4));
+    else if (p == "mrows") c.masked_rows = true;
     else if (p.starts_with("win") && parse_int("", p.substr(3))) {
       c.window = *parse_int("", p.substr(3));
       c.mask = Mask::boolean;
@@ -473,6 +487,7 @@ nlohmann::json to_json(const Case& c) {
   if (c.mask_layout != Layout::contiguous) j["mask_layout"] = to_string(c.mask_layout);
   if (c.window > 0) j["window"] = c.window;
   if (c.large) j["large"] = true;
+  if (c.masked_rows) j["masked_rows"] = true;
   if (c.backward) j["backward"] = true;
   if (c.dropout_percent > 0) j["dropout"] = c.dropout_p();
   return j;

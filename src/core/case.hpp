@@ -28,11 +28,16 @@ enum class Mask { none, boolean, additive };
 enum class Layout { contiguous, transposed, strided, offset };
 // The shape of the mask SDPA is given; its values broadcast to (B,Hq,Lq,Lkv).
 enum class MaskShape { batch, batch_heads, shared, plain }; // (B,1,..) (B,H,..) (1,1,..) (Lq,Lkv)
+// What attention gives for a query row whose mask masks every key: torch >= 2.5 (its
+// `_safe_softmax`) and our own kernels return 0 there (and 0 gradients); torch < 2.5 NaN.
+enum class MaskedRowSemantics { zero, nan };
 
 std::string_view to_string(DType dtype);  // "fp16", "bf16", "fp32"
 std::string_view to_string(Mask mask);    // "none", "bool", "additive"
 std::string_view to_string(Layout layout); // "contiguous", "transposed", "strided", "offset"
 std::string_view to_string(MaskShape shape); // "b1qk", "bhqk", "11qk", "qk"
+std::string_view to_string(MaskedRowSemantics semantics); // "zero", "nan"
+std::optional<MaskedRowSemantics> masked_row_semantics_from_string(std::string_view text);
 std::optional<DType> dtype_from_string(std::string_view text); // also float16/half/bfloat16/float32
 std::optional<Mask> mask_from_string(std::string_view text);
 std::optional<Layout> layout_from_string(std::string_view text);
@@ -62,6 +67,9 @@ struct Case {
   Layout mask_layout = Layout::contiguous; // contiguous, strided or offset
   int64_t window = 0; // > 0: the bool mask is a sliding window, a causal band of this many keys
   bool large = false; // q and k scaled by 16 each: scores reach about 1e4 (low-precision overflow)
+  // Every query row i with i % 4 == 3 is fully masked (all keys) in every batch and head; needs a
+  // bool or additive mask, not a window.
+  bool masked_rows = false;
   uint64_t seed = 0;
   // Forward, then backward for a seeded upstream gradient: dq, dk and dv are checked too.
   bool backward = false;
@@ -73,7 +81,8 @@ struct Case {
 
   // Stable, human-readable and parseable back with parse_case_id, e.g.
   // "bf16-b1-h32-q4096-k4096-d128-causal" or "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3"; a
-  // dropout case has "-drop0.25" before its seed; a backward case ends in "-bwd".
+  // case with fully masked rows has "-mrows" and a dropout case "-drop0.25" before its seed; a
+  // backward case ends in "-bwd".
   std::string id() const;
 
   std::array<Layout, 3> qkv_layouts() const; // of q, k and v
@@ -110,8 +119,9 @@ std::string validate(const Case& c);
 // layout=contiguous|transposed|strided|offset (q, k and v), q_layout, k_layout, v_layout (one
 // tensor's, over layout's), mask_dtype=fp16|bf16|fp32 (additive), mask_shape=b1qk|bhqk|11qk|qk,
 // mask_layout=contiguous|strided|offset, window=W (a bool sliding-window mask), large[=0|1],
-// seed, backward[=0|1], dropout=P (0 <= P <= 0.9 in steps of 0.01; needs lkv = d and no backward).
-// Unknown keys and bad values are errors.
+// seed, masked_rows[=0|1] (rows i % 4 == 3 fully masked; needs a mask), backward[=0|1],
+// dropout=P (0 <= P <= 0.9 in steps of 0.01; needs lkv = d and no backward). Unknown keys and
+// bad values are errors.
 Expected<Case> parse_case_spec(std::string_view spec);
 Expected<Case> parse_case_id(std::string_view id);
 

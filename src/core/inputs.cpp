@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace sdpa_doctor {
 
@@ -190,6 +191,12 @@ std::vector<float> own_mask_values(const Case& c, const std::atomic<bool>* cance
   // Key 0 of every row is always kept, so no row is fully masked.
   if (boolean)
     for (size_t row = 0; row < out.size(); row += size_t(c.lkv)) out[row] = 1.0f;
+  // Unless the case asks for fully masked rows: every fourth, from row 3, masks all its keys.
+  if (c.masked_rows) {
+    const float masked = boolean ? 0.0f : -std::numeric_limits<float>::infinity();
+    for (int64_t row = 0; row * c.lkv < count; ++row)
+      if (row % c.lq % 4 == 3) std::fill_n(out.begin() + row * c.lkv, c.lkv, masked);
+  }
   return out;
 }
 } // namespace

@@ -16,6 +16,8 @@
 //   dropped and rescaled probability matrix.
 //   A sliding window W (no hash): query i keeps keys i-W < j <= i; a row whose band holds no key
 //   (i >= Lkv + W - 1) keeps key Lkv-1, so no row is fully masked.
+//   `masked_rows`: every query row i with i % 4 == 3 is fully masked, in every batch (and head):
+//   a bool mask is 0 for all its keys, an additive mask -inf (in its own dtype).
 // Values are then rounded to the case dtype (round-to-nearest-even, as torch's .to() does), an
 // additive mask to its own dtype (Case::mask_value_dtype).
 // q/k/v are logical (B,H,L,D). The mask's values are defined over the shape SDPA is given, in

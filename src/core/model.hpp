@@ -135,6 +135,8 @@ struct CaseResult {
   // its dq, dk and dv (a crash after the worker said it entered the backward is the backward's).
   std::optional<Status> forward_status;
   std::optional<Status> backward_status;
+  // A masked_rows case: what its oracle gave fully masked rows (the semantics of the torch run).
+  std::optional<MaskedRowSemantics> masked_rows;
 };
 
 // What one worker told about itself in `hello`, per (device, probe, variant).

@@ -232,6 +232,7 @@ json to_json(const CaseResult& r) {
     if (r.forward_status) j["directions"]["forward"] = std::string(to_string(*r.forward_status));
     if (r.backward_status) j["directions"]["backward"] = std::string(to_string(*r.backward_status));
   }
+  if (r.masked_rows) j["masked_rows"] = std::string(to_string(*r.masked_rows));
   if (r.process_end) {
     const ProcessEnd& e = *r.process_end;
     json pe{{"core_dumped", e.core_dumped}, {"killed_by_doctor", e.killed_by_doctor}};
@@ -284,6 +285,7 @@ Expected<CaseResult> case_result_from_json(const json& j) {
     r.forward_status = status_from_string(json_text(*d, "forward"));
     r.backward_status = status_from_string(json_text(*d, "backward"));
   }
+  r.masked_rows = masked_row_semantics_from_string(json_text(j, "masked_rows"));
   if (auto pe = j.find("process_end"); pe != j.end() && pe->is_object()) {
     ProcessEnd e;
     e.exit_code = optional_number<int>(*pe, "exit_code");

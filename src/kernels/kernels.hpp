@@ -28,6 +28,13 @@ namespace sdpa_doctor::kernels {
 // true the loop stops early and the result is incomplete (the caller discards it).
 std::vector<double> oracle_attention(const Case& c, const HostInputs& inputs,
                                      const std::atomic<bool>* cancel = nullptr);
+// The oracle of a torch whose fully masked rows are not 0: under MaskedRowSemantics::nan
+// (torch < 2.5) every row of `rows` (logical (B,Hq,Lq,D): an output from oracle_attention, or dq
+// from oracle_attention_backward) whose query has no key to attend to (causal rule and mask)
+// becomes NaN; under zero nothing changes. The gradients are kept simple: only dq's rows turn
+// NaN, dk and dv stay as the zero semantics has them.
+void apply_masked_row_semantics(const Case& c, const HostInputs& inputs,
+                                MaskedRowSemantics semantics, std::vector<double>& rows);
 // The instruction-set levels the oracle's inner loops are compiled for that this CPU runs, best
 // first ("x86-64-v4", "x86-64-v3", "generic"); oracle_attention uses the first.
 std::vector<std::string> oracle_isa_levels();

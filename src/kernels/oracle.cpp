@@ -272,6 +272,24 @@ std::vector<double> oracle_attention(const Case& c, const HostInputs& inputs,
   return run_oracle(known_levels().front().fn, c, inputs, cancel, 0, nullptr);
 }
 
+void apply_masked_row_semantics(const Case& c, const HostInputs& inputs,
+                                MaskedRowSemantics semantics, std::vector<double>& rows) {
+  if (semantics == MaskedRowSemantics::zero || c.mask == Mask::none) return;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t i = 0; i < c.lq; ++i) {
+      const float* m = inputs.mask.data() + (b * c.lq + i) * c.lkv;
+      // Causal is top-left aligned: query i sees keys j <= i.
+      const int64_t seen = c.causal ? std::min(i + 1, c.lkv) : c.lkv;
+      const bool empty = std::all_of(m, m + seen, [&](float x) {
+        return c.mask == Mask::boolean ? x == 0.0f : std::isinf(x) && x < 0;
+      });
+      if (!empty) continue;
+      for (int64_t h = 0; h < c.hq; ++h)
+        std::fill_n(rows.begin() + ((b * c.hq + h) * c.lq + i) * c.d, c.d, nan);
+    }
+}
+
 std::vector<std::string> oracle_isa_levels() {
   std::vector<std::string> out;
   for (const Level& l : known_levels()) out.emplace_back(l.name);

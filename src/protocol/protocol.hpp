@@ -74,6 +74,8 @@ struct ResultEvent {
   // Backward cases only: the verdict per direction ("directions": {"forward", "backward"}).
   std::optional<Status> forward;
   std::optional<Status> backward;
+  // masked_rows cases only: what the oracle gave fully masked rows ("masked_rows": "zero"/"nan").
+  std::optional<MaskedRowSemantics> masked_rows;
 };
 
 // What a worker says when a backward case's forward is done and judged and its backward starts,

@@ -73,6 +73,7 @@ std::string result_line(const ResultEvent& e) {
     if (e.forward) j["directions"]["forward"] = to_string(*e.forward);
     if (e.backward) j["directions"]["backward"] = to_string(*e.backward);
   }
+  if (e.masked_rows) j["masked_rows"] = to_string(*e.masked_rows);
   return dump(j);
 }
 

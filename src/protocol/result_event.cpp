@@ -118,6 +118,7 @@ ResultEvent read_result(const nlohmann::json& r) {
     out.forward = worker_status(*it, "forward");
     out.backward = worker_status(*it, "backward");
   }
+  out.masked_rows = masked_row_semantics_from_string(json_text(r, "masked_rows"));
   return out;
 }
 
@@ -138,6 +139,7 @@ void apply_result(const nlohmann::json& r, CaseResult& out) {
   out.warnings.insert(out.warnings.end(), e.warnings.begin(), e.warnings.end());
   if (e.forward) out.forward_status = e.forward;
   if (e.backward) out.backward_status = e.backward;
+  if (e.masked_rows) out.masked_rows = e.masked_rows;
   if (out.metrics.time_ms && *out.metrics.time_ms > 0)
     out.metrics.tflops = out.kase.flops() / (*out.metrics.time_ms * 1e-3) / 1e12;
   if (auto it = r.find("canary"); it != r.end() && it->is_string()) apply_canary(e.canary, out);

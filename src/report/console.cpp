@@ -370,6 +370,8 @@ std::string cause_block(const Report& report, const Cause& c, const ConsoleOptio
     if (r.metrics.nan_count || r.metrics.inf_count)
       facts.push_back(fmt::format("{} NaN, {} Inf", r.metrics.nan_count, r.metrics.inf_count));
   }
+  if (r.masked_rows)
+    facts.push_back(fmt::format("fully masked rows: {}", to_string(*r.masked_rows)));
   if (!facts.empty())
     out +=
         wrap_paragraph(fmt::format("{}{}", single ? "" : r.case_id + ": ", fmt::join(facts, dot)),

@@ -147,6 +147,7 @@ std::string cause_detail(const Report& report, const Cause& c) {
   if (std::string end = process_end_text(r); !end.empty())
     out += fmt::format("- process: {}\n", markdown_text(end));
   if (!r.reason.empty()) out += fmt::format("- reason: {}\n", markdown_text(r.reason));
+  if (r.masked_rows) out += fmt::format("- fully masked rows: {}\n", to_string(*r.masked_rows));
   if (r.metrics.max_abs_err)
     out += fmt::format("- max_abs_err {:.3g}, rel_l2_err {}, tolerance atol {:g} rtol {:g}\n",
                        *r.metrics.max_abs_err,

@@ -44,7 +44,8 @@ CASE = dict(dtype=@DTYPE@, b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
             causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@,
             q_layout=@Q_LAYOUT@, k_layout=@K_LAYOUT@, v_layout=@V_LAYOUT@,
             mask_dtype=@MASK_DTYPE@, mask_shape=@MASK_SHAPE@, mask_layout=@MASK_LAYOUT@,
-            window=@WINDOW@, large=@LARGE@, backward=@BACKWARD@, dropout=@DROPOUT@)
+            window=@WINDOW@, large=@LARGE@, backward=@BACKWARD@, dropout=@DROPOUT@,
+            masked_rows=@MASKED_ROWS@)
 DEVICE = @DEVICE@
 BACKEND = @BACKEND@  # math, flash, mem_efficient, cudnn or default (no forcing)
 FA_LIBRARY = @FA_LIBRARY@  # torch.backends.cuda.preferred_rocm_fa_library, where torch has it
@@ -61,8 +62,17 @@ DROPOUT_SEEDS = (0x5d0c0000 + 2 * CASE["seed"], 0x5d0c0000 + 2 * CASE["seed"] + 
 #include "report/repro_inputs.inc"
 R"PY(
 
+def zero_for_masked_rows():
+    # A query row with no key to attend to: 0 from torch 2.5 on (SDPA's _safe_softmax), NaN before
+    try:
+        return tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)
+    except ValueError:
+        return True
+
+
 def reference(q, k, v, mask, c):
-    # float64 math on the CPU: QK^T * scale -> mask -> softmax -> PV; fully masked rows -> 0
+    # float64 math on the CPU: QK^T * scale -> mask -> softmax -> PV; fully masked rows -> 0, or
+    # NaN as torch < 2.5 gives them
     q64, k64, v64 = (t.to("cpu", torch.float64) for t in (q, k, v))
     if c["hq"] != c["hkv"]:
         rep = c["hq"] // c["hkv"]
@@ -77,8 +87,13 @@ def reference(q, k, v, mask, c):
     elif mask is not None:
         scores = scores + mask.to("cpu", torch.float64)
     scores = scores.masked_fill(~allowed, float("-inf"))
-    p = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
-    return p @ v64
+    # A row with no key left: softmax over zeros, then dropped (no NaN, not even in a gradient)
+    empty = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    p = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(empty, 0.0)
+    out = p @ v64
+    if not zero_for_masked_rows():
+        out = out.masked_fill(empty, float("nan"))
+    return out
 
 
 def reference_gradients(q, k, v, mask, c, dout):
@@ -86,7 +101,10 @@ def reference_gradients(q, k, v, mask, c, dout):
     q64, k64, v64 = (t.detach().to("cpu", torch.float64).requires_grad_(True) for t in (q, k, v))
     with torch.enable_grad():
         out = reference(q64, k64, v64, mask, c)
-        return torch.autograd.grad(out, (q64, k64, v64), dout.to(torch.float64))
+        keep = torch.isfinite(out)  # fully masked rows under torch < 2.5: dq NaN there
+        dq, dk, dv = torch.autograd.grad(out.masked_fill(~keep, 0.0), (q64, k64, v64),
+                                         dout.to(torch.float64))
+        return dq.masked_fill(~keep.all(dim=-1, keepdim=True), float("nan")), dk, dv
 
 
 def judge(name, got, ref, atol, rtol):
@@ -96,7 +114,12 @@ def judge(name, got, ref, atol, rtol):
     if bool((bad & torch.isfinite(ref)).any()):
         nan, inf = int(torch.isnan(got).sum()), int(torch.isinf(got).sum())
         return 1, f"NONFINITE{label}: {nan} NaN, {inf} Inf in {got.numel()} values"
-    err = (got - ref).abs()
+    expected_nan = torch.isnan(ref)  # fully masked rows, as this torch (< 2.5) gives them
+    if bool((expected_nan & ~torch.isnan(got)).any()):
+        n = int((expected_nan & ~torch.isnan(got)).sum())
+        return 1, (f"MISMATCH{label}: {n} of {int(expected_nan.sum())} values in fully masked "
+                   f"rows are finite where torch < 2.5 returns NaN")
+    err = (got - ref).abs().masked_fill(expected_nan, 0.0)
     outside = err > (atol + rtol * ref.abs())
     max_abs = float(err.max()) if err.numel() else 0.0
     if bool(outside.any()):
@@ -207,7 +230,7 @@ def main():
     if backward:
         refs = reference_gradients(q, k, v, mask, CASE, dout)
         for name, got, ref in zip(("dq", "dk", "dv"), grads64, refs):
-            scale = max(1.0, float(ref.abs().max())) if ref.numel() else 1.0
+            scale = max(1.0, float(ref.nan_to_num().abs().max())) if ref.numel() else 1.0
             verdicts.append(judge(name, got, ref, ATOL * scale * GRADIENT_SLACK,
                                   RTOL * GRADIENT_SLACK))
     for code, line in sorted(verdicts, key=lambda v: -v[0]):  # a failure first
@@ -375,6 +398,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
       {"@MASK_LAYOUT@", py_str(to_string(c.mask_layout))},
       {"@WINDOW@", std::to_string(c.window)},
       {"@LARGE@", c.large ? "True" : "False"},
+      {"@MASKED_ROWS@", c.masked_rows ? "True" : "False"},
       {"@SEED@", std::to_string(c.seed)},
       {"@BACKWARD@", c.backward ? "True" : "False"},
       {"@DROPOUT@", py_float(c.dropout_p())},

@@ -17,7 +17,8 @@
 
 namespace sdpa_doctor::run {
 
-// "<case id>-<16 hex digits>".
+// "<case id>-<16 hex digits>"; a masked_rows case's hash includes the masked-row semantics of the
+// oracle (always "zero": what the doctor computes).
 std::string oracle_cache_key(const Case& c, const HostInputs& inputs);
 
 // default_oracle_cache_dir() is in run.hpp: the CLI names the directory.

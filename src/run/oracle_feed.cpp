@@ -87,6 +87,8 @@ void OracleFeed::compute_case(size_t index) {
   const bool cached = cache.enabled() &&
                       cache.fetch(key, c.q_elements() * int64_t(sizeof(double)), file);
   if (!cached) {
+    // Fully masked rows at 0 (MaskedRowSemantics::zero): a worker under other semantics
+    // computes its own oracle for a masked_rows case.
     const std::vector<double> oracle = workers::compute_oracle(c, inputs, m_options.interrupted);
     if (interrupted()) return;
     auto written = workers::write_oracle_file(file, oracle);

@@ -123,7 +123,8 @@ std::string axis_text(std::string_view axis) {
 constexpr std::string_view k_feature_axes[] = {"backward",   "causal",    "mask",      "mask_dtype",
                                                "mask_shape", "mask_layout", "layout",
                                                "q_layout",   "k_layout",  "v_layout",
-                                               "large",      "gqa",       "dropout"};
+                                               "large",      "gqa",       "dropout",
+                                               "masked_rows"};
 
 bool has_feature(const Case& c, std::string_view axis) {
   const auto [q, k, v] = c.qkv_layouts();
@@ -141,6 +142,7 @@ bool has_feature(const Case& c, std::string_view axis) {
   if (axis == "large") return c.large;
   if (axis == "gqa") return c.hq != c.hkv;
   if (axis == "dropout") return c.dropout_percent > 0;
+  if (axis == "masked_rows") return c.masked_rows;
   return false;
 }
 
@@ -153,6 +155,7 @@ Case without_feature(Case c, std::string_view axis) {
     c.mask = Mask::none;
     c.window = 0;
   }
+  if (axis == "mask" || axis == "masked_rows") c.masked_rows = false;
   if (axis == "mask" || axis == "mask_dtype") c.mask_dtype.reset();
   if (axis == "mask" || axis == "mask_shape") c.mask_shape = MaskShape::batch;
   if (axis == "mask" || axis == "mask_layout") c.mask_layout = Layout::contiguous;
@@ -208,6 +211,7 @@ ShrinkCondition feature_condition(const std::string& axis, const Case& c) {
   if (axis == "large") w.text = "large values";
   if (axis == "gqa") w.text = fmt::format("GQA (hq/hkv = {})", c.hq / c.hkv);
   if (axis == "dropout") w.value = c.dropout_percent, w.text = "dropout_p > 0";
+  if (axis == "masked_rows") w.text = "rows are fully masked";
   return w;
 }
 

@@ -50,6 +50,7 @@ std::optional<int64_t> condition_value(std::string_view name, const Case& c) {
   if (name == "large") return c.large ? 1 : 0;
   if (name == "bwd") return c.backward ? 1 : 0;
   if (name == "dropout") return c.dropout_percent;
+  if (name == "mrows") return c.masked_rows ? 1 : 0;
   return std::nullopt;
 }
 
@@ -62,7 +63,7 @@ Expected<FaultCondition> parse_condition(std::string_view text) {
                                   "NAME<N, NAME>=N, NAME<=N, NAME=N; NAME b, hq, hkv, lq, lkv, "
                                   "d, causal, gqa, mask, transposed, q_layout, k_layout, "
                                   "v_layout, mask_dtype, mask_shape, mask_layout, window, "
-                                  "large, bwd, dropout, dtype)",
+                                  "large, bwd, dropout, mrows, dtype)",
                                   text));
   };
   if (at == std::string_view::npos) {
@@ -217,9 +218,11 @@ __attribute__((no_sanitize("undefined"))) void trigger_process_fault(FaultAction
   }
 }
 
-void corrupt_output(FaultAction action, std::vector<float>& output) {
+void corrupt_output(FaultAction action, std::vector<float>& output, const Case& c) {
   if (output.empty()) return;
-  const size_t at = output.size() / 2;
+  // A masked_rows case's NaN lands in a fully masked row (query 3 of the first head): a backend
+  // that returns NaN for padded rows.
+  const size_t at = c.masked_rows && c.lq > 3 ? size_t(3 * c.d) : output.size() / 2;
   if (action == FaultAction::nan) output[at] = std::numeric_limits<float>::quiet_NaN();
   if (action == FaultAction::perturb) output[at] += 0.5f;
   if (action == FaultAction::zeros) std::fill(output.begin(), output.end(), 0.0f);

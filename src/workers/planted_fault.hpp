@@ -22,7 +22,9 @@ enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison, z
 // transposed (0/1: q, k and v all transposed), q_layout, k_layout, v_layout, mask_layout (0
 // contiguous, 1 transposed, 2 strided, 3 offset), mask_dtype (0/1: the mask's dtype is not q's),
 // mask_shape (0 (B,1,..), 1 (B,H,..), 2 (1,1,..), 3 (Lq,Lkv)), window (W), large (0/1), bwd (0/1:
-// a backward case), dropout (dropout_p in hundredths) or dtype (only `dtype=fp16|bf16|fp32`); a bare NAME means its value is not 0.
+// a backward case), dropout (dropout_p in hundredths), mrows (0/1: a masked_rows case; with
+// action=nan, NaN only where rows are fully masked) or dtype (only `dtype=fp16|bf16|fp32`); a bare
+// NAME means its value is not 0.
 // V alone non-contiguous: `when=v_layout,when=q_layout=0,when=k_layout=0`.
 struct FaultCondition {
   std::string name;
@@ -65,9 +67,10 @@ const PlantedFault* matching_fault(const std::vector<PlantedFault>& specs, std::
 Expected<std::vector<PlantedFault>> planted_faults_from_environment();
 // abort, segv, hang and exit3 happen here, for real (this function does not return for them).
 void trigger_process_fault(FaultAction action);
-// nan, perturb and zeros corrupt the output before it is compared (element n/2: NaN, resp. +0.5;
-// every element 0).
-void corrupt_output(FaultAction action, std::vector<float>& output);
+// nan, perturb and zeros corrupt the output (or dq) of case `c` before it is compared (element
+// n/2, or for a masked_rows case the first of query row 3, fully masked: NaN, resp. +0.5; every
+// element 0).
+void corrupt_output(FaultAction action, std::vector<float>& output, const Case& c);
 // The canary after a case with this fault: poison's and zeros' planted failure, else `measured`.
 std::string planted_canary(FaultAction action, std::string measured);
 

@@ -59,6 +59,16 @@ Expected<WorkerArgs> parse_worker_args(int argc, const char* const* argv) {
   return args;
 }
 
+MaskedRowSemantics masked_row_semantics_of(const std::map<std::string, std::string>& versions) {
+  const auto torch = versions.find("torch");
+  if (torch == versions.end()) return MaskedRowSemantics::zero; // our own kernels
+  int major = 0, minor = 0;
+  if (std::sscanf(torch->second.c_str(), "%d.%d", &major, &minor) != 2)
+    return MaskedRowSemantics::zero;
+  return major > 2 || (major == 2 && minor >= 5) ? MaskedRowSemantics::zero
+                                                 : MaskedRowSemantics::nan;
+}
+
 void set_timing(Metrics& metrics, std::vector<double> times_ms) {
   metrics.timed_runs = int(times_ms.size());
   if (times_ms.empty()) return;
@@ -79,10 +89,16 @@ void add_mapped_hip_runtimes(std::map<std::string, std::string>& facts) {
   facts["hip_runtimes"] = fmt::format("{}", fmt::join(files, ", "));
 }
 
-// The forward's float64 oracle: the doctor's file, else computed here.
-Expected<std::vector<double>> oracle_values(const protocol::CaseLine& line, const HostInputs& inputs) {
-  if (line.oracle_path.empty()) return compute_oracle(line.kase.forward_only(), inputs);
-  return read_oracle_file(line.oracle_path, size_t(line.kase.q_elements()));
+// The forward's float64 oracle: the doctor's file, whose fully masked rows are 0, else computed
+// here under `semantics` (a masked_rows case under other semantics computes its own).
+Expected<std::vector<double>> oracle_values(const protocol::CaseLine& line, const HostInputs& inputs,
+                                            MaskedRowSemantics semantics) {
+  const bool own_oracle = line.kase.masked_rows && semantics != MaskedRowSemantics::zero;
+  if (!line.oracle_path.empty() && !own_oracle)
+    return read_oracle_file(line.oracle_path, size_t(line.kase.q_elements()));
+  std::vector<double> oracle = compute_oracle(line.kase.forward_only(), inputs);
+  kernels::apply_masked_row_semantics(line.kase, inputs, semantics, oracle);
+  return oracle;
 }
 
 // A case's result event from its verdict: a comparison, or an error that kept it from one.
@@ -102,23 +118,33 @@ protocol::ResultEvent result_of(const protocol::CaseLine& line, const Expected<c
 }
 
 // The forward's output judged against the oracle (the doctor's file, else computed here), after
-// a planted corruption: status, reason and error metrics.
+// a planted corruption: status, reason and error metrics. The doctor's file has fully masked
+// rows at 0: a masked_rows case under other semantics computes its own.
 protocol::ResultEvent judge_output(const protocol::CaseLine& line, const HostInputs& inputs,
-                                   std::vector<float> output, FaultAction corrupt) {
+                                   std::vector<float> output, FaultAction corrupt,
+                                   MaskedRowSemantics semantics) {
   const size_t n = size_t(line.kase.q_elements());
-  if (output.size() != n)
-    return result_of(line, make_error(fmt::format("the backend returned {} values, expected {}",
-                                                  output.size(), n)));
-  corrupt_output(corrupt, output);
-  auto oracle = oracle_values(line, inputs);
-  if (!oracle) return result_of(line, oracle.error());
-  return result_of(line, cases::compare_to_oracle(output.data(), oracle->data(), n, line.tolerance));
+  protocol::ResultEvent ev;
+  if (output.size() != n) {
+    ev = result_of(line, make_error(fmt::format("the backend returned {} values, expected {}",
+                                                output.size(), n)));
+  } else {
+    corrupt_output(corrupt, output, line.kase);
+    auto oracle = oracle_values(line, inputs, semantics);
+    ev = oracle ? result_of(line, cases::compare_to_oracle(output.data(), oracle->data(), n,
+                                                           line.tolerance,
+                                                           cases::masked_rows_of(line.kase)))
+                : result_of(line, oracle.error());
+  }
+  if (line.kase.masked_rows) ev.masked_rows = semantics;
+  return ev;
 }
 
 // A dropout case's three outputs judged statistically against the probabilities (the oracle of
 // its forward: V is the identity), after a planted corruption of the checked run's output.
 protocol::ResultEvent judge_dropout_output(const protocol::CaseLine& line, const HostInputs& inputs,
-                                           CaseRun& run, FaultAction corrupt) {
+                                           CaseRun& run, FaultAction corrupt,
+                                           MaskedRowSemantics semantics) {
   const size_t n = size_t(line.kase.q_elements());
   if (run.output.size() != n || run.same_seed_output.size() != n ||
       run.other_seed_output.size() != n)
@@ -126,8 +152,8 @@ protocol::ResultEvent judge_dropout_output(const protocol::CaseLine& line, const
                                "the dropout runs returned {}, {} and {} values, expected {} each",
                                run.output.size(), run.same_seed_output.size(),
                                run.other_seed_output.size(), n)));
-  corrupt_output(corrupt, run.output);
-  auto probs = oracle_values(line, inputs);
+  corrupt_output(corrupt, run.output, line.kase);
+  auto probs = oracle_values(line, inputs, semantics);
   if (!probs) return result_of(line, probs.error());
   return result_of(line, cases::judge_dropout({run.output.data(), run.same_seed_output.data(),
                                                run.other_seed_output.data()},
@@ -138,7 +164,8 @@ protocol::ResultEvent judge_dropout_output(const protocol::CaseLine& line, const
 // dq, dk and dv against the float64 oracle's gradients for the same upstream gradient (computed
 // here: gradients are not cached), after a planted corruption of dq.
 cases::Comparison judge_gradients(const protocol::CaseLine& line, const HostInputs& inputs,
-                                  CaseRun& run, FaultAction corrupt) {
+                                  CaseRun& run, FaultAction corrupt,
+                                  MaskedRowSemantics semantics) {
   const Case& c = line.kase;
   const size_t nq = size_t(c.q_elements()), nkv = size_t(c.kv_elements());
   if (run.dq.size() != nq || run.dk.size() != nkv || run.dv.size() != nkv) {
@@ -149,10 +176,12 @@ cases::Comparison judge_gradients(const protocol::CaseLine& line, const HostInpu
                              run.dq.size(), run.dk.size(), run.dv.size(), nq, nkv, nkv);
     return bad;
   }
-  corrupt_output(corrupt, run.dq);
+  corrupt_output(corrupt, run.dq, c);
   const std::vector<double> dout(inputs.grad_out.begin(), inputs.grad_out.end());
-  const kernels::OracleGradients want = kernels::oracle_attention_backward(c, inputs, dout);
-  return cases::compare_gradients({{"dq", run.dq.data(), want.dq.data(), nq},
+  kernels::OracleGradients want = kernels::oracle_attention_backward(c, inputs, dout);
+  kernels::apply_masked_row_semantics(c, inputs, semantics, want.dq);
+  return cases::compare_gradients({{"dq", run.dq.data(), want.dq.data(), nq,
+                                    cases::masked_rows_of(c)},
                                    {"dk", run.dk.data(), want.dk.data(), nkv},
                                    {"dv", run.dv.data(), want.dv.data(), nkv}},
                                   line.tolerance);
@@ -162,7 +191,8 @@ cases::Comparison judge_gradients(const protocol::CaseLine& line, const HostInpu
 // verdict, when the executor reached its backward.
 protocol::ResultEvent evaluate(const protocol::CaseLine& line, const HostInputs& inputs, CaseRun run,
                                const std::optional<protocol::ResultEvent>& forward,
-                               FaultAction forward_corrupt, FaultAction backward_corrupt) {
+                               FaultAction forward_corrupt, FaultAction backward_corrupt,
+                               MaskedRowSemantics semantics) {
   protocol::ResultEvent ev;
   const bool backward = line.kase.backward;
   if (run.status != Status::pass) {
@@ -179,12 +209,14 @@ protocol::ResultEvent evaluate(const protocol::CaseLine& line, const HostInputs&
       ev.forward = run.status;
     }
   } else if (line.kase.dropout_percent > 0) {
-    ev = judge_dropout_output(line, inputs, run, forward_corrupt);
+    ev = judge_dropout_output(line, inputs, run, forward_corrupt, semantics);
   } else if (!backward) {
-    ev = judge_output(line, inputs, std::move(run.output), forward_corrupt);
+    ev = judge_output(line, inputs, std::move(run.output), forward_corrupt, semantics);
   } else {
-    ev = forward ? *forward : judge_output(line, inputs, std::move(run.output), forward_corrupt);
-    const cases::Comparison grads = judge_gradients(line, inputs, run, backward_corrupt);
+    ev = forward ? *forward
+                 : judge_output(line, inputs, std::move(run.output), forward_corrupt, semantics);
+    const cases::Comparison grads =
+        judge_gradients(line, inputs, run, backward_corrupt, semantics);
     ev.forward = ev.status;
     ev.backward = grads.status;
     const cases::Comparison both =
@@ -193,6 +225,7 @@ protocol::ResultEvent evaluate(const protocol::CaseLine& line, const HostInputs&
     ev.reason = both.reason;
     ev.metrics = both.metrics;
   }
+  if (line.kase.masked_rows) ev.masked_rows = semantics;
   ev.backend_chosen = run.backend_chosen;
   ev.warnings = std::move(run.warnings);
   set_timing(ev.metrics, std::move(run.times_ms));
@@ -223,6 +256,7 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
     return exit_code::usage;
   }
   const std::string variant = args.variant.name();
+  const MaskedRowSemantics semantics = masked_row_semantics_of(info.versions);
   for (const protocol::CaseLine& line : *lines) {
     if (!out.begin(line.id)) return exit_code::failures;
     const PlantedFault* hit = matching_fault(faults, variant, line.kase, line.id);
@@ -236,7 +270,7 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
     HostInputs inputs;
     std::optional<protocol::ResultEvent> forward; // a backward case's, once its backward starts
     const EnteringBackward entering_backward = [&](const std::vector<float>& output) {
-      forward = judge_output(line, inputs, output, forward_fault);
+      forward = judge_output(line, inputs, output, forward_fault, semantics);
       out.phase({line.id, "backward", forward->status, forward->reason});
       trigger_process_fault(backward_fault);
     };
@@ -255,7 +289,8 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
     }
     protocol::ResultEvent ev;
     try {
-      ev = evaluate(line, inputs, std::move(run), forward, forward_fault, backward_fault);
+      ev = evaluate(line, inputs, std::move(run), forward, forward_fault, backward_fault,
+                    semantics);
     } catch (const std::exception& e) {
       ev.case_id = line.id;
       ev.status = Status::error;

@@ -100,6 +100,11 @@ using ExecutorFactory = std::function<std::unique_ptr<CaseExecutor>(const Worker
 int worker_main(int argc, const char* const* argv, const ExecutorFactory& make_executor,
                 const WorkerOptions& options);
 
+// What the worker's library gives a fully masked row, from its hello's versions: a "torch"
+// before 2.5 NaN, from 2.5 on (PR #133882, SDPA's _safe_softmax) and without torch (our own
+// kernels) zero.
+MaskedRowSemantics masked_row_semantics_of(const std::map<std::string, std::string>& versions);
+
 // Median and minimum of the timings, written into `metrics` (time_ms, time_min_ms, timed_runs).
 void set_timing(Metrics& metrics, std::vector<double> times_ms);
 

@@ -366,6 +366,65 @@ TEST(Compare, NanAndInfAreNonfinite) {
   EXPECT_EQ(*c.metrics.max_abs_err, 0.0); // over the finite pairs only
 }
 
+// Fully masked rows (rows i % 4 == 3 of a masked_rows case; here Lq = 8, D = 2: elements 6, 7,
+// 14 and 15). Under torch < 2.5 semantics the oracle is NaN there and a NaN output is right.
+TEST(CompareMaskedRows, ExpectedNanIsAcceptedAndAFiniteValueThereIsAMismatch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const MaskedRows rows{8, 2};
+  std::vector<double> ref(16, 0.5);
+  for (size_t i : {6, 7, 14, 15}) ref[i] = nan;
+  std::vector<float> out(16, 0.5f);
+  for (size_t i : {6, 7, 14, 15}) out[i] = std::numeric_limits<float>::quiet_NaN();
+  auto ok = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01}, rows);
+  EXPECT_EQ(ok.status, Status::pass) << ok.reason;
+  EXPECT_EQ(ok.metrics.nan_count, 0);
+  out[7] = out[14] = 0.0f; // torch >= 2.5's answer where torch < 2.5 gives NaN
+  auto bad = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01}, rows);
+  EXPECT_EQ(bad.status, Status::mismatch);
+  EXPECT_EQ(bad.reason, "2 of 4 elements in fully masked rows are finite where torch < 2.5 "
+                        "returns NaN");
+  out[0] = 0.9f; // and one ordinary element off
+  auto both = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01}, rows);
+  EXPECT_EQ(both.status, Status::mismatch);
+  EXPECT_EQ(both.reason.rfind("2 of 4 elements in fully masked rows", 0), 0u) << both.reason;
+  EXPECT_NE(both.reason.find("; 1 of 16 elements outside"), std::string::npos) << both.reason;
+}
+
+// Under torch >= 2.5 semantics the oracle is 0 there: a NaN is nonfinite, and the reason names the
+// fully masked rows when every non-finite element is in them (a backend returning NaN for padded
+// rows).
+TEST(CompareMaskedRows, NanUnderZeroSemanticsIsNonfiniteAndNamesTheRows) {
+  const MaskedRows rows{8, 2};
+  std::vector<double> ref(16, 0.5);
+  for (size_t i : {6, 7, 14, 15}) ref[i] = 0.0;
+  std::vector<float> out(ref.begin(), ref.end());
+  out[6] = out[15] = std::numeric_limits<float>::quiet_NaN();
+  auto in_rows = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01}, rows);
+  EXPECT_EQ(in_rows.status, Status::nonfinite);
+  EXPECT_EQ(in_rows.reason, "2 NaN and 0 Inf of 16 output elements (first at index 6), all in "
+                            "fully masked rows, where torch >= 2.5 returns 0");
+  out[1] = std::numeric_limits<float>::quiet_NaN(); // one elsewhere: no such claim
+  auto mixed = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01}, rows);
+  EXPECT_EQ(mixed.status, Status::nonfinite);
+  EXPECT_EQ(mixed.reason.find("fully masked"), std::string::npos) << mixed.reason;
+  // Without masked rows the wording is what it always was.
+  out[1] = 0.5f;
+  auto plain = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01});
+  EXPECT_EQ(plain.reason, "2 NaN and 0 Inf of 16 output elements (first at index 6)");
+  // A gradient pair carries its rows too (dq's).
+  auto grads = compare_gradients({{"dq", out.data(), ref.data(), 16, rows}}, {0.01, 0.01});
+  EXPECT_EQ(grads.status, Status::nonfinite);
+  EXPECT_NE(grads.reason.find("all in fully masked rows"), std::string::npos) << grads.reason;
+  const Case c = *parse_case_spec("dtype=fp16,b=1,h=2,lq=8,lkv=8,d=2,mask=bool,masked_rows");
+  EXPECT_EQ(masked_rows_of(c).lq, 8);
+  EXPECT_EQ(masked_rows_of(c).d, 2);
+  Case plain_case = c;
+  plain_case.masked_rows = false;
+  EXPECT_FALSE(masked_rows_of(plain_case).contains(6));
+  EXPECT_TRUE(masked_rows_of(c).contains(6));
+  EXPECT_FALSE(masked_rows_of(c).contains(8));
+}
+
 TEST(Limits, DeadlineGrowsWithSizeAndIsClamped) {
   auto parsed = parse_case_spec("dtype=fp16,b=1,h=2,l=8,d=16");
   ASSERT_TRUE(parsed.has_value());

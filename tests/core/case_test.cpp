@@ -230,3 +230,38 @@ TEST(CaseMasks, RejectsWhatNoMaskOrLayoutCanBe) {
                           "fp16-b1-h2-q8-k8-d16-mask_fp8", "fp16-b1-h2-q8-k8-d16-winx"})
     EXPECT_FALSE(parse_case_id(bad)) << bad;
 }
+
+TEST(CaseMaskedRows, IdSpecAndJsonRoundTripAndOnlyWithAMask) {
+  auto c = parse_case_spec("dtype=bf16,h=4,lq=64,lkv=80,d=64,mask=bool,masked_rows,backward");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->masked_rows);
+  // Just before "-bwd".
+  EXPECT_EQ(c->id(), "bf16-b1-h4-q64-k80-d64-mask_bool-mrows-bwd");
+  auto from_id = parse_case_id(c->id());
+  ASSERT_TRUE(from_id) << from_id.error().message;
+  EXPECT_EQ(*from_id, *c);
+  EXPECT_EQ(to_json(*c).at("masked_rows"), true);
+  auto from_json = case_from_json(to_json(*c));
+  ASSERT_TRUE(from_json) << from_json.error().message;
+  EXPECT_EQ(*from_json, *c);
+  const auto add = parse_case_spec("dtype=fp16,l=32,d=16,mask=additive,masked_rows=1,seed=2");
+  ASSERT_TRUE(add) << add.error().message;
+  EXPECT_EQ(add->id(), "fp16-b1-h8-q32-k32-d16-mask_add-s2-mrows");
+  EXPECT_EQ(*parse_case_id(add->id()), *add);
+  // Without it, ids and JSON are what they always were.
+  const auto plain = parse_case_spec("dtype=fp16,l=32,d=16,mask=additive,masked_rows=0");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->id(), "fp16-b1-h8-q32-k32-d16-mask_add");
+  EXPECT_FALSE(to_json(*plain).contains("masked_rows"));
+  // A mask is needed, and no window.
+  const auto none = parse_case_spec("dtype=fp16,l=32,d=16,masked_rows");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("masked_rows needs a mask"), std::string::npos);
+  EXPECT_FALSE(parse_case_spec("dtype=fp16,l=32,d=16,window=4,masked_rows"));
+  EXPECT_FALSE(parse_case_id("fp16-b1-h8-q32-k32-d16-mrows"));
+  EXPECT_FALSE(parse_case_spec("dtype=fp16,l=32,d=16,mask=bool,masked_rows=2"));
+  EXPECT_EQ(to_string(MaskedRowSemantics::zero), "zero");
+  EXPECT_EQ(to_string(MaskedRowSemantics::nan), "nan");
+  EXPECT_EQ(masked_row_semantics_from_string("nan"), MaskedRowSemantics::nan);
+  EXPECT_FALSE(masked_row_semantics_from_string("NaN"));
+}

@@ -169,3 +169,32 @@ TEST(InputsLarge, QAndKAreSixteenTimesTheirPlainValuesAndScoresReachTenThousand)
   EXPECT_GT(top, 5e3);
   EXPECT_LT(top, 5e4);
 }
+
+TEST(InputsMaskedRows, EveryFourthRowIsFullyMaskedInEveryBatchAndNoOther) {
+  for (const char* spec : {"dtype=fp16,b=2,h=2,lq=11,lkv=19,d=8,mask=bool,masked_rows",
+                           "dtype=bf16,b=3,h=1,lq=9,lkv=7,d=8,mask=additive,masked_rows",
+                           "dtype=fp16,b=2,h=1,lq=6,lkv=5,d=8,mask=additive,mask_dtype=fp32,"
+                           "mask_shape=11qk,masked_rows"}) {
+    const Case c = *parse_case_spec(spec);
+    Case without = c;
+    without.masked_rows = false;
+    const HostInputs in = make_inputs(c), plain = make_inputs(without);
+    ASSERT_EQ(in.mask.size(), size_t(c.b * c.lq * c.lkv)) << spec;
+    EXPECT_EQ(in.q, plain.q);
+    for (int64_t b = 0; b < c.b; ++b)
+      for (int64_t i = 0; i < c.lq; ++i) {
+        const size_t row = size_t((b * c.lq + i) * c.lkv);
+        bool any_kept = false;
+        for (int64_t j = 0; j < c.lkv; ++j) {
+          const float m = in.mask[row + size_t(j)];
+          any_kept = any_kept || (c.mask == Mask::boolean ? m != 0.0f : !std::isinf(m));
+          if (i % 4 != 3) {
+            EXPECT_EQ(m, plain.mask[row + size_t(j)]) << spec;
+          } else if (c.mask == Mask::additive) {
+            EXPECT_TRUE(std::isinf(m) && m < 0) << spec;
+          }
+        }
+        EXPECT_EQ(any_kept, i % 4 != 3) << spec << " row " << i;
+      }
+  }
+}

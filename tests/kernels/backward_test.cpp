@@ -185,7 +185,9 @@ std::vector<Case> kernel_grid() {
       "b=1,h=3,lq=5,lkv=300,d=8,causal,mask=bool",
       "b=2,hq=4,hkv=2,lq=77,lkv=77,d=40,layout=transposed,causal",
       "b=1,h=1,lq=1,lkv=1,d=160",
-      "b=1,hq=2,hkv=1,lq=3,lkv=65,d=1"};
+      "b=1,hq=2,hkv=1,lq=3,lkv=65,d=1",
+      "b=2,h=2,lq=64,lkv=80,d=64,mask=bool,masked_rows",
+      "b=1,hq=4,hkv=2,lq=70,lkv=90,d=32,mask=additive,masked_rows"};
   int seed = 0;
   for (const char* dtype : {"fp32", "fp16", "bf16"})
     for (const char* shape : shapes)
@@ -261,6 +263,42 @@ TEST(CpuKernelBackward, FullyMaskedRowsPassNoGradientNotNan) {
       for (int64_t e = 0; e < c.d; ++e)
         EXPECT_EQ(run->dq[size_t((h * c.lq + 3) * c.d + e)], 0.0f) << to_string(kernel);
     EXPECT_LE(relative_error(run->dk, want.dk), gradient_tolerance(c.dtype)) << to_string(kernel);
+  }
+}
+
+// masked_rows: rows i % 4 == 3 see no key. The oracle passes them no gradient (0 in dq) and, under
+// the nan semantics, makes their dq NaN and nothing else; both CPU kernels give zero rows (and
+// match the oracle: kernel_grid has masked_rows cases).
+TEST(MaskedRowsBackward, ZeroGradientRowsAndTheNanSemanticsOnlyInDq) {
+  for (const char* text :
+       {"dtype=bf16,b=2,h=2,lq=64,lkv=80,d=64,mask=bool,masked_rows",
+        "dtype=fp16,b=1,hq=4,hkv=2,lq=70,lkv=90,d=32,mask=additive,masked_rows"}) {
+    const Case c = spec(text);
+    SCOPED_TRACE(c.id());
+    const HostInputs in = make_inputs(c);
+    const std::vector<float> dout = upstream_gradient(c);
+    const OracleGradients want = oracle_attention_backward(c, in, as_double(dout));
+    expect_same_gradients(oracle_attention_backward_reference(c, in, as_double(dout)), want,
+                          "reference");
+    OracleGradients nan = want;
+    apply_masked_row_semantics(c, in, MaskedRowSemantics::nan, nan.dq);
+    for (size_t i = 0; i < want.dq.size(); ++i) {
+      const bool masked = int64_t(i) / c.d % c.lq % 4 == 3;
+      ASSERT_EQ(std::isnan(nan.dq[i]), masked) << i;
+      if (masked) {
+        ASSERT_EQ(want.dq[i], 0.0) << i;
+      }
+    }
+    EXPECT_EQ(nan.dk, want.dk);
+    EXPECT_EQ(nan.dv, want.dv);
+    for (RefKernel kernel : {RefKernel::math, RefKernel::flash}) {
+      auto run = run_cpu_backward(kernel, c, in, dout);
+      ASSERT_TRUE(run) << run.error().message;
+      for (size_t i = 0; i < run->dq.size(); ++i)
+        if (int64_t(i) / c.d % c.lq % 4 == 3) {
+          ASSERT_EQ(run->dq[i], 0.0f) << to_string(kernel);
+        }
+    }
   }
 }
 

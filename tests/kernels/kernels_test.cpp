@@ -442,6 +442,60 @@ TEST(CpuFlash, EveryPathGivesZerosForFullyMaskedRows) {
     }
 }
 
+// masked_rows cases: query rows i % 4 == 3 see no key. The oracle gives them 0 (torch >= 2.5)
+// or, under the nan semantics (torch < 2.5), NaN, and leaves every other row as it was; our CPU
+// kernels, every flash path included, give exact zeros there and match the oracle elsewhere.
+TEST(MaskedRows, OracleFollowsTheSemanticsAndKernelsGiveZeroRows) {
+  for (const char* spec : {"dtype=bf16,b=1,h=4,lq=64,lkv=80,d=64,mask=bool,masked_rows",
+                           "dtype=fp16,b=2,hq=4,hkv=2,lq=70,lkv=150,d=48,mask=additive,masked_rows",
+                           "dtype=fp32,b=2,h=2,lq=33,lkv=20,d=32,mask=additive,mask_dtype=fp32,"
+                           "mask_shape=qk,masked_rows",
+                           "dtype=fp32,b=1,h=2,lq=40,lkv=40,d=16,causal,mask=bool,masked_rows"}) {
+    const Case c = *parse_case_spec(spec);
+    SCOPED_TRACE(c.id());
+    const HostInputs in = make_inputs(c);
+    const std::vector<double> zero = oracle_attention(c, in);
+    std::vector<double> nan = zero;
+    apply_masked_row_semantics(c, in, MaskedRowSemantics::zero, nan);
+    EXPECT_EQ(nan, zero);
+    apply_masked_row_semantics(c, in, MaskedRowSemantics::nan, nan);
+    for (size_t i = 0; i < zero.size(); ++i) {
+      const bool masked = int64_t(i) / c.d % c.lq % 4 == 3;
+      ASSERT_EQ(std::isnan(nan[i]), masked) << i;
+      if (masked) {
+        ASSERT_EQ(zero[i], 0.0) << i;
+      } else {
+        ASSERT_EQ(nan[i], zero[i]) << i;
+      }
+    }
+    expect_same_oracle(oracle_attention_reference(c, in), zero, "reference");
+    for (const std::string& level : oracle_isa_levels())
+      expect_same_oracle(oracle_attention_at(level, c, in), zero, level);
+    auto zero_rows = [&](const std::vector<float>& out, std::string_view what) {
+      for (size_t i = 0; i < out.size(); ++i)
+        if (int64_t(i) / c.d % c.lq % 4 == 3) {
+          ASSERT_EQ(out[i], 0.0f) << what << " " << i;
+        }
+    };
+    for (RefKernel kernel : {RefKernel::math, RefKernel::flash}) {
+      expect_close(kernel, c, in, zero);
+      auto run = run_cpu(kernel, c, in, 0, 1);
+      ASSERT_TRUE(run) << run.error().message;
+      zero_rows(run->out, to_string(kernel));
+    }
+    for (CpuFlashPath path :
+         {CpuFlashPath::avx512_bf16, CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+      if (path == CpuFlashPath::avx512_bf16 && c.dtype != DType::bf16) continue;
+      const auto out = run_flash_path(c, in, path);
+      if (!out) continue; // not on this CPU
+      const Errors e = compare(*out, zero, cases::default_tolerance(c.dtype));
+      EXPECT_EQ(e.nonfinite, 0) << to_string(path);
+      EXPECT_EQ(e.outside, 0) << to_string(path);
+      zero_rows(*out, to_string(path));
+    }
+  }
+}
+
 TEST(CpuFlash, EveryPathGivesTheSameResultOnAnyThreadCount) {
   const Case c = *parse_case_spec("dtype=bf16,b=2,hq=4,hkv=2,lq=200,lkv=300,d=64,causal");
   const HostInputs in = make_inputs(c);

@@ -59,6 +59,9 @@ const char* k_specs[] = {
     "mask_layout=strided,q_layout=offset,k_layout=strided,v_layout=transposed",
     "dtype=fp32,b=2,h=2,lq=24,lkv=20,d=16,window=5,mask_shape=11qk,mask_layout=offset,large",
     "dtype=fp32,b=2,h=2,lq=6,lkv=10,d=8,mask=bool,mask_shape=qk,layout=strided",
+    // Fully masked rows: the same mask, judged by the rule of the torch that runs the script.
+    "dtype=bf16,b=2,h=2,lq=9,lkv=13,d=8,mask=bool,masked_rows,seed=3",
+    "dtype=fp32,b=1,h=2,l=12,d=8,mask=additive,mask_shape=11qk,masked_rows,backward",
 };
 
 } // namespace
@@ -102,6 +105,25 @@ TEST(Repro, CarriesEveryDimensionOfTheCase) {
   for (const char* want : {"window=5", "large=True", R"(mask_shape="11qk")",
                            R"(mask_dtype="fp32")", R"(mask_layout="offset")"})
     EXPECT_NE(window.find(want), std::string::npos) << want;
+}
+
+// Under torch < 2.5 (pretended here: the script reads the version from torch.__version__) the
+// reference has NaN in fully masked rows, and this torch's zeros there are named as such.
+TEST(Repro, AMaskedRowsCaseIsJudgedByTheRuleOfItsTorch) {
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  std::string script =
+      report::render_repro(cpu_case("dtype=fp32,b=1,h=2,l=12,d=8,mask=bool,masked_rows")).value();
+  EXPECT_NE(script.find("masked_rows=True"), std::string::npos);
+  const std::string version = "torch.__version__.split";
+  const size_t at = script.find(version);
+  ASSERT_NE(at, std::string::npos);
+  script.replace(at, version.size(), "\"2.4.1\".split");
+  auto result = run_script(script);
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  EXPECT_NE(result.out.find("MISMATCH: 48 of 48 values in fully masked rows are finite where "
+                            "torch < 2.5 returns NaN"),
+            std::string::npos)
+      << result.out;
 }
 
 TEST(Repro, MathOnTheCpuPasses) {

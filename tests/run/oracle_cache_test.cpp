@@ -30,6 +30,18 @@ TEST(OracleCache, KeyNamesTheCaseAndChangesWithSeedAndInputs) {
   EXPECT_NE(key, oracle_cache_key(a, changed));
 }
 
+// A masked_rows case's key also holds the semantics of the oracle the doctor computes (zero);
+// the keys of every other case stay what they were before there was one, so caches keep hitting.
+TEST(OracleCache, KeysOfCasesWithoutMaskedRowsStayAsTheyWere) {
+  const Case plain = spec("dtype=fp32,h=1,l=8,d=16,mask=bool");
+  EXPECT_EQ(oracle_cache_key(plain, make_inputs(plain)),
+            "fp32-b1-h1-q8-k8-d16-mask_bool-df1b4a39f3899147");
+  Case rows = plain;
+  rows.masked_rows = true;
+  const std::string key = oracle_cache_key(rows, make_inputs(rows));
+  EXPECT_EQ(key.rfind(rows.id() + "-", 0), 0u) << key;
+}
+
 TEST(OracleCache, FetchNeedsTheExactSizeAndPlacesACopyOrLink) {
   sdpa_test::TempDir dir;
   sdpa_test::write_file(dir.file("one"), std::string(64, 'x'));

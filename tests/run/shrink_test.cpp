@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 namespace sdpa_doctor::run {
@@ -121,6 +122,24 @@ TEST(ShrinkSearch, NamesTheLayoutAndMaskDimensionsAFailureNeeds) {
   EXPECT_EQ(s.minimal->mask_layout, Layout::contiguous);
   EXPECT_FALSE(s.minimal->large);
   EXPECT_NE(s.rule.find("v strided"), std::string::npos) << s.rule;
+}
+
+// A backend that returns NaN for padded rows: the failure goes away without fully masked rows.
+TEST(ShrinkSearch, SaysAFailureNeedsFullyMaskedRows) {
+  Case start = failing_case();
+  start.causal = false;
+  start.mask = Mask::boolean;
+  start.masked_rows = true;
+  Shrink s = search([](const Case& c) { return c.masked_rows; }, nullptr, start);
+  EXPECT_EQ(s.verdict, "boundary");
+  std::vector<std::string> axes;
+  for (const ShrinkCondition& w : s.conditions) axes.push_back(w.axis);
+  EXPECT_NE(std::find(axes.begin(), axes.end(), "masked_rows"), axes.end());
+  EXPECT_NE(s.rule.find("only when"), std::string::npos) << s.rule;
+  EXPECT_NE(s.rule.find("rows are fully masked"), std::string::npos) << s.rule;
+  ASSERT_TRUE(s.minimal.has_value());
+  EXPECT_TRUE(s.minimal->masked_rows);
+  EXPECT_EQ(validate(*s.minimal), "");
 }
 
 // A decode or tiny-causal failure: the query length is bounded from above, found by growing it.

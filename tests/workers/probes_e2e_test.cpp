@@ -301,7 +301,14 @@ TEST(PythonWorker, InputsAreBitExactWithCore) {
         "dtype=fp16,b=2,hq=4,hkv=2,lq=9,lkv=33,d=16,mask=bool,mask_shape=bhqk,seed=5",
         "dtype=fp32,b=3,h=1,lq=5,lkv=9,d=8,mask=additive,mask_shape=qk,mask_layout=strided",
         "dtype=fp16,b=2,h=1,lq=40,lkv=24,d=8,window=6",
-        "dtype=bf16,h=2,l=16,d=32,large,v_layout=offset"}) {
+        "dtype=bf16,h=2,l=16,d=32,large,v_layout=offset",
+        // Fully masked rows (every fourth query row) in masks of both kinds and every shape.
+        "dtype=fp16,b=2,h=2,lq=11,lkv=19,d=16,mask=bool,masked_rows,seed=7",
+        "dtype=bf16,b=2,h=2,lq=9,lkv=13,d=8,mask=additive,masked_rows",
+        "dtype=fp16,b=2,h=2,lq=9,lkv=13,d=8,mask=additive,mask_dtype=fp32,mask_shape=qk,"
+        "masked_rows",
+        "dtype=fp32,b=2,hq=4,hkv=2,lq=7,lkv=5,d=8,mask=bool,mask_shape=bhqk,masked_rows,"
+        "backward"}) {
     const Case c = *parse_case_spec(spec);
     const std::string out = dir.file("dump.f32");
     auto r = sdpa_test::run_binary(

@@ -1,16 +1,20 @@
 // What the workers share (src/workers/): the oracle files, the planted faults, the worker loop's
 // arguments and timing statistics.
 #include "core/inputs.hpp"
+#include "kernels/kernels.hpp"
 #include "workers/worker.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,10 +77,23 @@ TEST(Fault, SpecParsesAndMatches) {
   EXPECT_FALSE(parse_planted_fault("action=explode").has_value());
   EXPECT_FALSE(parse_planted_fault("colour=red,action=nan").has_value());
   std::vector<float> out = {1, 2, 3, 4};
-  corrupt_output(FaultAction::perturb, out);
+  corrupt_output(FaultAction::perturb, out, Case{});
   EXPECT_EQ(out[2], 3.5f);
-  corrupt_output(FaultAction::nan, out);
+  corrupt_output(FaultAction::nan, out, Case{});
   EXPECT_TRUE(std::isnan(out[2]));
+}
+
+TEST(Fault, MaskedRowsConditionAndNaNInAFullyMaskedRow) {
+  auto f = parse_planted_faults("when=mrows,action=nan");
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  const Case plain = *parse_case_spec("dtype=fp32,b=1,h=2,l=8,d=4,mask=bool");
+  const Case rows = *parse_case_spec("dtype=fp32,b=1,h=2,l=8,d=4,mask=bool,masked_rows");
+  EXPECT_EQ(matching_fault(*f, "math", plain, plain.id()), nullptr);
+  EXPECT_NE(matching_fault(*f, "math", rows, rows.id()), nullptr);
+  std::vector<float> out(size_t(rows.q_elements()), 1.0f);
+  corrupt_output(FaultAction::nan, out, rows);
+  EXPECT_TRUE(std::isnan(out[12])); // query row 3 of the first head: fully masked
+  EXPECT_EQ(std::count_if(out.begin(), out.end(), [](float x) { return std::isnan(x); }), 1);
 }
 
 TEST(Fault, ProcessFaultsReallyHappen) {
@@ -131,4 +148,66 @@ TEST(Worker, TimingIsMedianAndMinimum) {
   Metrics none;
   set_timing(none, {});
   EXPECT_FALSE(none.time_ms.has_value());
+}
+
+TEST(Worker, MaskedRowSemanticsFollowTheTorchVersion) {
+  EXPECT_EQ(masked_row_semantics_of({}), MaskedRowSemantics::zero); // our own kernels
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "2.13.0+cpu"}}), MaskedRowSemantics::zero);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "2.5.0"}}), MaskedRowSemantics::zero);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "2.4.1+rocm6.1"}}), MaskedRowSemantics::nan);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "1.13.1"}}), MaskedRowSemantics::nan);
+  EXPECT_EQ(masked_row_semantics_of({{"torch", "3.0.0"}}), MaskedRowSemantics::zero);
+}
+
+// A worker whose torch is older than 2.5 ignores the doctor's oracle file (fully masked rows at 0)
+// for a masked_rows case and judges with its own, NaN there: torch 2.4's NaN rows pass, zeros
+// there do not, and the result says which semantics it used.
+class OldTorchExecutor : public CaseExecutor {
+public:
+  explicit OldTorchExecutor(bool nan_rows) : m_nan_rows(nan_rows) {}
+  HelloInfo hello() override { return {"fake", {{"torch", "2.4.1"}}, {}, ""}; }
+  CaseRun run(const protocol::CaseLine& line, const HostInputs& inputs,
+              const EnteringBackward&) override {
+    std::vector<double> oracle = compute_oracle(line.kase, inputs);
+    if (m_nan_rows)
+      kernels::apply_masked_row_semantics(line.kase, inputs, MaskedRowSemantics::nan, oracle);
+    CaseRun run;
+    run.output.assign(oracle.begin(), oracle.end());
+    run.times_ms = {1.0};
+    return run;
+  }
+
+private:
+  bool m_nan_rows;
+};
+
+TEST(Worker, AnOlderTorchJudgesFullyMaskedRowsByItsOwnNanOracle) {
+  sdpa_test::TempDir dir;
+  const Case c = *parse_case_spec("dtype=fp32,b=1,h=2,lq=8,lkv=8,d=4,mask=bool,masked_rows");
+  // The doctor's file, as oracle_feed writes it: zero semantics.
+  ASSERT_TRUE(write_oracle_file(dir.file("o.f64"), compute_oracle(c)));
+  ASSERT_TRUE(protocol::write_cases_file(
+      dir.file("cases.jsonl"), {protocol::make_case_line(c, {1e-5, 1e-5}, dir.file("o.f64"), 0, 1)}));
+  for (bool nan_rows : {true, false}) {
+    const std::string results = dir.file(nan_rows ? "nan.jsonl" : "zero.jsonl");
+    const int fd = ::open(results.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 3);
+    WorkerArgs args{"cpu", *parse_variant("math"), fd, dir.file("cases.jsonl")};
+    OldTorchExecutor executor(nan_rows);
+    EXPECT_EQ(serve_cases(args, executor, {}), 0);
+    ::close(fd);
+    std::istringstream lines(sdpa_test::read_file(results));
+    std::string line;
+    nlohmann::json result;
+    while (std::getline(lines, line))
+      if (auto j = nlohmann::json::parse(line); j.at("event") == "result") result = j;
+    ASSERT_TRUE(result.is_object()) << sdpa_test::read_file(results);
+    EXPECT_EQ(result.at("masked_rows"), "nan") << result;
+    EXPECT_EQ(result.at("status"), nan_rows ? "pass" : "mismatch") << result;
+    if (!nan_rows) {
+      EXPECT_EQ(result.at("reason"), "16 of 16 elements in fully masked rows are finite where "
+                                     "torch < 2.5 returns NaN")
+          << result;
+    }
+  }
 }

@@ -12,7 +12,7 @@ from .protocol import DTYPE_NAMES
 FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison", "zeros")
 FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed",
                "q_layout", "k_layout", "v_layout", "mask_dtype", "mask_shape", "mask_layout",
-               "window", "large", "bwd", "dropout")
+               "window", "large", "bwd", "dropout", "mrows")
 LAYOUT_VALUES = {"contiguous": 0, "transposed": 1, "strided": 2, "offset": 3}
 MASK_SHAPE_VALUES = {"b1qk": 0, "bhqk": 1, "11qk": 2, "qk": 3}
 
@@ -39,6 +39,8 @@ def fault_value(name, c):
         return 1 if c.get("backward") else 0
     if name == "dropout":
         return int(round(c["dropout"] * 100))
+    if name == "mrows":
+        return 1 if c.get("masked_rows") else 0
     return c[name]
 
 
@@ -132,13 +134,15 @@ def process_fault(action):
         os._exit(3)
 
 
-def corrupt_output(action, host):
+def corrupt_output(action, host, c):
     """nan, perturb and zeros corrupt the flat output before it is compared, as
-    workers::corrupt_output does (element n/2: NaN, resp. +0.5; every element 0)."""
+    workers::corrupt_output does (element n/2, or for a masked_rows case the first of query row 3,
+    fully masked: NaN, resp. +0.5; every element 0)."""
+    at = 3 * c["d"] if c.get("masked_rows") and c["lq"] > 3 else host.numel() // 2
     if action == "nan":
-        host[host.numel() // 2] = float("nan")
+        host[at] = float("nan")
     if action == "perturb":
-        host[host.numel() // 2] += 0.5
+        host[at] += 0.5
     if action == "zeros":
         host.zero_()
 

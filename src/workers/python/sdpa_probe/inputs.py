@@ -96,6 +96,9 @@ def make_mask(torch, c):
             dt = torch_dtype(torch, c["mask_dtype"])
             values = ((unit_from_bits(torch, u) + 1.0) * -2.0).to(dt)
     values = values.reshape(batches, 1, lq, lkv)
+    if c.get("masked_rows"):  # every fourth query row, from row 3, masks all its keys
+        values = values.clone()
+        values[:, :, 3::4, :] = False if c["mask"] == "bool" else float("-inf")
     if c["mask_shape"] == "bhqk":
         values = values.expand(-1, c["hq"], -1, -1).contiguous()  # the same for every head
     return values.reshape(mask_shape(c))

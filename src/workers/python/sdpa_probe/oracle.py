@@ -7,8 +7,29 @@ import sys
 from .inputs import q_elements
 
 
-def oracle_attention(torch, c, q, k, v, mask):
-    """float64 math attention with PyTorch's semantics, on the CPU."""
+def masked_row_semantics(torch):
+    """What this torch gives a fully masked query row: "zero" from 2.5 on (SDPA's
+    _safe_softmax), "nan" before (MaskedRowSemantics)."""
+    try:
+        major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    except ValueError:
+        return "zero"
+    return "zero" if (major, minor) >= (2, 5) else "nan"
+
+
+def fully_masked_rows(torch, c, mask):
+    """Bool (B or 1, H or 1, Lq, 1): the query rows with no key to attend to."""
+    keep = torch.ones(c["lq"], c["lkv"], dtype=torch.bool)
+    if c["causal"]:
+        keep = keep.tril()
+    if mask is not None:
+        keep = keep & (mask if mask.dtype == torch.bool else ~torch.isneginf(mask))
+    return ~keep.any(dim=-1, keepdim=True)
+
+
+def oracle_attention(torch, c, q, k, v, mask, semantics="zero"):
+    """float64 math attention with PyTorch's semantics, on the CPU; a fully masked row is 0, or
+    NaN under semantics "nan" (torch < 2.5)."""
     q, k, v = q.double(), k.double(), v.double()
     group = c["hq"] // c["hkv"]
     if group > 1:
@@ -30,22 +51,31 @@ def oracle_attention(torch, c, q, k, v, mask):
     p = torch.exp(s - torch.where(empty, torch.zeros_like(row_max), row_max))
     p = p / p.sum(dim=-1, keepdim=True).clamp_min(1e-300)
     p = torch.where(empty, torch.zeros_like(p), p)
-    return torch.matmul(p, v)
+    out = torch.matmul(p, v)
+    if semantics == "nan":
+        out = out.masked_fill(empty, float("nan"))
+    return out
 
 
-def oracle_gradients(torch, c, q, k, v, mask, grad_out):
+def oracle_gradients(torch, c, q, k, v, mask, grad_out, semantics="zero"):
     """dq, dk, dv of oracle_attention for the upstream gradient, by float64 autograd on the CPU
-    (flat, float64)."""
+    (flat, float64). A fully masked row passes no gradient; under "nan" its dq row is NaN (as
+    kernels::apply_masked_row_semantics)."""
     q, k, v = (t.detach().double().requires_grad_(True) for t in (q, k, v))
     with torch.enable_grad():
         out = oracle_attention(torch, c, q, k, v, mask)
         dq, dk, dv = torch.autograd.grad(out, (q, k, v), grad_out.double())
+    if semantics == "nan":
+        dq = dq.masked_fill(fully_masked_rows(torch, c, mask), float("nan"))
     return dq.reshape(-1), dk.reshape(-1), dv.reshape(-1)
 
 
-def load_oracle(torch, line, q, k, v, mask):
+def load_oracle(torch, line, q, k, v, mask, semantics="zero"):
+    """The doctor's oracle file (computed with "zero" semantics), else computed here: always
+    for a masked_rows case under other semantics."""
     n = q_elements(line["case"])
-    if line["oracle"]:
+    own = line["case"].get("masked_rows") and semantics != "zero"
+    if line["oracle"] and not own:
         with open(line["oracle"], "rb") as f:
             data = f.read()
         if len(data) != 8 * n:
@@ -55,7 +85,7 @@ def load_oracle(torch, line, q, k, v, mask):
         if sys.byteorder != "little":
             t = t.byteswap() if hasattr(t, "byteswap") else t
         return t
-    return oracle_attention(torch, line["case"], q, k, v, mask).reshape(-1)
+    return oracle_attention(torch, line["case"], q, k, v, mask, semantics).reshape(-1)
 
 
 # cases::k_all_zero_output: a mismatch's reason opens with it when the output is all zeros and the
@@ -63,13 +93,33 @@ def load_oracle(torch, line, q, k, v, mask):
 ALL_ZERO_OUTPUT = "all-zero output where the oracle is not"
 
 
-def compare(torch, out, ref, atol, rtol):
+def masked_rows_of(c):
+    """cases::masked_rows_of: (lq, d) of a masked_rows case, whose rows i % 4 == 3 are fully
+    masked; None otherwise."""
+    return (c["lq"], c["d"]) if c.get("masked_rows") else None
+
+
+def in_masked_rows(torch, n, rows):
+    """cases::MaskedRows::contains over indices 0..n-1 (all False without rows)."""
+    if rows is None:
+        return torch.zeros(n, dtype=torch.bool)
+    lq, d = rows
+    return (torch.arange(n, dtype=torch.int64) // d % lq % 4) == 3
+
+
+def compare(torch, out, ref, atol, rtol, rows=None):
     """Same definitions as cases::compare_to_oracle, in float64."""
     out = out.double().reshape(-1)
     ref = ref.double().reshape(-1)
     n = out.numel()
-    nan = int(torch.isnan(out).sum())
-    inf = int(torch.isinf(out).sum())
+    ref_nan = torch.isnan(ref)  # fully masked rows under torch < 2.5: NaN is right there
+    expected_nan = int(ref_nan.sum())
+    not_nan_mask = ref_nan & ~torch.isnan(out)
+    not_nan = int(not_nan_mask.sum())
+    bad = ~torch.isfinite(out) & ~ref_nan
+    nan = int((torch.isnan(out) & ~ref_nan).sum())
+    inf = int((torch.isinf(out) & ~ref_nan).sum())
+    in_rows = int((bad & in_masked_rows(torch, n, rows)).sum())
     fin = torch.isfinite(out) & torch.isfinite(ref)
     err = (out - ref).abs()
     err_f = torch.where(fin, err, torch.zeros_like(err))
@@ -78,7 +128,7 @@ def compare(torch, out, ref, atol, rtol):
     err2 = float((err_f * err_f).sum())
     ref2 = float((ref_f * ref_f).sum())
     rel_l2 = math.sqrt(err2 / ref2) if ref2 > 0 else math.sqrt(err2)
-    outside_mask = (~torch.isfinite(out)) | (fin & (err > atol + rtol * ref.abs()))
+    outside_mask = bad | not_nan_mask | (fin & (err > atol + rtol * ref.abs()))
     outside = int(outside_mask.sum())
     metrics = {"max_abs_err": max_abs, "rel_l2_err": rel_l2,
                "frac_outside_tol": (outside / n) if n else 0.0,
@@ -86,16 +136,25 @@ def compare(torch, out, ref, atol, rtol):
     if outside:
         first = int(torch.nonzero(outside_mask)[0][0])
     if nan + inf:
-        return "nonfinite", ("%d NaN and %d Inf of %d output elements (first at index %d)"
-                             % (nan, inf, n, first)), metrics
+        reason = ("%d NaN and %d Inf of %d output elements (first at index %d)"
+                  % (nan, inf, n, first))
+        if in_rows == nan + inf:  # a backend that returns NaN for padded rows
+            reason += ", all in fully masked rows, where torch >= 2.5 returns 0"
+        return "nonfinite", reason, metrics
     if outside:
         # Zeros where the oracle is not: what a kernel that never ran leaves (cases.hpp).
         zeros = n > 0 and not bool(out.ne(0).any()) and bool(ref.ne(0).any())
-        reason = ("%d of %d elements outside atol=%g + rtol=%g*|ref| (first at index %d: "
-                  "got %.6g, expected %.6g); max abs err %.3g, rel L2 err %.3g"
-                  % (outside, n, atol, rtol, first, float(out[first]), float(ref[first]),
-                     max_abs, rel_l2))
-        return "mismatch", (ALL_ZERO_OUTPUT + ": " if zeros else "") + reason, metrics
+        reason = ""
+        if not_nan:
+            reason = ("%d of %d elements in fully masked rows are finite where torch < 2.5 "
+                      "returns NaN" % (not_nan, expected_nan))
+        if outside > not_nan:
+            reason += ("%s%s%d of %d elements outside atol=%g + rtol=%g*|ref| (first at index "
+                       "%d: got %.6g, expected %.6g); max abs err %.3g, rel L2 err %.3g"
+                       % ("; " if reason else "", ALL_ZERO_OUTPUT + ": " if zeros else "",
+                          outside - not_nan, n, atol, rtol, first, float(out[first]),
+                          float(ref[first]), max_abs, rel_l2))
+        return "mismatch", reason, metrics
     return "pass", "", metrics
 
 
@@ -115,14 +174,16 @@ def worst_metrics(a, b):
     return out
 
 
-def compare_gradients(torch, got, want, atol, rtol):
-    """cases::compare_gradients: (status, reason, metrics) over [(name, got, oracle)]."""
+def compare_gradients(torch, got, want, atol, rtol, rows=None):
+    """cases::compare_gradients: (status, reason, metrics) over [(name, got, oracle)]; `rows`
+    (masked_rows_of) are dq's."""
     status, reason, metrics = "pass", "", None
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
         w = w.double().reshape(-1)
         finite = w[torch.isfinite(w)]
         scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
-        s, r, m = compare(torch, g, w, atol * scale * GRADIENT_SLACK, rtol * GRADIENT_SLACK)
+        s, r, m = compare(torch, g, w, atol * scale * GRADIENT_SLACK, rtol * GRADIENT_SLACK,
+                          rows if name == "dq" else None)
         metrics = m if metrics is None else worst_metrics(metrics, m)
         if BADNESS.get(s, 3) > BADNESS.get(status, 3):
             status, reason = s, "%s: %s" % (name, r)

@@ -107,7 +107,8 @@ def normalise_case(c):
             if value not in MASK_SHAPES:
                 raise ValueError("unknown mask_shape '%s'" % value)
             out[key] = value
-        elif key in ("causal", "large", "backward"):  # backward: only where the doctor wrote it
+        # backward and masked_rows: only where the doctor wrote them
+        elif key in ("causal", "large", "backward", "masked_rows"):
             out[key] = bool(value) if not isinstance(value, str) else value in ("1", "true")
         elif key == "h":
             out["hq"] = out["hkv"] = int(value)

@@ -12,7 +12,7 @@ from .faults import (corrupt_output, matching_fault, parse_fault, planted_canary
                      process_fault)
 from .inputs import batch_form, make_inputs, make_upstream_gradient, torch_dtype
 from .oracle import (combine_directions, compare, compare_gradients, judge_dropout,
-                     load_oracle, oracle_gradients)
+                     load_oracle, masked_row_semantics, masked_rows_of, oracle_gradients)
 from .protocol import (CANARY_FAILED_EXIT, Writer, finite_or_none, normalise_case, one_line,
                        parse_case_line, parse_variant, variant_environment)
 
@@ -114,19 +114,20 @@ def judge_output(torch, line, host, q, k, v, mask, corrupt):
         raise RuntimeError("output has shape %s, expected %s" % (tuple(host.shape), shape))
     host = host.reshape(-1).clone()
     if corrupt:
-        corrupt_output(corrupt, host)
-    ref = load_oracle(torch, line, q, k, v, mask)
-    return compare(torch, host, ref, line["atol"], line["rtol"])
+        corrupt_output(corrupt, host, c)
+    semantics = masked_row_semantics(torch)
+    ref = load_oracle(torch, line, q, k, v, mask, semantics)
+    return compare(torch, host, ref, line["atol"], line["rtol"], masked_rows_of(c))
 
 
 def judge_dropout_runs(torch, line, host, reruns, q, k, v, mask, corrupt):
     """(status, reason, metrics) of a dropout case's three outputs, judged statistically against
     the probabilities (its oracle: V is the identity), after a planted corruption of the first."""
+    c = line["case"]
     host = host.reshape(-1).clone()
     if corrupt:
-        corrupt_output(corrupt, host)
-    probs = load_oracle(torch, line, q, k, v, mask)
-    c = line["case"]
+        corrupt_output(corrupt, host, c)
+    probs = load_oracle(torch, line, q, k, v, mask, masked_row_semantics(torch))
     return judge_dropout(torch, host, reruns[0], reruns[1], probs, c["dropout"], line["atol"],
                          line["rtol"])
 
@@ -135,9 +136,11 @@ def judge_gradients(torch, line, grads, q, k, v, mask, grad_out, corrupt):
     """(status, reason, metrics) of dq, dk, dv against the float64 oracle's gradients."""
     got = [g.reshape(-1).clone() for g in grads]
     if corrupt:
-        corrupt_output(corrupt, got[0])
-    want = oracle_gradients(torch, line["case"], q, k, v, mask, grad_out)
-    return compare_gradients(torch, got, want, line["atol"], line["rtol"])
+        corrupt_output(corrupt, got[0], line["case"])
+    want = oracle_gradients(torch, line["case"], q, k, v, mask, grad_out,
+                            masked_row_semantics(torch))
+    return compare_gradients(torch, got, want, line["atol"], line["rtol"],
+                             masked_rows_of(line["case"]))
 
 
 def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, device, broken=""):
@@ -159,6 +162,8 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
         result = {"case": cid, "status": "error", "reason": "", "metrics": {},
                   "tolerance": {"atol": line["atol"], "rtol": line["rtol"]},
                   "backend_chosen": "", "warnings": []}
+        if line["case"].get("masked_rows") and torch is not None:
+            result["masked_rows"] = masked_row_semantics(torch)
         metrics = {"max_abs_err": None, "rel_l2_err": None, "frac_outside_tol": None,
                    "nan_count": 0, "inf_count": 0, "time_ms": None, "time_min_ms": None,
                    "timed_runs": 0}

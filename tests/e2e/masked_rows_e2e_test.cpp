@@ -1,0 +1,163 @@
+// Fully masked rows end to end: the fault switch plants NaN only in masked_rows cases (in a fully
+// masked row, what a backend that returns NaN for padded rows does); the real binary runs real
+// torch on the CPU (the LibTorch and Python probes) and blames exactly those cells, says the
+// NaN is in the fully masked rows, and its shrinking names them. Without a fault, masked_rows
+// cases pass in every probe, forward and backward, and each result says its oracle gave those
+// rows 0 (torch >= 2.5, our own kernels); the Python probe under an older torch judges by its own
+// NaN oracle. The condition is checked on both sides of the switch.
+#include "core/case.hpp"
+#include "support/run_binary.hpp"
+#include "support/torch_probes.hpp"
+#include "workers/planted_fault.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include <unistd.h>
+
+using nlohmann::json;
+using sdpa_test::run_binary;
+
+namespace {
+
+const std::string& k_python = sdpa_test::k_test_python;
+
+std::string id_of(const std::string& spec) {
+  auto c = sdpa_doctor::parse_case_spec(spec);
+  EXPECT_TRUE(c) << spec << ": " << (c ? "" : c.error().message);
+  return c ? c->id() : std::string{};
+}
+
+json check(const std::vector<std::string>& specs, const std::string& probes,
+           const std::string& variants, const std::string& fault, sdpa_test::RunResult& run) {
+  std::vector<std::string> argv = {sdpa_test::doctor(), "check",  "--probe", probes,
+                                   "--variant",         variants, "--python", k_python};
+  for (const std::string& s : specs) argv.insert(argv.end(), {"--case", s});
+  sdpa_test::TempDir dir;
+  argv.insert(argv.end(), {"--json", dir.file("r.json"), "--run-dir", dir.file("run")});
+  sdpa_test::RunOptions o;
+  o.set_env = {{"NO_COLOR", "1"}};
+  if (!fault.empty()) o.set_env["SDPA_DOCTOR_TEST_FAULT"] = fault;
+  o.timeout_s = 600;
+  run = run_binary(argv, o);
+  return json::parse(sdpa_test::read_file(dir.file("r.json")));
+}
+
+TEST(MaskedRowsFaultSwitch, SelectsMaskedRowsCasesOnBothSides) {
+  using sdpa_doctor::workers::parse_planted_fault;
+  auto f = parse_planted_fault("when=mrows,action=nan");
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_TRUE(f->matches("math", "x", *sdpa_doctor::parse_case_spec("l=8,d=8,mask=bool,masked_rows")));
+  EXPECT_FALSE(f->matches("math", "x", *sdpa_doctor::parse_case_spec("l=8,d=8,mask=bool")));
+  if (k_python.empty() || ::access(k_python.c_str(), X_OK) != 0) GTEST_SKIP() << "no Python";
+  const std::string script = R"(
+from sdpa_probe.faults import parse_fault, matching_fault
+from sdpa_probe.protocol import normalise_case
+f = parse_fault("when=mrows,action=nan")
+def case(**keys):
+    c = {"dtype": "fp32", "h": 2, "l": 16, "d": 16, "mask": "bool"}
+    c.update(keys)
+    return normalise_case(c)
+assert matching_fault(f, "math", "x", case(masked_rows=True)) is not None
+assert matching_fault(f, "math", "x", case()) is None
+print("ok")
+)";
+  auto r = sdpa_test::run_probe_snippet(script);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "ok\n") << r.err;
+}
+
+// The Python probe under a torch older than 2.5 (pretended: torch.__version__ is what it reads)
+// ignores the doctor's oracle file for a masked_rows case and judges with its own, NaN in the
+// fully masked rows: this torch's zeros there are a mismatch that says so, NaN rows pass.
+TEST(MaskedRowsProbe, AnOlderTorchJudgesByItsOwnNanOracle) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  const std::string script = R"(
+import torch
+import torch.nn.functional as F
+from sdpa_probe.inputs import make_inputs
+from sdpa_probe.protocol import normalise_case
+from sdpa_probe.worker import judge_output
+c = normalise_case({"dtype": "fp32", "b": 1, "h": 2, "lq": 8, "lkv": 8, "d": 4, "mask": "bool",
+                    "masked_rows": True})
+q, k, v, mask = make_inputs(torch, c)
+out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+torch.__version__ = "2.4.1"
+line = {"case": c, "oracle": "/nonexistent/oracle.f64", "atol": 1e-5, "rtol": 1e-5}
+status, reason, _ = judge_output(torch, line, out, q, k, v, mask, None)
+assert status == "mismatch", (status, reason)
+assert reason == ("16 of 16 elements in fully masked rows are finite where torch < 2.5 "
+                  "returns NaN"), reason
+rows = torch.zeros(8, dtype=torch.bool)
+rows[3::4] = True
+status, reason, _ = judge_output(torch, line, out.masked_fill(rows.reshape(8, 1), float("nan")),
+                                 q, k, v, mask, None)
+assert status == "pass", (status, reason)
+print("ok")
+)";
+  auto r = sdpa_test::run_probe_snippet(script);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "ok\n") << r.err;
+}
+
+TEST(MaskedRowsCheck, NaNInFullyMaskedRowsIsFoundThereAndOnlyThere) {
+  const std::string probes = sdpa_test::runnable_torch_probes();
+  if (probes.empty()) GTEST_SKIP() << "neither torch probe can run here";
+  const std::vector<std::string> specs = {
+      "dtype=fp32,h=2,lq=24,lkv=20,d=16,mask=bool",
+      "dtype=fp32,h=2,lq=24,lkv=20,d=16,mask=bool,masked_rows",
+      "dtype=bf16,h=2,l=24,d=16,mask=additive",
+      "dtype=bf16,h=2,l=24,d=16,mask=additive,masked_rows",
+      "dtype=fp16,h=2,l=24,d=16"};
+  const std::set<std::string> planted = {id_of(specs[1]), id_of(specs[3])};
+  sdpa_test::RunResult run;
+  const json report = check(specs, probes, "math", "variant=math,when=mrows,action=nan", run);
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const size_t probe_count = probes.find(',') == std::string::npos ? 1 : 2;
+  ASSERT_EQ(report.at("results").size(), specs.size() * probe_count) << report.dump(1);
+  for (const json& res : report.at("results")) {
+    const bool hit = planted.count(res.at("case_id")) > 0;
+    EXPECT_EQ(res.at("status"), hit ? "nonfinite" : "pass") << res;
+    if (!hit) continue;
+    EXPECT_NE(res.at("reason").get<std::string>().find("all in fully masked rows"),
+              std::string::npos)
+        << res;
+    EXPECT_EQ(res.at("masked_rows"), "zero") << res;
+    EXPECT_EQ(res.at("case").at("masked_rows"), true) << res;
+  }
+  ASSERT_EQ(report.at("shrinks").size(), probe_count) << report.dump(1);
+  for (const json& s : report.at("shrinks")) {
+    std::set<std::string> axes;
+    for (const json& w : s.at("conditions")) axes.insert(w.at("axis"));
+    EXPECT_TRUE(axes.count("masked_rows")) << s;
+    EXPECT_NE(s.at("rule").get<std::string>().find("rows are fully masked"), std::string::npos)
+        << s;
+  }
+}
+
+TEST(MaskedRowsCheck, PassInEveryProbeWithZeroSemanticsForwardAndBackward) {
+  std::string probes = sdpa_test::runnable_torch_probes();
+  probes += probes.empty() ? "reference" : ",reference";
+  const std::vector<std::string> specs = {
+      "dtype=bf16,h=4,lq=64,lkv=80,d=64,mask=bool,masked_rows",
+      "dtype=fp16,b=2,h=2,l=40,d=32,mask=additive,masked_rows",
+      "dtype=fp32,b=2,h=2,lq=33,lkv=20,d=16,mask=additive,mask_dtype=fp32,mask_shape=qk,"
+      "masked_rows",
+      "dtype=bf16,b=1,hq=4,hkv=2,l=48,d=32,mask=bool,mask_shape=bhqk,masked_rows,backward",
+      "dtype=fp32,b=1,h=2,l=32,d=16,mask=additive,masked_rows,backward"};
+  sdpa_test::RunResult run;
+  const json report = check(specs, probes, "math,flash,ref-math,ref-flash", "", run);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  size_t judged = 0;
+  for (const json& res : report.at("results")) {
+    if (res.at("status") == "unsupported") continue; // a variant a probe does not have
+    EXPECT_EQ(res.at("status"), "pass") << res;
+    EXPECT_EQ(res.at("masked_rows"), "zero") << res;
+    ++judged;
+  }
+  EXPECT_GE(judged, 2 * specs.size()) << report.dump(1);
+}
+
+} // namespace
