@@ -32,17 +32,10 @@ std::string id_of(const std::string& spec) {
 
 json check(const std::vector<std::string>& specs, const std::string& probes,
            const std::string& variants, const std::string& fault, sdpa_test::RunResult& run) {
-  std::vector<std::string> argv = {sdpa_test::doctor(), "check",  "--probe", probes,
-                                   "--variant",         variants, "--python", k_python};
-  for (const std::string& s : specs) argv.insert(argv.end(), {"--case", s});
   sdpa_test::TempDir dir;
-  argv.insert(argv.end(), {"--json", dir.file("r.json"), "--run-dir", dir.file("run")});
-  sdpa_test::RunOptions o;
-  o.set_env = {{"NO_COLOR", "1"}};
-  if (!fault.empty()) o.set_env["SDPA_DOCTOR_TEST_FAULT"] = fault;
-  o.timeout_s = 600;
-  run = run_binary(argv, o);
-  return json::parse(sdpa_test::read_file(dir.file("r.json")));
+  sdpa_test::CheckedRun c = sdpa_test::check_cases(specs, probes, variants, fault, dir);
+  run = std::move(c.run);
+  return std::move(c.report);
 }
 
 TEST(MaskedRowsFaultSwitch, SelectsMaskedRowsCasesOnBothSides) {
