@@ -15,7 +15,8 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
                              MaskedRows rows) {
   Comparison c;
   double max_abs = 0, err2 = 0, ref2 = 0;
-  int64_t outside = 0, first_outside = -1;
+  // The first of each kind, so that a reason's example is one of the elements it counts.
+  int64_t outside = 0, first_nonfinite = -1, first_mismatch = -1;
   int64_t expected_nan = 0, not_nan = 0; // oracle NaN: fully masked rows under torch < 2.5
   int64_t nonfinite_in_rows = 0;
   bool out_all_zero = true, oracle_all_zero = true;
@@ -29,7 +30,6 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
       if (std::isnan(o)) continue;
       ++not_nan;
       ++outside;
-      if (first_outside < 0) first_outside = int64_t(i);
       continue;
     }
     if (!std::isfinite(o)) {
@@ -37,7 +37,7 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
       else ++c.metrics.inf_count;
       if (rows.contains(i)) ++nonfinite_in_rows;
       ++outside;
-      if (first_outside < 0) first_outside = int64_t(i);
+      if (first_nonfinite < 0) first_nonfinite = int64_t(i);
       continue;
     }
     if (!std::isfinite(r)) continue; // an infinite oracle: nothing to judge
@@ -47,7 +47,7 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
     ref2 += r * r;
     if (e > tol.atol + tol.rtol * std::fabs(r)) {
       ++outside;
-      if (first_outside < 0) first_outside = int64_t(i);
+      if (first_mismatch < 0) first_mismatch = int64_t(i);
     }
   }
   c.metrics.max_abs_err = max_abs;
@@ -58,7 +58,7 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
   if (nonfinite > 0) {
     c.status = Status::nonfinite;
     c.reason = fmt::format("{} NaN and {} Inf of {} output elements (first at index {})",
-                           c.metrics.nan_count, c.metrics.inf_count, n, first_outside);
+                           c.metrics.nan_count, c.metrics.inf_count, n, first_nonfinite);
     // A backend that returns NaN for padded rows, where torch >= 2.5 returns 0.
     if (nonfinite_in_rows == nonfinite)
       c.reason += ", all in fully masked rows, where torch >= 2.5 returns 0";
@@ -76,7 +76,7 @@ Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, T
           "{:.6g}, expected {:.6g}); max abs err {:.3g}, rel L2 err {:.3g}",
           c.reason.empty() ? "" : "; ",
           zeros ? fmt::format("{}: ", k_all_zero_output) : std::string(), outside - not_nan, n,
-          tol.atol, tol.rtol, first_outside, double(out[first_outside]), oracle[first_outside],
+          tol.atol, tol.rtol, first_mismatch, double(out[first_mismatch]), oracle[first_mismatch],
           max_abs, *c.metrics.rel_l2_err);
   }
   return c;

@@ -205,16 +205,17 @@ def main():
             for seed in (DROPOUT_SEEDS[0], DROPOUT_SEEDS[0], DROPOUT_SEEDS[1]):
                 torch.manual_seed(seed)
                 outs.append(run_sdpa(qd, kd, vd, md, CASE).to("cpu", torch.float64))
-        with torch.enable_grad():
-            out = run_sdpa(qd, kd, vd, md, CASE)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            out64 = out.detach().to("cpu", torch.float64)
-            if backward:
-                out.backward(dout.to(device))
+        else:  # one run, judged element by element
+            with torch.enable_grad():
+                out = run_sdpa(qd, kd, vd, md, CASE)
                 if device.type == "cuda":
                     torch.cuda.synchronize()
-                grads64 = [t.grad.to("cpu", torch.float64) for t in (qd, kd, vd)]
+                out64 = out.detach().to("cpu", torch.float64)
+                if backward:
+                    out.backward(dout.to(device))
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    grads64 = [t.grad.to("cpu", torch.float64) for t in (qd, kd, vd)]
     except RuntimeError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "No available kernel" in str(e) or "No viable backend" in str(e):

@@ -119,7 +119,8 @@ protocol::ResultEvent result_of(const protocol::CaseLine& line, const Expected<c
 
 // The forward's output judged against the oracle (the doctor's file, else computed here), after
 // a planted corruption: status, reason and error metrics. The doctor's file has fully masked
-// rows at 0: a masked_rows case under other semantics computes its own.
+// rows at 0: a masked_rows case under other semantics computes its own. The semantics used goes
+// into the result in `evaluate`.
 protocol::ResultEvent judge_output(const protocol::CaseLine& line, const HostInputs& inputs,
                                    std::vector<float> output, FaultAction corrupt,
                                    MaskedRowSemantics semantics) {
@@ -136,7 +137,6 @@ protocol::ResultEvent judge_output(const protocol::CaseLine& line, const HostInp
                                                            cases::masked_rows_of(line.kase)))
                 : result_of(line, oracle.error());
   }
-  if (line.kase.masked_rows) ev.masked_rows = semantics;
   return ev;
 }
 

@@ -388,6 +388,12 @@ TEST(CompareMaskedRows, ExpectedNanIsAcceptedAndAFiniteValueThereIsAMismatch) {
   EXPECT_EQ(both.status, Status::mismatch);
   EXPECT_EQ(both.reason.rfind("2 of 4 elements in fully masked rows", 0), 0u) << both.reason;
   EXPECT_NE(both.reason.find("; 1 of 16 elements outside"), std::string::npos) << both.reason;
+  // The ordinary part's example is an ordinary element, not the finite one in a masked row before it.
+  out[0] = 0.5f;
+  out[9] = 0.9f;
+  auto after = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01}, rows);
+  EXPECT_NE(after.reason.find("(first at index 9: got 0.9, expected 0.5)"), std::string::npos)
+      << after.reason;
 }
 
 // Under torch >= 2.5 semantics the oracle is 0 there: a NaN is nonfinite, and the reason names the
