@@ -87,6 +87,13 @@ enum class RefKernel { math, flash };
 std::string_view to_string(RefKernel kernel);                      // "ref-math", "ref-flash"
 std::optional<RefKernel> ref_kernel_from_string(std::string_view name); // the same names
 
+// The largest case ref-math takes on the CPU, in Case::flops(). Its scalar textbook loops run at
+// about 10 GFLOP/s on two cores, so a case past this costs a checked and a timed run of many
+// seconds each, the witness ref-flash (the same sizes in under a tenth of the time) gives anyway.
+inline constexpr double k_cpu_math_max_flops = 16e9;
+// Empty when `kernel` on the CPU takes `c`; otherwise why not (an `unsupported` reason).
+std::string cpu_scope(RefKernel kernel, const Case& c);
+
 // Low-level CPU entry points over f32 storage. Empty string when the kernel ran; otherwise why
 // there is no instance for these parameters (nothing was written). threads: 0 = all cores.
 std::string cpu_math_attention(const AttnParams& p, int threads = 0);

@@ -3,6 +3,8 @@
 #include "kernels/kernels.hpp"
 #include "core/io.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -19,6 +21,13 @@ std::optional<RefKernel> ref_kernel_from_string(std::string_view name) {
   if (name == "ref-math") return RefKernel::math;
   if (name == "ref-flash") return RefKernel::flash;
   return std::nullopt;
+}
+
+std::string cpu_scope(RefKernel kernel, const Case& c) {
+  if (kernel != RefKernel::math || c.flops() <= k_cpu_math_max_flops) return {};
+  return fmt::format("ref-math on the CPU takes cases up to {:.0f} GFLOP and this one is {:.1f} "
+                     "GFLOP: ref-flash is the CPU witness at this size",
+                     k_cpu_math_max_flops / 1e9, c.flops() / 1e9);
 }
 
 TensorPlacement placement(Layout layout, int64_t batch, int64_t heads, int64_t length,

@@ -67,6 +67,12 @@ public:
       run.reason = "no dropout in our kernels: they are a deterministic witness";
       return run;
     }
+    if (std::string scope = kernels::cpu_scope(*m_kernel, line.kase);
+        m_device < 0 && !scope.empty()) {
+      run.status = Status::unsupported;
+      run.reason = std::move(scope);
+      return run;
+    }
     if (line.kase.backward && m_device >= 0) {
       run.status = Status::unsupported;
       run.reason = "no backward in our GPU kernels yet (ref-math and ref-flash have a CPU backward)";

@@ -32,6 +32,22 @@ void expect_close(RefKernel kernel, const Case& c, const HostInputs& in,
   EXPECT_EQ(e.outside, 0) << to_string(kernel) << " " << c.id() << " max abs " << e.max_abs;
 }
 
+// ref-math's CPU scope: every case of the default suite, and a full-suite case of 4096 x 4096 x
+// 128 left to ref-flash; ref-flash has no such limit.
+TEST(CpuScope, RefMathTakesTheQuickSuiteAndLeavesTheLargestToRefFlash) {
+  const auto quick = cases::suite_cases("quick");
+  ASSERT_TRUE(quick);
+  for (const Case& c : *quick) EXPECT_EQ(cpu_scope(RefKernel::math, c), "") << c.id();
+  Case big;
+  big.b = 1, big.hq = big.hkv = 8, big.lq = big.lkv = 4096, big.d = 128;
+  EXPECT_NE(cpu_scope(RefKernel::math, big), "");
+  EXPECT_EQ(cpu_scope(RefKernel::flash, big), "");
+  big.lq = big.lkv = 2048, big.d = 119; // 4 * 8 * 2048^2 * 119 = 15.97 GFLOP: just in
+  EXPECT_EQ(cpu_scope(RefKernel::math, big), "");
+  big.d = 120; // 16.1 GFLOP
+  EXPECT_NE(cpu_scope(RefKernel::math, big), "");
+}
+
 TEST(Oracle, MatchesHandComputedCase) {
   // One head, D = 1, two queries, two keys: softmax by hand.
   Case c;

@@ -25,9 +25,10 @@ const std::string k_cases =
 
 std::vector<nlohmann::json> run_worker(const std::string& device, const std::string& variant,
                                        int* exit_code, const sdpa_test::RunOptions& options = {},
-                                       std::string* err = nullptr) {
+                                       std::string* err = nullptr,
+                                       const std::string& cases = k_cases) {
   sdpa_test::TempDir dir;
-  sdpa_test::write_file(dir.file("cases.jsonl"), k_cases);
+  sdpa_test::write_file(dir.file("cases.jsonl"), cases);
   // The worker writes to fd 3: a shell opens it on a file for us.
   const std::string cmd = "exec \"$0\" --device " + device + " --variant " + variant +
                           " --results-fd 3 --cases \"$1\" 3>\"$2\"";
@@ -64,6 +65,21 @@ TEST(RefWorker, CpuCasesFollowTheProtocol) {
     EXPECT_EQ(ev[6]["status"], "mismatch") << ev[6].dump();
     EXPECT_EQ(ev[7]["event"], "bye");
   }
+}
+
+// Past its CPU scope ref-math declines at once, saying why; ref-flash stays the witness there.
+TEST(RefWorker, RefMathDeclinesCasesPastItsCpuScope) {
+  const std::string big =
+      R"({"v":1,"id":"big","case":{"dtype":"fp32","b":1,"hq":8,"hkv":8,"lq":4096,"lkv":4096,"d":128,"causal":false,"mask":"none","layout":"contiguous","seed":0},"tolerance":{"atol":1e-4,"rtol":1e-4},"oracle":null,"warmup":1,"repeat":3})"
+      "\n";
+  int rc = -1;
+  const auto ev = run_worker("cpu", "ref-math", &rc, {}, nullptr, big);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[2]["status"], "unsupported") << ev[2].dump();
+  const std::string reason = ev[2]["reason"];
+  EXPECT_NE(reason.find("up to 16 GFLOP and this one is 68.7 GFLOP"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("ref-flash is the CPU witness"), std::string::npos) << reason;
 }
 
 TEST(RefWorker, MissingGpuMakesEveryCaseUnsupported) {
