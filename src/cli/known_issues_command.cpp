@@ -3,6 +3,7 @@
 #include "core/expected.hpp"
 #include "core/paths.hpp"
 #include "core/status.hpp"
+#include "core/text.hpp"
 #if __has_include("devices/devices.hpp")
 #include "devices/devices.hpp"
 #define SDPA_DOCTOR_KNOWN_ISSUES_HAVE_DEVICES 1
@@ -55,6 +56,14 @@ std::string arch_summary(const advice::KnownIssue& issue) {
   return fmt::format("{}", fmt::join(archs, ", "));
 }
 
+// What the entry's failure prints, for a user to hold beside their own log, and whether its source
+// published that text (else it is the text the failure prints as the source describes it).
+void print_verbatim(const advice::Verbatim& v) {
+  fmt::print("    text ({}): {}\n", v.published ? "published" : "not published by the source",
+             escape_to_one_line(v.text));
+  if (!v.note.empty()) fmt::print("    about the text: {}\n", escape_to_one_line(v.note));
+}
+
 // (label, arch) of the GPUs to check: --arch values, else this machine's devices.
 std::vector<std::pair<std::string, std::string>> targets(const KnownIssuesOptions& o,
                                                          std::string& why_none) {
@@ -90,11 +99,13 @@ int run_known_issues(const KnownIssuesOptions& o) {
                 exit_code::usage};
   const advice::KnownIssues issues = load_all(o);
   fmt::print("Known issues ({}):\n", issues.issues.size());
+  // Every field may come from a user's --known-issues file: escaped, one line each.
   for (const advice::KnownIssue& i : issues.issues) {
-    fmt::print("  {}\n    {}\n", i.id, i.title);
-    if (!i.link.empty()) fmt::print("    {}\n", i.link);
-    fmt::print("    applies to: {}\n", arch_summary(i));
-    if (!i.fixed_in.empty()) fmt::print("    fixed in: {}\n", i.fixed_in);
+    fmt::print("  {}\n    {}\n", escape_to_one_line(i.id), escape_to_one_line(i.title));
+    if (!i.link.empty()) fmt::print("    {}\n", escape_to_one_line(i.link));
+    fmt::print("    applies to: {}\n", escape_to_one_line(arch_summary(i)));
+    if (!i.fixed_in.empty()) fmt::print("    fixed in: {}\n", escape_to_one_line(i.fixed_in));
+    if (i.verbatim) print_verbatim(*i.verbatim);
   }
   std::string why_none;
   const auto devices = targets(o, why_none);
@@ -108,9 +119,10 @@ int run_known_issues(const KnownIssuesOptions& o) {
       if (scope == "any device" || scope == "any AMD GPU") continue;
       if (advice::issue_applies_to(i, arch, o.torch)) ids.push_back(i.id);
     }
-    fmt::print("  {} ({}): {}\n", label, arch.empty() ? "arch unknown" : arch,
+    fmt::print("  {} ({}): {}\n", escape_to_one_line(label),
+               arch.empty() ? "arch unknown" : escape_to_one_line(arch),
                ids.empty() ? std::string("no arch-specific known issue")
-                           : fmt::format("{}", fmt::join(ids, ", ")));
+                           : escape_to_one_line(fmt::format("{}", fmt::join(ids, ", "))));
   }
   return exit_code::ok;
 }
