@@ -36,7 +36,8 @@ Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n,
   Comparison c;
   const double keep_scale = 1.0 / (1.0 - p);
   double max_abs = 0, err2 = 0, ref2 = 0;
-  int64_t outside = 0, first_outside = -1, counted = 0, dropped = 0;
+  // The first of each kind, so that a reason's example is one of the elements it counts.
+  int64_t outside = 0, first_nonfinite = -1, first_mismatch = -1, counted = 0, dropped = 0;
   bool all_zero = true, probs_all_zero = true;
   for (size_t i = 0; i < n; ++i) {
     const double o = double(runs.first[i]);
@@ -46,7 +47,7 @@ Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n,
     if (!std::isfinite(o)) {
       if (std::isnan(o)) ++c.metrics.nan_count;
       else ++c.metrics.inf_count;
-      if (first_outside < 0) first_outside = int64_t(i);
+      if (first_nonfinite < 0) first_nonfinite = int64_t(i);
       ++outside;
       continue;
     }
@@ -62,7 +63,7 @@ Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n,
     err2 += e * e;
     ref2 += kept * kept;
     if (e > tol.atol + tol.rtol * kept) {
-      if (first_outside < 0) first_outside = int64_t(i);
+      if (first_mismatch < 0) first_mismatch = int64_t(i);
       ++outside;
     }
   }
@@ -75,13 +76,13 @@ Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n,
   if (nonfinite > 0) {
     c.status = Status::nonfinite;
     problems.push_back(fmt::format("{} NaN and {} Inf of {} output elements (first at index {})",
-                                   c.metrics.nan_count, c.metrics.inf_count, n, first_outside));
+                                   c.metrics.nan_count, c.metrics.inf_count, n, first_nonfinite));
   } else if (outside > 0) {
     problems.push_back(fmt::format(
         "{} of {} elements are neither 0 nor their probability / (1 - p) within atol={:g} + "
         "rtol={:g}*|ref| (first at index {}: got {:.6g}, expected 0 or {:.6g})",
-        outside, n, tol.atol, tol.rtol, first_outside, double(runs.first[first_outside]),
-        probs[first_outside] * keep_scale));
+        outside, n, tol.atol, tol.rtol, first_mismatch, double(runs.first[first_mismatch]),
+        probs[first_mismatch] * keep_scale));
   }
   if (counted >= k_dropout_min_counted) {
     const double expected = p * double(counted);

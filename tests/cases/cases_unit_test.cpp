@@ -592,6 +592,12 @@ TEST(Dropout, EachBrokenPropertyIsNamed) {
   c = judge(nan, p);
   EXPECT_EQ(c.status, Status::nonfinite);
   EXPECT_EQ(c.metrics.nan_count, 1);
+  nan.first[3] = 7.0f; // a value off before it: the NaN's example is still the NaN
+  nan.same = nan.first;
+  c = judge(nan, p);
+  EXPECT_NE(c.reason.find("1 NaN and 0 Inf of 20000 output elements (first at index 10)"),
+            std::string::npos)
+      << c.reason;
 
   DropoutSample zeros = healthy_dropout(20000, p); // a kernel that never ran
   std::fill(zeros.first.begin(), zeros.first.end(), 0.0f);

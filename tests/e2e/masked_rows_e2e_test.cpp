@@ -95,6 +95,43 @@ print("ok")
   EXPECT_EQ(r.out, "ok\n") << r.err;
 }
 
+// The probe's comparisons give the example the doctor's give (cases_unit_test.cpp): a finite
+// element in a fully masked row, or a value off before a NaN, is not the example of the other kind.
+TEST(MaskedRowsProbe, ReasonsGiveAnExampleOfTheKindTheyCount) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  const std::string script = R"py(
+import torch
+from sdpa_probe.oracle import compare, judge_dropout
+nan = float("nan")
+ref = torch.full((16,), 0.5, dtype=torch.float64)
+ref[[6, 7, 14, 15]] = nan
+out = torch.full((16,), 0.5)
+out[[6, 15]] = nan
+out[7] = out[14] = 0.0
+out[9] = 0.9
+status, reason, _ = compare(torch, out, ref, 0.01, 0.01, (8, 2))
+assert status == "mismatch", (status, reason)
+assert "(first at index 9: got 0.9, expected 0.5)" in reason, reason
+out = torch.full((16,), 0.5)
+out[3] = 0.9
+out[10] = nan
+status, reason, _ = compare(torch, out, torch.full((16,), 0.5, dtype=torch.float64), 0.01, 0.01)
+assert status == "nonfinite", (status, reason)
+assert reason == "1 NaN and 0 Inf of 16 output elements (first at index 10)", reason
+probs = torch.full((16,), 0.25, dtype=torch.float64)
+out = torch.full((16,), 0.5)
+out[3] = 7.0
+out[10] = nan
+status, reason, _ = judge_dropout(torch, out, out.clone(), torch.zeros(16), probs, 0.5, 1e-3, 1e-3)
+assert status == "nonfinite", (status, reason)
+assert "1 NaN and 0 Inf of 16 output elements (first at index 10)" in reason, reason
+print("ok")
+)py";
+  auto r = sdpa_test::run_probe_snippet(script);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "ok\n") << r.err;
+}
+
 TEST(MaskedRowsCheck, NaNInFullyMaskedRowsIsFoundThereAndOnlyThere) {
   const std::string probes = sdpa_test::runnable_torch_probes();
   if (probes.empty()) GTEST_SKIP() << "neither torch probe can run here";

@@ -107,6 +107,11 @@ def in_masked_rows(torch, n, rows):
     return (torch.arange(n, dtype=torch.int64) // d % lq % 4) == 3
 
 
+def first_of(torch, mask):
+    """The first index where `mask` holds: a reason's example is one of the elements it counts."""
+    return int(torch.nonzero(mask)[0][0])
+
+
 def compare(torch, out, ref, atol, rtol, rows=None):
     """Same definitions as cases::compare_to_oracle, in float64."""
     out = out.double().reshape(-1)
@@ -128,16 +133,14 @@ def compare(torch, out, ref, atol, rtol, rows=None):
     err2 = float((err_f * err_f).sum())
     ref2 = float((ref_f * ref_f).sum())
     rel_l2 = math.sqrt(err2 / ref2) if ref2 > 0 else math.sqrt(err2)
-    outside_mask = bad | not_nan_mask | (fin & (err > atol + rtol * ref.abs()))
-    outside = int(outside_mask.sum())
+    mismatch_mask = fin & (err > atol + rtol * ref.abs())
+    outside = int((bad | not_nan_mask | mismatch_mask).sum())
     metrics = {"max_abs_err": max_abs, "rel_l2_err": rel_l2,
                "frac_outside_tol": (outside / n) if n else 0.0,
                "nan_count": nan, "inf_count": inf}
-    if outside:
-        first = int(torch.nonzero(outside_mask)[0][0])
     if nan + inf:
         reason = ("%d NaN and %d Inf of %d output elements (first at index %d)"
-                  % (nan, inf, n, first))
+                  % (nan, inf, n, first_of(torch, bad)))
         if in_rows == nan + inf:  # a backend that returns NaN for padded rows
             reason += ", all in fully masked rows, where torch >= 2.5 returns 0"
         return "nonfinite", reason, metrics
@@ -149,6 +152,7 @@ def compare(torch, out, ref, atol, rtol, rows=None):
             reason = ("%d of %d elements in fully masked rows are finite where torch < 2.5 "
                       "returns NaN" % (not_nan, expected_nan))
         if outside > not_nan:
+            first = first_of(torch, mismatch_mask)
             reason += ("%s%s%d of %d elements outside atol=%g + rtol=%g*|ref| (first at index "
                        "%d: got %.6g, expected %.6g); max abs err %.3g, rel L2 err %.3g"
                        % ("; " if reason else "", ALL_ZERO_OUTPUT + ": " if zeros else "",
@@ -227,8 +231,8 @@ def judge_dropout(torch, first, same_seed, other_seed, probs, p, atol, rtol):
     expected = probs / (1.0 - p)
     err = torch.where(kept, (out - expected).abs(), torch.zeros_like(out))
     ref = torch.where(kept, expected, torch.zeros_like(out))
-    outside_mask = (~finite) | (kept & (err > atol + rtol * expected))
-    outside = int(outside_mask.sum())
+    mismatch_mask = kept & (err > atol + rtol * expected)
+    outside = int(((~finite) | mismatch_mask).sum())
     err2, ref2 = float((err * err).sum()), float((ref * ref).sum())
     metrics = {"max_abs_err": float(err.max()) if n else 0.0,
                "rel_l2_err": math.sqrt(err2 / ref2) if ref2 > 0 else math.sqrt(err2),
@@ -236,12 +240,12 @@ def judge_dropout(torch, first, same_seed, other_seed, probs, p, atol, rtol):
                "nan_count": nan, "inf_count": inf}
     problems = []
     status = "pass"
-    first_index = int(torch.nonzero(outside_mask)[0][0]) if outside else -1
     if nan + inf:
         status = "nonfinite"
         problems.append("%d NaN and %d Inf of %d output elements (first at index %d)"
-                        % (nan, inf, n, first_index))
+                        % (nan, inf, n, first_of(torch, ~finite)))
     elif outside:
+        first_index = first_of(torch, mismatch_mask)
         problems.append("%d of %d elements are neither 0 nor their probability / (1 - p) within "
                         "atol=%g + rtol=%g*|ref| (first at index %d: got %.6g, expected 0 or "
                         "%.6g)" % (outside, n, atol, rtol, first_index, float(out[first_index]),

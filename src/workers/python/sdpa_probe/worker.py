@@ -105,9 +105,9 @@ def run_worker(args, started):
                          args["device"], broken)
 
 
-def judge_output(torch, line, host, q, k, v, mask, corrupt):
-    """(status, reason, metrics) of a forward output against the oracle, after a planted
-    corruption."""
+def checked_output(line, host, corrupt):
+    """The forward's output, flat, after a planted corruption; an output of another shape than
+    the case's is an error."""
     c = line["case"]
     shape = (c["b"], c["hq"], c["lq"], c["d"])
     if tuple(host.shape) != shape:
@@ -115,21 +115,24 @@ def judge_output(torch, line, host, q, k, v, mask, corrupt):
     host = host.reshape(-1).clone()
     if corrupt:
         corrupt_output(corrupt, host, c)
-    semantics = masked_row_semantics(torch)
-    ref = load_oracle(torch, line, q, k, v, mask, semantics)
-    return compare(torch, host, ref, line["atol"], line["rtol"], masked_rows_of(c))
+    return host
+
+
+def judge_output(torch, line, host, q, k, v, mask, corrupt):
+    """(status, reason, metrics) of a forward output against the oracle, after a planted
+    corruption."""
+    host = checked_output(line, host, corrupt)
+    ref = load_oracle(torch, line, q, k, v, mask, masked_row_semantics(torch))
+    return compare(torch, host, ref, line["atol"], line["rtol"], masked_rows_of(line["case"]))
 
 
 def judge_dropout_runs(torch, line, host, reruns, q, k, v, mask, corrupt):
     """(status, reason, metrics) of a dropout case's three outputs, judged statistically against
     the probabilities (its oracle: V is the identity), after a planted corruption of the first."""
-    c = line["case"]
-    host = host.reshape(-1).clone()
-    if corrupt:
-        corrupt_output(corrupt, host, c)
+    host = checked_output(line, host, corrupt)
     probs = load_oracle(torch, line, q, k, v, mask, masked_row_semantics(torch))
-    return judge_dropout(torch, host, reruns[0], reruns[1], probs, c["dropout"], line["atol"],
-                         line["rtol"])
+    return judge_dropout(torch, host, reruns[0], reruns[1], probs, line["case"]["dropout"],
+                         line["atol"], line["rtol"])
 
 
 def judge_gradients(torch, line, grads, q, k, v, mask, grad_out, corrupt):
