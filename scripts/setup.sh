@@ -17,6 +17,8 @@
 #   SDPA_DOCTOR_SKIP_PACKAGES=1       skip apt-get (packages already installed)
 #   SDPA_DOCTOR_PRESET=name           another CMake preset (debug, asan, minimal, ci)
 #   SDPA_DOCTOR_CMAKE_ARGS="..."      extra configure arguments
+#   SDPA_DOCTOR_BUILD_TARGETS="..."   build these targets only (e.g. "product tests-libtorch");
+#                                     default: everything, tests and benchmarks included
 #   SDPA_DOCTOR_OS_RELEASE=FILE       detect the distro from FILE instead of /etc/os-release
 set -euo pipefail
 
@@ -187,7 +189,10 @@ if would "configure: cmake --preset $preset -DSDPA_DOCTOR_PYTHON=$python${SDPA_D
   cmake --preset "$preset" -DSDPA_DOCTOR_PYTHON="$python" ${SDPA_DOCTOR_CMAKE_ARGS:-} \
     || die "cmake configure failed (see the messages above)"
 fi
-if would "build: cmake --build --preset $preset"; then
-  cmake --build --preset "$preset" || die "build failed"
+targets=()
+# shellcheck disable=SC2206 # target names are words
+[ -n "${SDPA_DOCTOR_BUILD_TARGETS:-}" ] && targets=(--target $SDPA_DOCTOR_BUILD_TARGETS)
+if would "build: cmake --build --preset $preset${targets[*]:+ ${targets[*]}}"; then
+  cmake --build --preset "$preset" "${targets[@]}" || die "build failed"
 fi
 if [ "$dry_run" = 1 ]; then say "dry run done: nothing was changed"; else say "done"; fi

@@ -5,6 +5,9 @@
 #   linkage_test.sh BUILD_DIR          the build tree and its `cmake --install` into a scratch prefix
 #   linkage_test.sh --wheel FILE...    the files a wheel installed (wheel_install_test.sh): the same,
 #                                      and nothing NEEDS libfmt or libspdlog (they are built in)
+#   linkage_test.sh --wheel-linked-fmt FILE...
+#                                      the same for a wheel packed from a tree that links the
+#                                      system's libfmt and libspdlog (not SDPA_DOCTOR_WHEEL)
 set -euo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v readelf >/dev/null || { echo "readelf not found: skipped"; exit 77; }
@@ -29,11 +32,13 @@ check() {
   fi
 }
 
-if [ "${1:-}" = --wheel ]; then
+if [ "${1:-}" = --wheel ] || [ "${1:-}" = --wheel-linked-fmt ]; then
+  forbidden="$rocm|^lib(fmt|spdlog)\." what="a ROCm library, libfmt or libspdlog"
+  [ "$1" = --wheel ] || forbidden=$rocm what="a ROCm library"
   shift
-  for file in "$@"; do check "$file" "$rocm|^lib(fmt|spdlog)\."; done
+  for file in "$@"; do check "$file" "$forbidden"; done
   [ "$checked" -ge 3 ] || fail "only $checked ELF files among the wheel's $# files"
-  echo "linkage (wheel): $checked ELF files, none NEEDS a ROCm library, libfmt or libspdlog;" \
+  echo "linkage (wheel): $checked ELF files, none NEEDS $what;" \
     "LibTorch only in its plugin${torch_plugin_needs:+ ($(tr '\n' ' ' <<<"$torch_plugin_needs"))}"
   exit 0
 fi

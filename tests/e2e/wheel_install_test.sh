@@ -1,49 +1,78 @@
 #!/usr/bin/env bash
-# `pip install .` as a user on a GPU machine does it: into a fresh venv that holds torch, without
-# build isolation, so the LibTorch plugin is built against that venv's torch. Then that venv's
-# sdpa-doctor runs all three probes with its default interpreter, and what the wheel installed
-# NEEDS no ROCm library, no libfmt or libspdlog, and LibTorch only in its plugin.
-# Usage: wheel_install_test.sh SOURCE_DIR
-# The venv is made afresh under SOURCE_DIR/.cache/wheel-test each run, and the wheel is built in
-# SOURCE_DIR/build-wheel (pyproject.toml): both at fixed paths inside the checkout, so with
-# CCACHE_BASEDIR there a rebuild takes every object from the compiler cache.
+# A wheel installed as a user on a GPU machine installs it: into a fresh venv that holds torch.
+# Then that venv's sdpa-doctor runs all three probes with its default interpreter, and what the
+# wheel installed NEEDS no ROCm library and LibTorch only in its plugin.
+# Usage:
+#   wheel_install_test.sh --packed SOURCE_DIR BUILD_DIR PYTHON
+#       the built tree packed by scripts/pack-wheel.sh (no compile: seconds), installed into a venv
+#       of PYTHON that sees PYTHON's torch; fmt and spdlog as the tree was configured
+#   wheel_install_test.sh --source SOURCE_DIR
+#       `pip install --no-build-isolation SOURCE_DIR` (the source route: scikit-build-core compiles
+#       the whole doctor, minutes) into a venv with torch installed; fmt and spdlog built in
+# The work folder is made afresh under SOURCE_DIR/.cache/wheel-test-MODE each run; the source
+# route builds in SOURCE_DIR/build-wheel (pyproject.toml): both at fixed paths inside the checkout,
+# so with CCACHE_BASEDIR there a rebuild takes every object from the compiler cache.
 # Environment: SDPA_DOCTOR_TORCH_INDEX as for scripts/setup.sh; SDPA_DOCTOR_SKIP_TORCH=1 skips.
 set -euo pipefail
-src=$(cd "$1" && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
+mode=${1:-}
+case "$mode" in
+  --packed) [ $# -eq 4 ] || fail "usage: $0 --packed SOURCE_DIR BUILD_DIR PYTHON" ;;
+  --source) [ $# -eq 2 ] || fail "usage: $0 --source SOURCE_DIR" ;;
+  *) fail "usage: $0 --packed SOURCE_DIR BUILD_DIR PYTHON | --source SOURCE_DIR" ;;
+esac
+src=$(cd "$2" && pwd)
 [ "${SDPA_DOCTOR_SKIP_TORCH:-0}" = 1 ] && { echo "SDPA_DOCTOR_SKIP_TORCH=1: skipped"; exit 77; }
-torch_version=$(sed -n 's/^torch_version=\([0-9.]*\)$/\1/p' "$src/scripts/setup.sh")
-[ -n "$torch_version" ] || fail "no torch_version= line in scripts/setup.sh"
-work=$src/.cache/wheel-test
+work=$src/.cache/wheel-test-${mode#--}
 rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 venv=$work/venv
 log=$work/log
 took() { echo "$1: $(( SECONDS - $2 )) s"; }
-
 # What the user's environment would not have: nothing of ours, no other interpreter's choice.
 unset VIRTUAL_ENV SDPA_DOCTOR_PYTHON SDPA_DOCTOR_DATA_DIR PYTHONPATH
-start=$SECONDS
-python3 -m venv "$venv" || fail "python3 -m venv failed (install python3-venv)"
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
-torch_from=()
-[ -n "${SDPA_DOCTOR_TORCH_INDEX:-}" ] && torch_from=(--index-url "$SDPA_DOCTOR_TORCH_INDEX")
-"${pip[@]}" "torch==$torch_version" "${torch_from[@]}" >"$log" 2>&1 ||
-  fail "pip install torch==$torch_version: $(tail -5 "$log")"
-# The build backend; CMake and Ninja are the machine's (scikit-build-core asks PyPI's only where
-# those are too old, and it cannot without build isolation).
-"${pip[@]}" "scikit-build-core>=1.0" >"$log" 2>&1 || fail "pip install scikit-build-core: $(tail -5 "$log")"
-took "venv with torch $torch_version" "$start"
+fmt_built_in=1
 
-# The wheel, built once: same compiler cache as the test builds.
-if command -v ccache >/dev/null; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
-  export CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
+if [ "$mode" = --packed ]; then
+  build=$(cd "$3" && pwd)
+  python=$4
+  "$python" -c 'import torch' >/dev/null 2>&1 || { echo "no torch in $python: skipped"; exit 77; }
+  start=$SECONDS
+  wheel=$("$src/scripts/pack-wheel.sh" "$build" "$work/dist") || fail "scripts/pack-wheel.sh $build"
+  took "scripts/pack-wheel.sh ($(du -h "$wheel" | cut -f1))" "$start"
+  start=$SECONDS
+  "$python" -m venv "$venv" || fail "$python -m venv failed"
+  # The venv holds that torch as if installed there: its site-packages on the venv's path.
+  torch_site=$("$python" -W ignore -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$torch_site" >"$site/torch-under-test.pth"
+  "${pip[@]}" --no-index --no-deps "$wheel" >"$log" 2>&1 || fail "pip install $wheel: $(tail -5 "$log")"
+  took "venv, pip install of the wheel" "$start"
+  grep -q '^SDPA_DOCTOR_WHEEL:BOOL=ON' "$build/CMakeCache.txt" || fmt_built_in=0
+else
+  torch_version=$(sed -n 's/^torch_version=\([0-9.]*\)$/\1/p' "$src/scripts/setup.sh")
+  [ -n "$torch_version" ] || fail "no torch_version= line in scripts/setup.sh"
+  start=$SECONDS
+  python3 -m venv "$venv" || fail "python3 -m venv failed (install python3-venv)"
+  torch_from=()
+  [ -n "${SDPA_DOCTOR_TORCH_INDEX:-}" ] && torch_from=(--index-url "$SDPA_DOCTOR_TORCH_INDEX")
+  "${pip[@]}" "torch==$torch_version" "${torch_from[@]}" >"$log" 2>&1 ||
+    fail "pip install torch==$torch_version: $(tail -5 "$log")"
+  # The build backend; CMake and Ninja are the machine's (scikit-build-core asks PyPI's only
+  # where those are too old, and it cannot without build isolation).
+  "${pip[@]}" "scikit-build-core>=1.0" >"$log" 2>&1 || fail "pip install scikit-build-core: $(tail -5 "$log")"
+  took "venv with torch $torch_version" "$start"
+  # The wheel, built once: same compiler cache as the test builds.
+  if command -v ccache >/dev/null; then
+    export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+    export CCACHE_BASEDIR=$src CCACHE_NOHASHDIR=1
+  fi
+  start=$SECONDS
+  "${pip[@]}" --no-build-isolation "$src" >"$log" 2>&1 || fail "pip install --no-build-isolation: $(tail -40 "$log")"
+  took "pip install --no-build-isolation (the wheel built and installed)" "$start"
 fi
-start=$SECONDS
-"${pip[@]}" --no-build-isolation "$src" >"$log" 2>&1 || fail "pip install --no-build-isolation: $(tail -40 "$log")"
-took "pip install --no-build-isolation (the wheel built and installed)" "$start"
 
 # What it installed, and where: the install prefix's layout, in the venv's prefix.
 mapfile -t files < <("$venv/bin/python" - <<'PY'
@@ -60,7 +89,8 @@ for exe in sdpa-doctor sdpa-doctor-ref-worker sdpa-doctor-enum-worker sdpa-docto
   printf '%s\n' "${files[@]}" | grep -qx "$venv/bin/$exe" || fail "$exe is not among the wheel's files"
 done
 [ -f "$venv/share/sdpa-doctor/sdpa_probe/__main__.py" ] || fail "the Python probe is not in $venv/share/sdpa-doctor"
-"$(dirname "${BASH_SOURCE[0]}")/linkage_test.sh" --wheel "${files[@]}"
+linkage=(--wheel); [ "$fmt_built_in" = 1 ] || linkage=(--wheel-linked-fmt)
+"$(dirname "${BASH_SOURCE[0]}")/linkage_test.sh" "${linkage[@]}" "${files[@]}"
 plugin=$venv/lib/sdpa-doctor/sdpa-doctor-torch-plugin.so
 [ -f "$plugin" ] || fail "the LibTorch plugin is not installed in $venv/lib/sdpa-doctor (it is built when the venv's torch is importable)"
 runpath=$(LC_ALL=C readelf -d "$plugin" | sed -n 's/.*R.*PATH.*\[\(.*\)\]/\1/p')
@@ -96,4 +126,4 @@ if '"python_executable": "%s/python' % sys.argv[2] not in text:
     sys.exit("the python probe did not run the venv's own interpreter")
 print("check: " + ", ".join(f"{p} {s.count('pass')}/{len(s)} passed" for p, s in sorted(cells.items())))
 PY
-echo "wheel: pip install --no-build-isolation into a fresh venv; its sdpa-doctor ran every probe"
+echo "wheel ($mode): installed into a fresh venv; its sdpa-doctor ran every probe"
