@@ -1,4 +1,5 @@
 #include "cases/cases.hpp"
+#include "core/io.hpp"
 
 #include <fmt/format.h>
 
@@ -32,28 +33,18 @@ int64_t case_host_bytes(const Case& c) {
   return floats * 4 + c.q_elements() * 8;
 }
 
-namespace {
-std::string human_bytes(int64_t bytes) {
-  const double b = double(bytes);
-  if (b >= double(int64_t{1} << 30)) return fmt::format("{:.1f} GiB", b / double(int64_t{1} << 30));
-  if (b >= double(1 << 20)) return fmt::format("{:.1f} MiB", b / double(1 << 20));
-  if (b >= 1024) return fmt::format("{:.1f} KiB", b / 1024);
-  return fmt::format("{} B", bytes);
-}
-} // namespace
-
 std::string memory_guard(const Case& c, int64_t budget_bytes, bool math_scores) {
   const int64_t need = case_memory_bytes(c, math_scores);
   if (need <= budget_bytes) return {};
   if (math_scores)
     return fmt::format("needs {} ({} bytes: inputs and output {} + math scores {}) but only {} "
                        "({} bytes) is available",
-                       human_bytes(need), need, human_bytes(c.input_bytes()),
-                       human_bytes(c.math_scores_bytes()), human_bytes(budget_bytes),
+                       format_bytes(need), need, format_bytes(c.input_bytes()),
+                       format_bytes(c.math_scores_bytes()), format_bytes(budget_bytes),
                        budget_bytes);
   return fmt::format("needs {} ({} bytes of inputs and output) but only {} ({} bytes) is "
                      "available",
-                     human_bytes(need), need, human_bytes(budget_bytes), budget_bytes);
+                     format_bytes(need), need, format_bytes(budget_bytes), budget_bytes);
 }
 
 std::string target_guard(const Case& c, std::string_view target) {

@@ -91,32 +91,9 @@ void setup_cases(CLI::App& app, const GlobalOptions& global, Action& action) {
   auto* sub = app.add_subcommand("cases", "List the cases a check would run (id, dtype, shape, "
                                           "FLOPs, memory of the math backend's scores)");
   // The same flags as check's, planned by the same rule (check/case_plan.hpp).
-  sub->add_option("--suite", options->suite,
-                  fmt::format("Case suite: {}; runs by default only without --case, --case-file "
-                              "and --model, beside them when given",
-                              fmt::join(std::begin(cases::k_suites), std::end(cases::k_suites), ", ")))
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(cases::k_suites),
-                                                     std::end(cases::k_suites))))
-      ->type_name("NAME");
-  sub->add_option("--case", options->case_specs,
-                  "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
-      ->type_name("SPEC");
-  sub->add_option("--case-file", options->case_file,
-                  "JSON-lines file of cases, one object a line (\"-\": stdin)")
-      ->type_name("FILE");
-  sub->add_option("--model", options->model_config,
-                  "The attention shapes of a Hugging Face config.json: causal prefill and decode "
-                  "in its dtype (or each --dtype)")
-      ->type_name("CONFIG");
-  sub->add_option("--max-len", options->max_len, "Longest sequence --model plans")
-      ->check(CLI::Range(int64_t{1}, k_max_dim))
-      ->default_str(std::to_string(cases::k_default_model_max_len));
-  sub->add_flag("--train", options->train,
-                "Also list the backward twin of each case with more than one query, as check "
-                "--train plans it");
-  sub->add_option("--dtype", options->dtypes,
-                  "Only cases of these dtypes: fp16, bf16, fp32 (default all)")
-      ->type_name("LIST");
+  add_case_plan_options(*sub, {options->suite, options->case_specs, options->case_file,
+                               options->model_config, options->max_len, options->dtypes,
+                               options->train});
   sub->callback([&action, &global, options] {
     action = [&global, options] { return run_cases(*options, global); };
   });

@@ -39,35 +39,14 @@ void add_speed_options(CLI::App& sub, CheckOptions& o) {
 }
 
 void add_check_options(CLI::App& sub, CheckOptions& o) {
-  sub.add_option("--suite", o.suite,
-                 "Case suite: quick (seconds on a CPU) or full (hundreds); runs by default only "
-                 "without --case, --case-file and --model, beside them when given")
-      ->check(CLI::IsMember({"quick", "full"}))
-      ->default_str("quick");
-  sub.add_option("--case", o.case_specs,
-                 "A case, e.g. \"dtype=bf16,b=1,h=32,l=4096,d=128,causal\" (repeatable)")
-      ->type_name("SPEC");
-  sub.add_option("--case-file", o.case_file, "Cases as JSON lines, one object a line")
-      ->type_name("FILE");
-  sub.add_option("--model", o.model_config,
-                 "Plan the attention shapes of this Hugging Face config.json: causal prefill and "
-                 "decode, its heads, KV heads, head dim and dtype (or each --dtype)")
-      ->type_name("CONFIG");
-  sub.add_option("--max-len", o.max_len,
-                 "Longest sequence --model plans (prefill length and decode KV length)")
-      ->check(CLI::Range(int64_t{1}, k_max_dim))
-      ->default_str(std::to_string(cases::k_default_model_max_len));
-  sub.add_flag("--train", o.train,
-               "Also run the backward of each planned case with more than one query (training: "
-               "dq, dk, dv checked against float64 oracle gradients)");
+  add_case_plan_options(sub, {o.suite, o.case_specs, o.case_file, o.model_config, o.max_len,
+                              o.dtypes, o.train});
   sub.add_option("--probe", o.probes, "Probes to run: libtorch, python, reference (default all)")
       ->type_name("LIST");
   sub.add_option("--variant", o.variants,
                  "Only these variants or backends, e.g. flash,math or \"flash[ck]\"")
       ->type_name("LIST");
   sub.add_option("--device", o.devices, "Probe targets: cpu, cuda:N (default cpu + every GPU)")
-      ->type_name("LIST");
-  sub.add_option("--dtype", o.dtypes, "Only cases of these dtypes: fp16, bf16, fp32 (default all)")
       ->type_name("LIST");
   sub.add_option("--python", o.python,
                  "Interpreter for the python probe (default: the first that imports torch of "

@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace sdpa_doctor::cli {
 
@@ -73,6 +74,19 @@ check::Outputs check_outputs(const GlobalOptions& global);
 // report read back), which `what` names.
 void refuse_output_over(const GlobalOptions& global, const std::string& input,
                         const std::string& what);
+
+// The flags that plan cases, declared once for `check` and `cases` (which lists what a check with
+// the same flags would run); each command keeps the values in its own options.
+struct CasePlanFlags {
+  std::string& suite;
+  std::vector<std::string>& case_specs;
+  std::string& case_file;
+  std::string& model_config;
+  int64_t& max_len;
+  std::vector<std::string>& dtypes;
+  bool& train;
+};
+void add_case_plan_options(CLI::App& sub, const CasePlanFlags& flags);
 
 // Number flags: NaN and infinities refused (CLI11's Range lets NaN through, since every
 // comparison with it is false), and a one-line message.

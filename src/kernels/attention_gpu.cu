@@ -1,5 +1,5 @@
 // ref-math and ref-flash on GPUs: one source for both vendors, compiled at run time for the device
-// at hand (NVRTC for sm_XX, hipRTC for gfxNNNN; kernels/gpu.hpp), over the math core the CPU
+// at hand (NVRTC for sm_XX, hipRTC for gfxNNNN; kernels/rtc.hpp), over the math core the CPU
 // kernels share (attention_core.hpp). q, k, v and o are stored as f32, f16 or bf16; every sum,
 // softmax and product is f32. The kernels never assume a wave size: the only traffic between
 // lanes (a row's max and sum) stays inside groups of 16 consecutive lanes, which wave32 and

@@ -2,7 +2,7 @@
 // Pointers, sizes and strides in elements; no framework types. Kept C++17 and free of core
 // headers so that the run-time GPU compilers (NVRTC, hipRTC) compile the GPU kernels against it
 // unchanged; the GPU kernels take it by value, so host and device must lay it out alike (the
-// kernel source checks its size against the host's, kernels/gpu.hpp).
+// kernel source checks its size against the host's, kernels/rtc.cpp).
 #pragma once
 
 #if defined(__CUDACC_RTC__) || defined(__HIPCC_RTC__)
