@@ -47,6 +47,18 @@ std::string utc_now();
 Expected<std::string> read_text_file(const std::string& path, std::string_view what,
                                      int64_t max_bytes);
 
+// Opens `path` to read without blocking (O_NONBLOCK: a FIFO cannot stall the open, a device
+// cannot be read forever) and keeps it only when it is a regular file of at most `max_bytes`.
+// The descriptor is the caller's to close. Errors are one line about `what`, as
+// read_text_file's, and "... is not a regular file (a FIFO)".
+Expected<int> open_regular_file(const std::string& path, std::string_view what, int64_t max_bytes);
+
+// The whole of `path` through open_regular_file, for every file the doctor reads that a user or
+// the environment chose (a torch's version.py, a marker in a cache, a known-issues file): a
+// FIFO, /dev/zero or a file over `max_bytes` (also one that grows past it) is an error.
+Expected<std::string> read_regular_file(const std::string& path, std::string_view what,
+                                        int64_t max_bytes);
+
 // "512 B", "1.5 KiB", "16 GiB": binary units, two significant digits at most below 10.
 std::string format_bytes(int64_t bytes);
 

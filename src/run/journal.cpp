@@ -297,13 +297,45 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
   return true; // begin, outcome, run, ...: read for the timeline, not needed here
 }
 
+// A journal's bytes through its descriptor, a chunk at a time (the file may be gigabytes).
+class JournalReader {
+public:
+  explicit JournalReader(int fd) : m_fd(fd) {}
+  ~JournalReader() { ::close(m_fd); }
+  JournalReader(const JournalReader&) = delete;
+  JournalReader& operator=(const JournalReader&) = delete;
+
+  // The next byte, or -1 at the end or on an error (error() then says which).
+  int next() {
+    if (m_pos == m_end && !fill()) return -1;
+    return static_cast<unsigned char>(m_chunk[m_pos++]);
+  }
+  int error() const { return m_error; }
+
+private:
+  bool fill() {
+    while (true) {
+      const ssize_t n = ::read(m_fd, m_chunk, sizeof m_chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) m_error = errno;
+      if (n <= 0) return false;
+      m_pos = 0;
+      m_end = static_cast<std::size_t>(n);
+      return true;
+    }
+  }
+  int m_fd;
+  int m_error = 0;
+  char m_chunk[1 << 16];
+  std::size_t m_pos = 0, m_end = 0;
+};
+
 // The next line of `in` (without its newline) into `line`; false at the end. A line longer than
 // `max` comes back cut, with `too_long` set: the rest is skipped, never held.
-bool next_line(std::istream& in, std::string& line, std::size_t max, bool& too_long) {
+bool next_line(JournalReader& in, std::string& line, std::size_t max, bool& too_long) {
   line.clear();
   too_long = false;
-  std::streambuf& buf = *in.rdbuf();
-  for (int c = buf.sbumpc(); c != std::char_traits<char>::eof(); c = buf.sbumpc()) {
+  for (int c = in.next(); c >= 0; c = in.next()) {
     if (c == '\n') return true;
     if (line.size() < max) line.push_back(static_cast<char>(c));
     else too_long = true;
@@ -318,11 +350,11 @@ Expected<JournalContents> read_journal(const std::string& path) {
   const std::string file = std::filesystem::is_directory(path, ec)
                                ? (std::filesystem::path(path) / "journal.jsonl").string()
                                : path;
-  if (const auto size = std::filesystem::file_size(file, ec); !ec && size > k_max_journal_bytes)
-    return make_error(fmt::format("{}: {} bytes; the limit is {} MiB", file, size,
-                                  k_max_journal_bytes >> 20));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return make_error(fmt::format("{}: cannot read: {}", file, std::strerror(errno)));
+  // Regular files only: a FIFO or /dev/zero would never end.
+  const auto fd = open_regular_file(file, escape_to_one_line(file),
+                                    static_cast<int64_t>(k_max_journal_bytes));
+  if (!fd) return fd.error();
+  JournalReader in(*fd);
   JournalContents out;
   bool started = false;
   std::string start_error;
@@ -339,6 +371,9 @@ Expected<JournalContents> read_journal(const std::string& path) {
     const auto e = nlohmann::json::parse(line, nullptr, false);
     if (e.is_discarded() || !apply_event(e, out, started, start_error, results, workers)) ++out.lines_ignored;
   }
+  if (in.error() != 0)
+    return make_error(fmt::format("cannot read {}: {}", escape_to_one_line(file),
+                                  std::strerror(in.error())));
   if (!started && !start_error.empty())
     return make_error(fmt::format("{}: its start event's plan does not read: {}", file,
                                   start_error));

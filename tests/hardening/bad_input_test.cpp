@@ -52,6 +52,8 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   sdpa_hardening::make_sparse_file(dir.file("huge.jsonl"), 1LL << 30);
   sdpa_hardening::make_sparse_file(dir.file("huge-issues.json"), 1LL << 30);
   ::mkfifo(dir.file("fifo").c_str(), 0644);
+  fs::create_directories(dir.file("fifo-run"));
+  ::mkfifo(dir.file("fifo-run/journal.jsonl").c_str(), 0644);
 
   put("issues-notjson.json", "not json at all");
   put("issues-object.json", "{\"id\":\"x\"}");
@@ -249,6 +251,10 @@ std::vector<Row> rows() {
       {"report_empty_journal", {"report", "@/empty.jsonl"}, false},
       {"report_directory_without_journal", {"report", "@"}, false},
       {"report_no_argument", {"report"}, false},
+      // a journal is a regular file: a FIFO or a device would never end
+      {"report_journal_fifo", {"report", "@/fifo"}, false},
+      {"report_journal_dev_zero", {"report", "/dev/zero"}, false},
+      {"resume_journal_fifo", {"check", "--resume", "@/fifo-run"}, false},
       {"resume_missing_dir", {"check", "--resume", "@/no-such-run"}, false},
       {"resume_without_journal", {"check", "--resume", "@"}, false},
       {"resume_with_plan_option", {"check", "--resume", "@", "--variant", "math"}, false},
