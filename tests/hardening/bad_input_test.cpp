@@ -206,6 +206,7 @@ std::vector<Row> rows() {
       {"issues_empty", {"check", "--known-issues", "@/empty.jsonl"}},
       {"issues_1gb_sparse", {"check", "--known-issues", "@/huge-issues.json"}},
       {"issues_fifo", {"check", "--known-issues", "@/fifo"}},
+      {"issues_dev_zero", {"check", "--known-issues", "/dev/zero"}},
       {"issues_in_known_issues_command",
        {"known-issues", "--no-devices", "--known-issues", "@/issues-badregex.json"},
        false},
