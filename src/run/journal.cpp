@@ -343,6 +343,25 @@ bool next_line(JournalReader& in, std::string& line, std::size_t max, bool& too_
   return !line.empty() || too_long;
 }
 
+// Why a result or worker the journal names is no cell of its plan, or empty. Such a line is no
+// torn write but another run's or a hand's: the report would show rows the run never had.
+std::string outside_plan(const Plan& plan, const std::string& target, Probe probe,
+                         const std::string& variant, const std::string* case_id) {
+  const bool planned_run = std::any_of(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) {
+    return r.target == target && r.probe == probe && r.variant.name() == variant;
+  });
+  if (!planned_run)
+    return fmt::format("the variant '{}' of the {} probe on '{}', which the run's plan does not "
+                       "hold",
+                       escape_to_one_line(shortened(variant)), to_string(probe),
+                       escape_to_one_line(shortened(target)));
+  if (case_id && std::none_of(plan.cases.begin(), plan.cases.end(),
+                              [&](const Case& c) { return c.id() == *case_id; }))
+    return fmt::format("the case '{}', which the run's plan does not hold",
+                       escape_to_one_line(shortened(*case_id)));
+  return {};
+}
+
 } // namespace
 
 Expected<JournalContents> read_journal(const std::string& path) {
@@ -378,6 +397,12 @@ Expected<JournalContents> read_journal(const std::string& path) {
     return make_error(fmt::format("{}: its start event's plan does not read: {}", file,
                                   start_error));
   if (!started) return make_error(fmt::format("{}: not an sdpa-doctor journal (no start event)", file));
+  for (const auto& [key, r] : results)
+    if (auto why = outside_plan(out.plan, r.device, r.probe, r.variant, &r.case_id); !why.empty())
+      return make_error(fmt::format("{}: a result names {}", file, why));
+  for (const auto& [key, w] : workers)
+    if (auto why = outside_plan(out.plan, w.device, w.probe, w.variant, nullptr); !why.empty())
+      return make_error(fmt::format("{}: a worker names {}", file, why));
   for (auto& [key, r] : results) out.results.push_back(std::move(r));
   for (auto& [key, w] : workers) out.workers.push_back(std::move(w));
   sort_by_plan(out.plan, out.results);

@@ -159,6 +159,47 @@ std::vector<std::string> long_check(const std::string& run_dir) {
           run_dir};
 }
 
+// ---- a journal edited by hand or by someone else ---------------------------------------------
+
+// A finished small check's run directory, and its journal's text.
+struct FinishedRun {
+  sdpa_test::TempDir dir;
+  std::string journal;
+  json result_event;
+  FinishedRun() {
+    const auto run = run_binary(small_check(dir.file("run")));
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    journal = sdpa_test::read_file(dir.file("run/journal.jsonl"));
+    for (const json& e : journal_events(dir.file("run/journal.jsonl")))
+      if (e.value("event", "") == "result") result_event = e;
+  }
+  // `report` of the journal with `extra` appended as one more line.
+  sdpa_test::RunResult report_with(const json& extra) const {
+    sdpa_test::write_file(dir.file("edited.jsonl"), journal + extra.dump() + "\n");
+    return run_binary({sdpa_test::doctor(), "report", dir.file("edited.jsonl")});
+  }
+};
+
+TEST(JournalAsInput, AResultOfAnUnplannedVariantIsRefusedByNameEscaped) {
+  FinishedRun run;
+  ASSERT_TRUE(run.result_event.is_object()) << run.journal;
+  // The journal as written rebuilds with the check's own exit code.
+  const auto as_written = run_binary({sdpa_test::doctor(), "report", run.dir.file("run")});
+  EXPECT_EQ(as_written.exit_code, 0) << as_written.err;
+
+  json evil = run.result_event;
+  evil["result"]["variant"] = "flash[evil]\x1b[2J";
+  const auto refused = run.report_with(evil);
+  EXPECT_EQ(usage_error_problem(refused), "") << refused.err;
+  EXPECT_NE(refused.err.find("variant 'flash[evil]\\x1b[2J'"), std::string::npos) << refused.err;
+
+  json unplanned = run.result_event; // a real variant, but not this run's
+  unplanned["result"]["variant"] = "ref-flash";
+  const auto other = run.report_with(unplanned);
+  EXPECT_EQ(usage_error_problem(other), "") << other.err;
+  EXPECT_NE(other.err.find("'ref-flash'"), std::string::npos) << other.err;
+}
+
 TEST(RunDirInUse, ASecondCheckIsRefusedNamingTheFirstAndLeavesItsJournalAlone) {
   sdpa_test::TempDir dir;
   const std::string run_dir = dir.file("run");
