@@ -239,9 +239,11 @@ std::optional<std::vector<T>> read_all(const nlohmann::json& e, const char* key,
 // Applies one journal line; false when it is not a journal event (torn, foreign, malformed).
 // `start_error`: why the first start event's plan did not read (an unknown variant, say), kept
 // for the error when no start reads.
+// `refused`: why a whole line that is an event (no torn write) cannot be taken, e.g. a result
+// whose case id is not its case's.
 bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
                  std::string& start_error, std::map<std::string, CaseResult>& results,
-                 std::map<std::string, WorkerInfo>& workers) {
+                 std::map<std::string, WorkerInfo>& workers, std::string& refused) {
   if (!e.is_object() || !e.contains("event") || !e["event"].is_string()) return false;
   const std::string event = e["event"].get<std::string>();
   if (event == "start") {
@@ -262,7 +264,10 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
     out.finished = true;
   } else if (event == "result") {
     auto r = case_result_from_json(e.value("result", nlohmann::json()));
-    if (!r) return false;
+    if (!r) {
+      refused = r.error().message;
+      return false;
+    }
     const std::string key = cell_key(*r);
     results.insert_or_assign(key, std::move(*r));
   } else if (event == "worker") {
@@ -379,16 +384,20 @@ Expected<JournalContents> read_journal(const std::string& path) {
   std::string start_error;
   std::map<std::string, CaseResult> results;
   std::map<std::string, WorkerInfo> workers;
-  std::string line;
+  std::string line, refused;
   bool too_long = false;
-  while (next_line(in, line, k_max_journal_line, too_long)) {
+  for (int64_t number = 1; next_line(in, line, k_max_journal_line, too_long); ++number) {
     if (line.empty()) continue;
     if (too_long) {
       ++out.lines_ignored;
       continue;
     }
     const auto e = nlohmann::json::parse(line, nullptr, false);
-    if (e.is_discarded() || !apply_event(e, out, started, start_error, results, workers)) ++out.lines_ignored;
+    if (e.is_discarded() ||
+        !apply_event(e, out, started, start_error, results, workers, refused))
+      ++out.lines_ignored;
+    if (!refused.empty())
+      return make_error(fmt::format("{}:{}: {}", escape_to_one_line(file), number, refused));
   }
   if (in.error() != 0)
     return make_error(fmt::format("cannot read {}: {}", escape_to_one_line(file),

@@ -95,6 +95,8 @@ std::vector<Row> rows() {
       {"case_causal_with_bool_mask", {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=bool"}},
       {"case_file_causal_with_mask", {"check", "--case-file", "@/causal-mask.jsonl"}},
       {"cases_causal_with_mask", {"cases", "--case", "causal,mask=additive"}, false},
+      // A case id is a case's name, never a path.
+      {"repro_case_id_is_a_path", {"repro", "../../../etc/passwd"}, false},
       // One planning rule: cases checks --dtype as check does.
       {"cases_dtype_unknown", {"cases", "--dtype", "fp8"}, false},
       {"cases_dtype_no_planned_case",

@@ -79,6 +79,7 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   put("time-negative.json", edited_report([](json& r) { r["metrics"]["time_ms"] = -1.5; }));
   put("probe-unknown.json", edited_report([](json& r) { r["probe"] = "gpu"; }));
   put("no-case.json", edited_report([](json& r) { r.erase("case"); }));
+  put("case-id-path.json", edited_report([](json& r) { r["case_id"] = "../../../etc/passwd"; }));
   sdpa_hardening::make_sparse_file(dir.file("huge-report.json"), 2LL << 30);
   sdpa_hardening::make_sparse_file(dir.file("huge-journal.jsonl"), 5LL << 30);
 
@@ -132,6 +133,11 @@ std::vector<Row> rows() {
        "'metrics.time_ms'"},
       {"diff_probe_unknown", {"diff", "@/good.json", "@/probe-unknown.json"}, "'probe'"},
       {"diff_no_case", {"diff", "@/good.json", "@/no-case.json"}, "'case'"},
+      // a case id is its case's name, never a path
+      {"diff_case_id_is_a_path", {"diff", "@/good.json", "@/case-id-path.json"},
+       "'case_id' is not the id of its case"},
+      {"repro_report_case_id_is_a_path", {"repro", k_case_id, "--report", "@/case-id-path.json"},
+       "'case_id' is not the id of its case"},
       {"repro_report_device_number", {"repro", k_case_id, "--report", "@/device-number.json"},
        "'device'"},
       // size

@@ -200,6 +200,17 @@ TEST(JournalAsInput, AResultOfAnUnplannedVariantIsRefusedByNameEscaped) {
   EXPECT_NE(other.err.find("'ref-flash'"), std::string::npos) << other.err;
 }
 
+TEST(JournalAsInput, AResultWhoseCaseIdIsAPathIsRefused) {
+  FinishedRun run;
+  ASSERT_TRUE(run.result_event.is_object()) << run.journal;
+  json path = run.result_event;
+  path["result"]["case_id"] = "../../../etc/passwd";
+  const auto refused = run.report_with(path);
+  EXPECT_EQ(usage_error_problem(refused), "") << refused.err;
+  EXPECT_NE(refused.err.find("'../../../etc/passwd' is not the id of its case"), std::string::npos)
+      << refused.err;
+}
+
 TEST(RunDirInUse, ASecondCheckIsRefusedNamingTheFirstAndLeavesItsJournalAlone) {
   sdpa_test::TempDir dir;
   const std::string run_dir = dir.file("run");
