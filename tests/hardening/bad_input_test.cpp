@@ -242,6 +242,11 @@ std::vector<Row> rows() {
       {"python_not_executable", {"check", "--probe", "python", "--python", "@/plain.txt"}},
       {"python_directory", {"check", "--probe", "python", "--python", "@"}},
       {"python_not_on_path", {"check", "--probe", "python", "--python", "no-such-python-sdpa"}},
+      // the libtorch probe takes its torch from --python: a missing one is not the built-in torch
+      {"python_missing_for_libtorch",
+       {"check", "--probe", "libtorch", "--python", "/nonexistent/python", "--case",
+        "dtype=fp32,b=1,h=1,l=8,d=8"},
+       false},
       // --sysfs-root
       {"sysfs_root_missing", {"check", "--sysfs-root", "@/no-such-root"}},
       {"sysfs_root_is_a_file", {"check", "--sysfs-root", "@/empty.jsonl"}},
