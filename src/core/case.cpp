@@ -259,7 +259,9 @@ Expected<int64_t> parse_int(std::string_view key, std::string_view text) {
   return value;
 }
 
-Expected<bool> parse_flag(std::string_view key, std::string_view text) {
+// `has_value`: written `key=...`; a bare `causal` is on, an empty `causal=` is no value at all.
+Expected<bool> parse_flag(std::string_view key, std::string_view text, bool has_value) {
+  if (text.empty() && has_value) return make_error(fmt::format("'{}' needs 0 or 1, got nothing", key));
   if (text.empty() || text == "1" || text == "true" || text == "yes") return true;
   if (text == "0" || text == "false" || text == "no") return false;
   return make_error(fmt::format("'{}' takes 0 or 1, got '{}'", key, text));
@@ -295,19 +297,19 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     return named(c.mask_shape, mask_shape_from_string, "b1qk, bhqk, 11qk, qk");
   if (key == "window") return need_int(c.window);
   if (key == "large") {
-    auto f = parse_flag(key, value);
+    auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;
     c.large = *f;
     return {};
   }
   if (key == "causal") {
-    auto f = parse_flag(key, value);
+    auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;
     c.causal = *f;
     return {};
   }
   if (key == "backward" || key == "masked_rows") {
-    auto f = parse_flag(key, value);
+    auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;
     (key == "backward" ? c.backward : c.masked_rows) = *f;
     return {};

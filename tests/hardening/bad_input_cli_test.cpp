@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 using sdpa_hardening::k_small_plan;
@@ -95,6 +96,11 @@ std::vector<Row> rows() {
       {"case_causal_with_bool_mask", {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=bool"}},
       {"case_file_causal_with_mask", {"check", "--case-file", "@/causal-mask.jsonl"}},
       {"cases_causal_with_mask", {"cases", "--case", "causal,mask=additive"}, false},
+      // An empty value of an on/off key is no value, as `d=` is: it turns nothing on.
+      {"case_causal_empty", {"check", "--case", "dtype=fp32,l=8,d=8,causal="}},
+      {"case_backward_empty", {"check", "--case", "dtype=fp32,l=8,d=8,backward="}},
+      {"case_large_empty", {"check", "--case", "dtype=fp32,l=8,d=8,large="}},
+      {"case_masked_rows_empty", {"check", "--case", "dtype=fp32,l=8,d=8,mask=bool,masked_rows="}},
       // A case id is a case's name, never a path.
       {"repro_case_id_is_a_path", {"repro", "../../../etc/passwd"}, false},
       // One planning rule: cases checks --dtype as check does.
@@ -151,6 +157,23 @@ TEST(BadCliMessages, NotFiniteNumberIsNamed) {
   EXPECT_NE(run.err.find("--time-budget: expected a finite number from 0 to 86400, got 'nan'"),
             std::string::npos)
       << run.err;
+}
+
+TEST(BadCliMessages, EmptyOnOffValueSaysSo) {
+  const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8,causal="});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("'causal' needs 0 or 1, got nothing"), std::string::npos) << run.err;
+}
+
+// What an on/off key took before still means what it meant.
+TEST(BadCliMessages, OnOffValuesStillRead) {
+  for (const auto& [spec, causal] : std::vector<std::pair<std::string, bool>>{
+           {"causal", true}, {"causal=1", true}, {"causal=true", true}, {"causal=yes", true},
+           {"causal=0", false}, {"causal=false", false}, {"causal=no", false}}) {
+    const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8," + spec});
+    EXPECT_EQ(run.exit_code, 0) << spec << ": " << run.err;
+    EXPECT_EQ(run.out.find("-causal") != std::string::npos, causal) << spec << ": " << run.out;
+  }
 }
 
 // ---- outputs that cannot be written: exit 4, one line ------------------------------------------
