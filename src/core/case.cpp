@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 #include <limits>
@@ -404,11 +405,16 @@ bool apply_id_word(Case& c, std::string_view p) {
 Expected<Case> parse_case_spec(std::string_view spec) {
   Case c;
   if (trim_blanks(spec).empty()) return make_error("empty case specification");
+  std::vector<std::string_view> keys;
   for (std::string_view item : split(spec, ',')) {
     item = trim_blanks(item);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     const std::string_view key = trim_blanks(item.substr(0, eq));
+    // The last of two would win unseen: `d=64,...,d=128` is a typo, not a choice.
+    if (std::find(keys.begin(), keys.end(), key) != keys.end())
+      return make_error(fmt::format("invalid case '{}': '{}' is given twice", spec, key));
+    keys.push_back(key);
     const std::string_view value =
         eq == std::string_view::npos ? "" : trim_blanks(item.substr(eq + 1));
     if (auto problem = apply_key(c, key, value, eq != std::string_view::npos); !problem.empty())

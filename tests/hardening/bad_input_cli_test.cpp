@@ -101,6 +101,9 @@ std::vector<Row> rows() {
       {"case_backward_empty", {"check", "--case", "dtype=fp32,l=8,d=8,backward="}},
       {"case_large_empty", {"check", "--case", "dtype=fp32,l=8,d=8,large="}},
       {"case_masked_rows_empty", {"check", "--case", "dtype=fp32,l=8,d=8,mask=bool,masked_rows="}},
+      // A key given twice is a typo, not "the last one wins".
+      {"case_key_twice", {"check", "--case", "dtype=fp32,l=8,d=8,d=16"}},
+      {"cases_case_key_twice", {"cases", "--case", "dtype=fp32,l=8,d=8,dtype=fp16"}, false},
       // A case id is a case's name, never a path.
       {"repro_case_id_is_a_path", {"repro", "../../../etc/passwd"}, false},
       // One planning rule: cases checks --dtype as check does.
@@ -157,6 +160,12 @@ TEST(BadCliMessages, NotFiniteNumberIsNamed) {
   EXPECT_NE(run.err.find("--time-budget: expected a finite number from 0 to 86400, got 'nan'"),
             std::string::npos)
       << run.err;
+}
+
+TEST(BadCliMessages, CaseKeyGivenTwiceIsNamed) {
+  const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8,d=16"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("'d' is given twice"), std::string::npos) << run.err;
 }
 
 TEST(BadCliMessages, EmptyOnOffValueSaysSo) {
