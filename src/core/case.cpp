@@ -296,7 +296,11 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
   if (key == "mask_dtype") return named(c.mask_dtype, dtype_from_string, dtypes);
   if (key == "mask_shape")
     return named(c.mask_shape, mask_shape_from_string, "b1qk, bhqk, 11qk, qk");
-  if (key == "window") return need_int(c.window);
+  if (key == "window") {
+    // A window of 0 keys would mask every key: the default (no window) is written by leaving it out.
+    if (auto e = need_int(c.window); !e.empty()) return e;
+    return c.window == 0 ? "'window' must be at least 1 (leave it out for no window)" : "";
+  }
   if (key == "large") {
     auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;

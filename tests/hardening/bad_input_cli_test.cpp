@@ -104,6 +104,8 @@ std::vector<Row> rows() {
       // A key given twice is a typo, not "the last one wins".
       {"case_key_twice", {"check", "--case", "dtype=fp32,l=8,d=8,d=16"}},
       {"cases_case_key_twice", {"cases", "--case", "dtype=fp32,l=8,d=8,dtype=fp16"}, false},
+      // A window of no keys: leaving it out is how no window is written.
+      {"case_window_zero", {"check", "--case", "dtype=fp32,l=8,d=8,window=0"}},
       // A case id is a case's name, never a path.
       {"repro_case_id_is_a_path", {"repro", "../../../etc/passwd"}, false},
       // One planning rule: cases checks --dtype as check does.
