@@ -211,6 +211,23 @@ TEST(JournalAsInput, AResultWhoseCaseIdIsAPathIsRefused) {
       << refused.err;
 }
 
+// A header that says format 0 is none this doctor reads (format 0 is the unnumbered header of
+// earlier doctors); the message says so without contradicting itself.
+TEST(JournalAsInput, AHeaderNumberedFormat0IsRefusedInWordsThatHold) {
+  sdpa_test::TempDir dir;
+  std::string journal =
+      sdpa_test::read_file(sdpa_test::source_path("tests/fixtures/journal-format0/journal.jsonl"));
+  const std::string key = "\"header\":{";
+  journal.replace(journal.find(key), key.size(), key + "\"format\":0,");
+  sdpa_test::write_file(dir.file("journal.jsonl"), journal);
+  const auto run = run_binary({sdpa_test::doctor(), "report", dir.file("journal.jsonl")});
+  EXPECT_EQ(usage_error_problem(run), "") << run.err;
+  EXPECT_NE(run.err.find("says format 0; this doctor reads format 1 and the unnumbered header"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("formats 0 and 1"), std::string::npos) << run.err;
+}
+
 TEST(RunDirInUse, ASecondCheckIsRefusedNamingTheFirstAndLeavesItsJournalAlone) {
   sdpa_test::TempDir dir;
   const std::string run_dir = dir.file("run");
