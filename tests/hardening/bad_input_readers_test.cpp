@@ -197,6 +197,24 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// ---- numbers a report may hold, printed in a few characters ------------------------------------
+
+TEST(ReportNumbers, AHugeTimeIsPrintedShort) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("slow.json"),
+                        edited_report([](json& r) { r["metrics"]["time_ms"] = 1e308; }));
+  for (const std::string format : {"", "--markdown"}) {
+    std::vector<std::string> argv = {sdpa_test::doctor(), "diff", fixture_dir() + "/good.json",
+                                     dir.file("slow.json")};
+    if (!format.empty()) argv.insert(argv.end(), {format, "-"});
+    const auto run = run_binary(argv);
+    EXPECT_EQ(crash_problem(run), "") << run.err;
+    EXPECT_NE(run.out.find("1e+305 s"), std::string::npos) << format << ":\n" << run.out;
+    for (const std::string& line : lines_of(run.out))
+      EXPECT_LT(line.size(), 240u) << format << ": " << line.substr(0, 200);
+  }
+}
+
 // ---- merge: one bad report is skipped, the rest merged --------------------------------------
 
 TEST(MergeReaders, SkipsEachBadReportWithOneLineAndMergesTheRest) {
