@@ -261,4 +261,17 @@ std::string format_bytes(int64_t bytes) {
                            : fmt::format("{:.0f} {}", v, k_units[u]);
 }
 
+namespace {
+int g_stdout_error = 0;
+} // namespace
+
+void print_to_stdout(std::string_view text) {
+  if (text.empty() || g_stdout_error != 0) return; // nothing more reaches a closed stdout
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
+    g_stdout_error = errno != 0 ? errno : EIO;
+}
+
+int stdout_error() { return g_stdout_error; }
+
 } // namespace sdpa_doctor

@@ -34,6 +34,13 @@ std::string describe_write_failure(const std::string& path, int error_number);
 Expected<int64_t> write_file_atomically(const std::string& path, std::string_view data,
                                         bool durable = false);
 
+// `text` onto stdout through its stdio buffer, never throwing (fmt::print throws on a failed
+// write): a closed pipe or a full disk is left in ferror(stdout) and stdout_error(), so a command
+// goes on to write its files and then exits 4.
+void print_to_stdout(std::string_view text);
+// errno of stdout's first failed print_to_stdout, 0 when none failed.
+int stdout_error();
+
 // Milliseconds from `start` to now on the monotonic clock.
 double ms_since(std::chrono::steady_clock::time_point start);
 
