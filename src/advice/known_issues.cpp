@@ -1,15 +1,13 @@
 #include "advice/advice.hpp"
 
+#include "core/io.hpp"
 #include "core/text.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 namespace sdpa_doctor::advice {
 
@@ -342,21 +340,11 @@ Expected<KnownIssues> parse_known_issues(std::string_view text, const std::strin
 }
 
 Expected<KnownIssues> load_known_issues(const std::string& path) {
-  // Checked before opening: a FIFO would block the open, a huge file would be read whole.
-  constexpr std::uintmax_t k_max_bytes = std::uintmax_t{16} << 20;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return make_error(fmt::format("known issues '{}': {}", path,
-                                  std::filesystem::exists(path, ec) ? "not a regular file"
-                                                                    : "cannot read the file"));
-  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > k_max_bytes)
-    return make_error(fmt::format("known issues '{}': {} bytes; the limit is {} MiB", path, size,
-                                  k_max_bytes >> 20));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(fmt::format("known issues '{}': cannot read the file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_known_issues(text.str(), path);
+  // A regular file, opened without blocking and read up to the cap: a FIFO or /dev/zero is refused.
+  constexpr int64_t k_max_bytes = int64_t{16} << 20;
+  auto text = read_regular_file(path, fmt::format("known issues '{}'", path), k_max_bytes);
+  if (!text) return text.error();
+  return parse_known_issues(*text, path);
 }
 
 KnownIssues merge_known_issues(const std::vector<KnownIssues>& files) {

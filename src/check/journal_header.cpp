@@ -99,8 +99,9 @@ Expected<JournalHeader> read_journal_header(const json& header) {
   if (!format->is_number_integer())
     return make_error("the journal's header format is not a number");
   if (format->get<int64_t>() != k_journal_header_format)
-    return make_error(fmt::format("the journal's header is format {}; this doctor reads formats "
-                                  "0 and {} (written by another doctor)",
+    return make_error(fmt::format("the journal's header says format {}; this doctor reads format "
+                                  "{} and the unnumbered header of earlier doctors (written by "
+                                  "another doctor)",
                                   format->get<int64_t>(), k_journal_header_format));
   JournalHeader out;
   auto request = request_from_json(header.value("check_request", json()));

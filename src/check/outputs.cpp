@@ -1,6 +1,7 @@
 #include "check/outputs.hpp"
 
 #include "core/expected.hpp"
+#include "core/io.hpp"
 #include "core/text.hpp"
 #include "report/report.hpp"
 
@@ -70,8 +71,9 @@ bool present_and_write(Report report, const Outputs& outputs, const std::string&
     co.unicode = utf8_locale();
     if (const int columns = terminal_columns(STDOUT_FILENO); columns > 0)
       co.width = std::min(columns, co.width); // a narrower terminal: wrap to it
-    fmt::print("{}", report::render_console(report, co));
-    if (!journal.empty()) fmt::print("journal: {}\n", journal);
+    // Never throws: a closed stdout still gets the reports written, then exits 4.
+    print_to_stdout(report::render_console(report, co));
+    if (!journal.empty()) print_to_stdout(fmt::format("journal: {}\n", journal));
   }
   struct Output {
     const std::string& path;

@@ -61,7 +61,11 @@ std::string why_not_planned(const std::string& name, const std::vector<Probe>& p
 
 run::PythonChoice located_python(const CheckRequest& r) {
   auto located = run::locate_python(r.python, preflight_deadline(r));
-  if (!located && r.runs_python()) throw Fatal{located.error().message};
+  // A --python that was named is the torch under test for the libtorch probe too: one that does
+  // not run is refused, never replaced by the torch the doctor was built with.
+  const bool runs_torch = std::find(r.probes.begin(), r.probes.end(), Probe::torch) != r.probes.end();
+  if (!located && (r.runs_python() || (runs_torch && !r.python.empty())))
+    throw Fatal{located.error().message};
   return located ? *located : run::PythonChoice{};
 }
 

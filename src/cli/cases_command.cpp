@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 
 namespace sdpa_doctor::cli {
@@ -33,18 +35,21 @@ std::string shape(const Case& c) {
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f}", double(bytes) / double(1 << 20)); }
 
-void print_table(const std::vector<Case>& cases) {
+std::string table(const std::vector<Case>& cases) {
   size_t id_width = 2;
   for (const Case& c : cases) id_width = std::max(id_width, c.id().size());
-  fmt::print("{:<{}}  {:<5}  {:<22}  {:>10}  {:>16}\n", "id", id_width, "dtype",
-             "shape BxHxLqxLkvxD", "GFLOP", "math scores MiB");
+  std::string out = fmt::format("{:<{}}  {:<5}  {:<22}  {:>10}  {:>16}\n", "id", id_width, "dtype",
+                                "shape BxHxLqxLkvxD", "GFLOP", "math scores MiB");
   double flops = 0;
   for (const Case& c : cases) {
-    fmt::print("{:<{}}  {:<5}  {:<22}  {:>10.3f}  {:>16}\n", c.id(), id_width, to_string(c.dtype),
-               shape(c), c.flops() / 1e9, mib(c.math_scores_bytes()));
+    fmt::format_to(std::back_inserter(out), "{:<{}}  {:<5}  {:<22}  {:>10.3f}  {:>16}\n", c.id(),
+                   id_width, to_string(c.dtype), shape(c), c.flops() / 1e9,
+                   mib(c.math_scores_bytes()));
     flops += c.flops();
   }
-  fmt::print("{} cases, {:.1f} GFLOP per variant\n", cases.size(), flops / 1e9);
+  fmt::format_to(std::back_inserter(out), "{} cases, {:.1f} GFLOP per variant\n", cases.size(),
+                 flops / 1e9);
+  return out;
 }
 
 nlohmann::json to_json_list(const cases::PlannedCases& plan,
@@ -69,14 +74,15 @@ int run_cases(const CasesOptions& o, const GlobalOptions& global) {
   const cases::PlannedCases plan = check::planned_cases(
       {o.suite, o.case_specs, o.case_file, model, o.max_len, check::listed_dtypes(o.dtypes),
        o.train});
+  // A stdout closed early (`| head`) does not stop the file: the exit says so after it (4).
   if (global.json_path != "-") {
-    if (model) fmt::print("model {}\n", model->describe());
-    print_table(plan.cases);
+    if (model) print_to_stdout(fmt::format("model {}\n", model->describe()));
+    print_to_stdout(table(plan.cases));
   }
   if (!global.json_path.empty()) {
     const std::string text = to_json_list(plan, model).dump(2);
     if (global.json_path == "-") {
-      fmt::print("{}\n", text);
+      print_to_stdout(text + "\n");
     } else if (auto w = write_file_atomically(global.json_path, text + "\n"); !w) {
       throw Fatal{"cannot write " + w.error().message, exit_code::usage};
     }

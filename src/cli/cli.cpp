@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "core/build_info.hpp"
 #include "core/expected.hpp"
+#include "core/io.hpp"
 #include "core/status.hpp"
 #include "core/text.hpp"
 
@@ -14,6 +15,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <unistd.h>
 
 namespace sdpa_doctor {
@@ -271,17 +274,32 @@ void setup_logging(const GlobalOptions& global) {
 
 // What went to stdout through stdio or iostreams (CLI11's help) is only known to have arrived once
 // it is flushed: a full disk or a closed pipe must not end in a silent success.
-int flushed_stdout(int code) {
+// `failed_errno`: what a write that already failed said, when the caller caught it.
+int flushed_stdout(int code, int failed_errno = 0) {
   errno = 0;
   std::cout.flush();
   const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout;
-  const int err = errno; // of the first failed write: a flush after it has nothing left to write
+  // Of the first failed write: a flush after it may have nothing left to write.
+  const int err = failed_errno != 0 ? failed_errno : stdout_error() != 0 ? stdout_error() : errno;
   if (failed) {
     fmt::print(stderr, "sdpa-doctor: error: cannot write to stdout: {}\n",
                std::strerror(err != 0 ? err : EIO));
     return exit_code::internal;
   }
   return code;
+}
+
+// The action's exit code; a print to a stdout that was closed (fmt::print throws there) ends the
+// action with exit 4 (`failed_errno`: what the write said), which flushed_stdout then explains in
+// one line.
+int stdout_failure_is_exit_4(const Action& action, int& failed_errno) {
+  try {
+    return action();
+  } catch (const std::system_error& e) {
+    if (!std::ferror(stdout)) throw;
+    failed_errno = e.code().value();
+    return exit_code::internal;
+  }
 }
 
 int run(int argc, char** argv) {
@@ -355,7 +373,9 @@ int run(int argc, char** argv) {
   spdlog::info("sdpa-doctor {}: {}", build_info::k_version,
                escape_to_one_line(fmt::format("{}", fmt::join(argv, argv + argc, " "))));
   if (!action) action = default_check(global);
-  const int code = flushed_stdout(action());
+  int failed_errno = 0;
+  const int done = stdout_failure_is_exit_4(action, failed_errno);
+  const int code = flushed_stdout(done, failed_errno);
   if (const std::string log_error = flushed_log(); !log_error.empty()) {
     fmt::print(stderr, "sdpa-doctor: error: cannot write the log file '{}': {}\n",
                escape_to_one_line(global.log_file), escape_to_one_line(log_error));
@@ -368,6 +388,10 @@ int run(int argc, char** argv) {
 } // namespace cli
 
 int run_cli(int argc, char** argv) {
+  // A reader that closes the pipe (`| head -1`) is a write error like a full disk: the files
+  // still get written and the exit is 4, not a silent death by SIGPIPE half-way. Children start
+  // with every signal at its default again (isolate).
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return cli::run(argc, argv);
   } catch (const Fatal& fatal) {

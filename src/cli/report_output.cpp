@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "core/text.hpp"
 #include "core/expected.hpp"
+#include "core/io.hpp"
 #include "core/status.hpp"
 #include "report/report.hpp"
 
@@ -19,7 +20,8 @@ void print_and_write(const GlobalOptions& global, const std::function<std::strin
                      const std::function<std::string()>& json,
                      const std::function<std::string()>& markdown) {
   // A report on stdout replaces the console table there.
-  if (!global.report_on_stdout()) fmt::print("{}", console(utf8_locale()));
+  // Never throws: a closed stdout still gets the files written, then exits 4.
+  if (!global.report_on_stdout()) print_to_stdout(console(utf8_locale()));
   for (const auto& [path, render] :
        {std::pair{global.json_path, json}, std::pair{global.markdown_path, markdown}}) {
     if (path.empty()) continue;

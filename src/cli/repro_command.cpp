@@ -2,6 +2,7 @@
 #include "compare/compare.hpp"
 #include "core/case.hpp"
 #include "core/expected.hpp"
+#include "core/io.hpp"
 #include "core/model_json.hpp"
 #include "core/status.hpp"
 #include "core/text.hpp"
@@ -14,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -57,11 +57,12 @@ MeasuredReport read_measured(const std::string& path) {
   const auto fail = [&](const std::string& why) {
     return Fatal{fmt::format("repro: --report {}: {}", path, why), exit_code::usage};
   };
-  // The digest reader checks what every reader of reports checks (schema, size, numbers, types)
-  // before the whole document is read for its results.
-  if (auto digest = compare::read_report_file(path); !digest) throw fail(digest.error().message);
-  std::ifstream in(path, std::ios::binary);
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+  // Read once (a FIFO or stdin has no second reading); the digest reader checks what every
+  // reader of reports checks (schema, numbers, types) before the document is read for its results.
+  auto text = read_text_file(path, "the file", report::k_max_report_bytes);
+  if (!text) throw fail(text.error().message);
+  if (auto digest = compare::read_report(*text); !digest) throw fail(digest.error().message);
+  const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, false);
   auto measured = report::read_measured_report(doc);
   if (!measured) throw fail(measured.error().message);
   MeasuredReport out{std::move(*measured), {}};

@@ -73,10 +73,12 @@ std::string what_text(const CellChange& ch, bool unicode) {
   case ChangeKind::added: return "new: " + status_text(*ch.new_status, unicode);
   case ChangeKind::removed: return "was: " + status_text(*ch.old_status, unicode);
   case ChangeKind::slower:
-  case ChangeKind::faster:
-    return fmt::format("{}{}{} ({}{:.2f})", format_ms(*ch.old_time_ms), arrow,
+  case ChangeKind::faster: {
+    const double ratio = *ch.new_time_ms / *ch.old_time_ms;
+    return fmt::format("{}{}{} ({}{})", format_ms(*ch.old_time_ms), arrow,
                        format_ms(*ch.new_time_ms), unicode ? "×" : "x",
-                       *ch.new_time_ms / *ch.old_time_ms);
+                       ratio < 1e4 ? fmt::format("{:.2f}", ratio) : fmt::format("{:.3g}", ratio));
+  }
   default:
     return status_text(*ch.old_status, unicode) + arrow + status_text(*ch.new_status, unicode);
   }

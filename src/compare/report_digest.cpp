@@ -90,6 +90,9 @@ DigestCell digest_cell(const json& r) {
   if (kase == r.end()) throw FieldError{"no 'case'"};
   auto parsed = case_from_json(*kase);
   if (!parsed) throw FieldError{fmt::format("'case': {}", parsed.error().message)};
+  if (c.case_id != parsed->id())
+    throw FieldError{fmt::format("'case_id' is not the id of its case ({}), got '{}'",
+                                 parsed->id(), shortened(c.case_id))};
   c.dtype = std::string(to_string(parsed->dtype));
   if (auto m = r.find("metrics"); m != r.end()) {
     if (!m->is_object())

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 #include <limits>
@@ -259,7 +260,9 @@ Expected<int64_t> parse_int(std::string_view key, std::string_view text) {
   return value;
 }
 
-Expected<bool> parse_flag(std::string_view key, std::string_view text) {
+// `has_value`: written `key=...`; a bare `causal` is on, an empty `causal=` is no value at all.
+Expected<bool> parse_flag(std::string_view key, std::string_view text, bool has_value) {
+  if (text.empty() && has_value) return make_error(fmt::format("'{}' needs 0 or 1, got nothing", key));
   if (text.empty() || text == "1" || text == "true" || text == "yes") return true;
   if (text == "0" || text == "false" || text == "no") return false;
   return make_error(fmt::format("'{}' takes 0 or 1, got '{}'", key, text));
@@ -293,21 +296,25 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
   if (key == "mask_dtype") return named(c.mask_dtype, dtype_from_string, dtypes);
   if (key == "mask_shape")
     return named(c.mask_shape, mask_shape_from_string, "b1qk, bhqk, 11qk, qk");
-  if (key == "window") return need_int(c.window);
+  if (key == "window") {
+    // A window of 0 keys would mask every key: the default (no window) is written by leaving it out.
+    if (auto e = need_int(c.window); !e.empty()) return e;
+    return c.window == 0 ? "'window' must be at least 1 (leave it out for no window)" : "";
+  }
   if (key == "large") {
-    auto f = parse_flag(key, value);
+    auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;
     c.large = *f;
     return {};
   }
   if (key == "causal") {
-    auto f = parse_flag(key, value);
+    auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;
     c.causal = *f;
     return {};
   }
   if (key == "backward" || key == "masked_rows") {
-    auto f = parse_flag(key, value);
+    auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;
     (key == "backward" ? c.backward : c.masked_rows) = *f;
     return {};
@@ -402,11 +409,16 @@ bool apply_id_word(Case& c, std::string_view p) {
 Expected<Case> parse_case_spec(std::string_view spec) {
   Case c;
   if (trim_blanks(spec).empty()) return make_error("empty case specification");
+  std::vector<std::string_view> keys;
   for (std::string_view item : split(spec, ',')) {
     item = trim_blanks(item);
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     const std::string_view key = trim_blanks(item.substr(0, eq));
+    // The last of two would win unseen: `d=64,...,d=128` is a typo, not a choice.
+    if (std::find(keys.begin(), keys.end(), key) != keys.end())
+      return make_error(fmt::format("invalid case '{}': '{}' is given twice", spec, key));
+    keys.push_back(key);
     const std::string_view value =
         eq == std::string_view::npos ? "" : trim_blanks(item.substr(eq + 1));
     if (auto problem = apply_key(c, key, value, eq != std::string_view::npos); !problem.empty())

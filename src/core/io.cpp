@@ -165,6 +165,29 @@ std::string utc_now() {
   return buf;
 }
 
+namespace {
+
+// Reads `fd` to its end into `text`, refusing more than `max_bytes`: a stream has no size to
+// check first, and a file may grow while it is read; neither may take more memory than that.
+Expected<std::string> read_to_end(int fd, std::string_view what, int64_t max_bytes,
+                                  int64_t size_hint) {
+  std::string text;
+  if (size_hint > 0) text.reserve(static_cast<std::size_t>(size_hint));
+  char chunk[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(fmt::format("cannot read {}: {}", what, std::strerror(errno)));
+    if (n == 0) break;
+    if (static_cast<int64_t>(text.size()) + n > max_bytes)
+      return make_error(fmt::format("{} is larger than {} MiB, the limit", what, max_bytes >> 20));
+    text.append(chunk, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+} // namespace
+
 Expected<std::string> read_text_file(const std::string& path, std::string_view what,
                                      int64_t max_bytes) {
   const bool from_stdin = path == "-";
@@ -178,23 +201,50 @@ Expected<std::string> read_text_file(const std::string& path, std::string_view w
   if (::fstat(fd, &st) != 0)
     return fail(fmt::format("cannot read {}: {}", what, std::strerror(errno)));
   if (S_ISDIR(st.st_mode)) return fail(fmt::format("{} is a directory", what));
-  const int64_t limit_mib = max_bytes >> 20;
   if (S_ISREG(st.st_mode) && st.st_size > max_bytes)
-    return fail(fmt::format("{} is {} bytes; the limit is {} MiB", what, st.st_size, limit_mib));
-  std::string text;
-  if (S_ISREG(st.st_mode)) text.reserve(static_cast<std::size_t>(st.st_size));
-  char chunk[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(fmt::format("cannot read {}: {}", what, std::strerror(errno)));
-    if (n == 0) break;
-    // A stream has no size to check first: it may hold more than the limit, never more memory.
-    if (static_cast<int64_t>(text.size()) + n > max_bytes)
-      return fail(fmt::format("{} is larger than {} MiB, the limit", what, limit_mib));
-    text.append(chunk, static_cast<std::size_t>(n));
-  }
+    return fail(fmt::format("{} is {} bytes; the limit is {} MiB", what, st.st_size,
+                            max_bytes >> 20));
+  auto text = read_to_end(fd, what, max_bytes, S_ISREG(st.st_mode) ? st.st_size : 0);
   if (!from_stdin) ::close(fd);
+  return text;
+}
+
+Expected<int> open_regular_file(const std::string& path, std::string_view what,
+                                int64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return make_error(fmt::format("cannot read {}: {}", what, std::strerror(errno)));
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0)
+    problem = fmt::format("cannot read {}: {}", what, std::strerror(errno));
+  else if (S_ISDIR(st.st_mode))
+    problem = fmt::format("{} is a directory", what);
+  else if (!S_ISREG(st.st_mode))
+    problem = fmt::format("{} is not a regular file ({})", what,
+                          S_ISFIFO(st.st_mode)   ? "a FIFO"
+                          : S_ISCHR(st.st_mode)  ? "a character device"
+                          : S_ISBLK(st.st_mode)  ? "a block device"
+                          : S_ISSOCK(st.st_mode) ? "a socket"
+                                                 : "not a file");
+  else if (st.st_size > max_bytes)
+    problem = fmt::format("{} is {} bytes; the limit is {} MiB", what, st.st_size,
+                          max_bytes >> 20);
+  if (!problem.empty()) {
+    ::close(fd);
+    return make_error(std::move(problem));
+  }
+  return fd;
+}
+
+Expected<std::string> read_regular_file(const std::string& path, std::string_view what,
+                                        int64_t max_bytes) {
+  const auto fd = open_regular_file(path, what, max_bytes);
+  if (!fd) return fd.error();
+  struct stat st {};
+  const int64_t size = ::fstat(*fd, &st) == 0 ? st.st_size : 0;
+  auto text = read_to_end(*fd, what, max_bytes, size);
+  ::close(*fd);
   return text;
 }
 
@@ -210,5 +260,18 @@ std::string format_bytes(int64_t bytes) {
   return std::fabs(v) < 10 ? fmt::format("{:.1f} {}", v, k_units[u])
                            : fmt::format("{:.0f} {}", v, k_units[u]);
 }
+
+namespace {
+int g_stdout_error = 0;
+} // namespace
+
+void print_to_stdout(std::string_view text) {
+  if (text.empty() || g_stdout_error != 0) return; // nothing more reaches a closed stdout
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
+    g_stdout_error = errno != 0 ? errno : EIO;
+}
+
+int stdout_error() { return g_stdout_error; }
 
 } // namespace sdpa_doctor

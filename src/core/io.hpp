@@ -34,6 +34,13 @@ std::string describe_write_failure(const std::string& path, int error_number);
 Expected<int64_t> write_file_atomically(const std::string& path, std::string_view data,
                                         bool durable = false);
 
+// `text` onto stdout through its stdio buffer, never throwing (fmt::print throws on a failed
+// write): a closed pipe or a full disk is left in ferror(stdout) and stdout_error(), so a command
+// goes on to write its files and then exits 4.
+void print_to_stdout(std::string_view text);
+// errno of stdout's first failed print_to_stdout, 0 when none failed.
+int stdout_error();
+
 // Milliseconds from `start` to now on the monotonic clock.
 double ms_since(std::chrono::steady_clock::time_point start);
 
@@ -46,6 +53,18 @@ std::string utc_now();
 // directory", "... is N bytes; the limit is M MiB", "cannot read ...: <errno text>".
 Expected<std::string> read_text_file(const std::string& path, std::string_view what,
                                      int64_t max_bytes);
+
+// Opens `path` to read without blocking (O_NONBLOCK: a FIFO cannot stall the open, a device
+// cannot be read forever) and keeps it only when it is a regular file of at most `max_bytes`.
+// The descriptor is the caller's to close. Errors are one line about `what`, as
+// read_text_file's, and "... is not a regular file (a FIFO)".
+Expected<int> open_regular_file(const std::string& path, std::string_view what, int64_t max_bytes);
+
+// The whole of `path` through open_regular_file, for every file the doctor reads that a user or
+// the environment chose (a torch's version.py, a marker in a cache, a known-issues file): a
+// FIFO, /dev/zero or a file over `max_bytes` (also one that grows past it) is an error.
+Expected<std::string> read_regular_file(const std::string& path, std::string_view what,
+                                        int64_t max_bytes);
 
 // "512 B", "1.5 KiB", "16 GiB": binary units, two significant digits at most below 10.
 std::string format_bytes(int64_t bytes);

@@ -1,4 +1,5 @@
 #include "core/model_json.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 
@@ -255,6 +256,10 @@ Expected<CaseResult> case_result_from_json(const json& j) {
   auto c = case_from_json(*kase);
   if (!c) return make_error(fmt::format("result {}: {}", r.case_id, c.error().message));
   r.kase = *c;
+  // An id is its case's name, nothing else: it names files, cells and repro scripts.
+  if (!r.case_id.empty() && r.case_id != r.kase.id())
+    return make_error(fmt::format("result '{}' is not the id of its case ({})",
+                                  escape_to_one_line(shortened(r.case_id)), r.kase.id()));
   if (r.case_id.empty()) r.case_id = r.kase.id();
   r.device = json_text(j, "device");
   const std::string probe = json_text(j, "probe");

@@ -48,6 +48,9 @@ Expected<std::unique_ptr<Service>> Service::start(const Command& cmd, const std:
     sigset_t empty;
     sigemptyset(&empty);
     ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGPIPE, &dfl, nullptr); // the doctor ignores it; exec keeps an ignored signal
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(log, 1);
     ::dup2(log, 2);

@@ -3,6 +3,7 @@
 #include "kernels/rtc.hpp"
 #include "kernels/attn_params.hpp"
 #include "core/cache.hpp"
+#include "core/io.hpp"
 #include "core/status.hpp"
 
 #include <fmt/format.h>
@@ -197,12 +198,12 @@ std::string first_error_line(const std::string& log, const std::string& status) 
   return first_nonempty.empty() ? status : first_nonempty;
 }
 
+// A cached image; none when it is not a regular file of at most 256 MiB ($SDPA_DOCTOR_KERNEL_CACHE
+// is the user's: a FIFO or a device there is compiled over, never read).
 std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.empty()) return std::nullopt;
-  return bytes;
+  auto bytes = read_regular_file(path.string(), path.string(), int64_t{256} << 20);
+  if (!bytes || bytes->empty()) return std::nullopt;
+  return std::move(*bytes);
 }
 
 // A temporary file beside `path`, renamed over it: readers see the whole image or none.

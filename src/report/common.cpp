@@ -139,6 +139,8 @@ std::string gfx_line(const Report& report, const std::string& device) {
 
 std::string format_ms(double ms) {
   if (!std::isfinite(ms)) return "n/a";
+  // A time read from a file may be any double: past a day, three significant digits (1e+305 s).
+  if (ms >= 1e8) return fmt::format("{:.3g} s", ms / 1000);
   if (ms >= 1000) return fmt::format("{:.2f} s", ms / 1000);
   if (ms >= 10) return fmt::format("{:.0f} ms", ms);
   return fmt::format("{:.2f} ms", ms);

@@ -36,7 +36,12 @@ std::string xml_escape(std::string_view s, bool attribute) {
 std::string attr(std::string_view s) { return xml_escape(s, true); }
 std::string text(std::string_view s) { return xml_escape(s, false); }
 
-std::string seconds(double ms) { return fmt::format("{:.6f}", ms / 1000.0); }
+// A decimal number, as JUnit readers expect; a time past a year (one read from a file may be
+// any double) is written as a year rather than as hundreds of digits.
+std::string seconds(double ms) {
+  constexpr double k_year_s = 365.0 * 24 * 3600;
+  return fmt::format("{:.6f}", std::min(ms / 1000.0, k_year_s));
+}
 
 struct Suite {
   std::string device;

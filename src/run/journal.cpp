@@ -239,9 +239,11 @@ std::optional<std::vector<T>> read_all(const nlohmann::json& e, const char* key,
 // Applies one journal line; false when it is not a journal event (torn, foreign, malformed).
 // `start_error`: why the first start event's plan did not read (an unknown variant, say), kept
 // for the error when no start reads.
+// `refused`: why a whole line that is an event (no torn write) cannot be taken, e.g. a result
+// whose case id is not its case's.
 bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
                  std::string& start_error, std::map<std::string, CaseResult>& results,
-                 std::map<std::string, WorkerInfo>& workers) {
+                 std::map<std::string, WorkerInfo>& workers, std::string& refused) {
   if (!e.is_object() || !e.contains("event") || !e["event"].is_string()) return false;
   const std::string event = e["event"].get<std::string>();
   if (event == "start") {
@@ -262,7 +264,10 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
     out.finished = true;
   } else if (event == "result") {
     auto r = case_result_from_json(e.value("result", nlohmann::json()));
-    if (!r) return false;
+    if (!r) {
+      refused = r.error().message;
+      return false;
+    }
     const std::string key = cell_key(*r);
     results.insert_or_assign(key, std::move(*r));
   } else if (event == "worker") {
@@ -297,18 +302,69 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
   return true; // begin, outcome, run, ...: read for the timeline, not needed here
 }
 
+// A journal's bytes through its descriptor, a chunk at a time (the file may be gigabytes).
+class JournalReader {
+public:
+  explicit JournalReader(int fd) : m_fd(fd) {}
+  ~JournalReader() { ::close(m_fd); }
+  JournalReader(const JournalReader&) = delete;
+  JournalReader& operator=(const JournalReader&) = delete;
+
+  // The next byte, or -1 at the end or on an error (error() then says which).
+  int next() {
+    if (m_pos == m_end && !fill()) return -1;
+    return static_cast<unsigned char>(m_chunk[m_pos++]);
+  }
+  int error() const { return m_error; }
+
+private:
+  bool fill() {
+    while (true) {
+      const ssize_t n = ::read(m_fd, m_chunk, sizeof m_chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) m_error = errno;
+      if (n <= 0) return false;
+      m_pos = 0;
+      m_end = static_cast<std::size_t>(n);
+      return true;
+    }
+  }
+  int m_fd;
+  int m_error = 0;
+  char m_chunk[1 << 16];
+  std::size_t m_pos = 0, m_end = 0;
+};
+
 // The next line of `in` (without its newline) into `line`; false at the end. A line longer than
 // `max` comes back cut, with `too_long` set: the rest is skipped, never held.
-bool next_line(std::istream& in, std::string& line, std::size_t max, bool& too_long) {
+bool next_line(JournalReader& in, std::string& line, std::size_t max, bool& too_long) {
   line.clear();
   too_long = false;
-  std::streambuf& buf = *in.rdbuf();
-  for (int c = buf.sbumpc(); c != std::char_traits<char>::eof(); c = buf.sbumpc()) {
+  for (int c = in.next(); c >= 0; c = in.next()) {
     if (c == '\n') return true;
     if (line.size() < max) line.push_back(static_cast<char>(c));
     else too_long = true;
   }
   return !line.empty() || too_long;
+}
+
+// Why a result or worker the journal names is no cell of its plan, or empty. Such a line is no
+// torn write but another run's or a hand's: the report would show rows the run never had.
+std::string outside_plan(const Plan& plan, const std::string& target, Probe probe,
+                         const std::string& variant, const std::string* case_id) {
+  const bool planned_run = std::any_of(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) {
+    return r.target == target && r.probe == probe && r.variant.name() == variant;
+  });
+  if (!planned_run)
+    return fmt::format("the variant '{}' of the {} probe on '{}', which the run's plan does not "
+                       "hold",
+                       escape_to_one_line(shortened(variant)), to_string(probe),
+                       escape_to_one_line(shortened(target)));
+  if (case_id && std::none_of(plan.cases.begin(), plan.cases.end(),
+                              [&](const Case& c) { return c.id() == *case_id; }))
+    return fmt::format("the case '{}', which the run's plan does not hold",
+                       escape_to_one_line(shortened(*case_id)));
+  return {};
 }
 
 } // namespace
@@ -318,31 +374,44 @@ Expected<JournalContents> read_journal(const std::string& path) {
   const std::string file = std::filesystem::is_directory(path, ec)
                                ? (std::filesystem::path(path) / "journal.jsonl").string()
                                : path;
-  if (const auto size = std::filesystem::file_size(file, ec); !ec && size > k_max_journal_bytes)
-    return make_error(fmt::format("{}: {} bytes; the limit is {} MiB", file, size,
-                                  k_max_journal_bytes >> 20));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return make_error(fmt::format("{}: cannot read: {}", file, std::strerror(errno)));
+  // Regular files only: a FIFO or /dev/zero would never end.
+  const auto fd = open_regular_file(file, escape_to_one_line(file),
+                                    static_cast<int64_t>(k_max_journal_bytes));
+  if (!fd) return fd.error();
+  JournalReader in(*fd);
   JournalContents out;
   bool started = false;
   std::string start_error;
   std::map<std::string, CaseResult> results;
   std::map<std::string, WorkerInfo> workers;
-  std::string line;
+  std::string line, refused;
   bool too_long = false;
-  while (next_line(in, line, k_max_journal_line, too_long)) {
+  for (int64_t number = 1; next_line(in, line, k_max_journal_line, too_long); ++number) {
     if (line.empty()) continue;
     if (too_long) {
       ++out.lines_ignored;
       continue;
     }
     const auto e = nlohmann::json::parse(line, nullptr, false);
-    if (e.is_discarded() || !apply_event(e, out, started, start_error, results, workers)) ++out.lines_ignored;
+    if (e.is_discarded() ||
+        !apply_event(e, out, started, start_error, results, workers, refused))
+      ++out.lines_ignored;
+    if (!refused.empty())
+      return make_error(fmt::format("{}:{}: {}", escape_to_one_line(file), number, refused));
   }
+  if (in.error() != 0)
+    return make_error(fmt::format("cannot read {}: {}", escape_to_one_line(file),
+                                  std::strerror(in.error())));
   if (!started && !start_error.empty())
     return make_error(fmt::format("{}: its start event's plan does not read: {}", file,
                                   start_error));
   if (!started) return make_error(fmt::format("{}: not an sdpa-doctor journal (no start event)", file));
+  for (const auto& [key, r] : results)
+    if (auto why = outside_plan(out.plan, r.device, r.probe, r.variant, &r.case_id); !why.empty())
+      return make_error(fmt::format("{}: a result names {}", file, why));
+  for (const auto& [key, w] : workers)
+    if (auto why = outside_plan(out.plan, w.device, w.probe, w.variant, nullptr); !why.empty())
+      return make_error(fmt::format("{}: a worker names {}", file, why));
   for (auto& [key, r] : results) out.results.push_back(std::move(r));
   for (auto& [key, w] : workers) out.workers.push_back(std::move(w));
   sort_by_plan(out.plan, out.results);

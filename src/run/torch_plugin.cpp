@@ -29,11 +29,19 @@ constexpr const char* k_facts_script = "torch_plugin/torch_facts.py";
 constexpr int64_t k_cache_bytes = int64_t{256} << 20;
 constexpr std::chrono::seconds k_heartbeat{15};
 
+// A plugin's sources, its sidecar and version.py are small; a failed build's log is the largest.
+constexpr int64_t k_max_read_bytes = int64_t{16} << 20;
+
+// The text of `path`, or the one line that says why there is none (a FIFO, /dev/zero, a file
+// over k_max_read_bytes: the torch under test and the cache are the user's).
+Expected<std::string> read_file_or_why(const fs::path& path) {
+  return read_regular_file(path.string(), escape_to_one_line(path.string()), k_max_read_bytes);
+}
+
+// The text of `path`; empty when it cannot be read.
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return in ? text.str() : std::string();
+  auto text = read_file_or_why(path);
+  return text ? std::move(*text) : std::string();
 }
 
 // `name = 'value'` (or `name: str = "value"`) in torch/version.py.
@@ -122,19 +130,22 @@ TorchPlugin unavailable(std::string why, std::optional<Finding> finding = std::n
 
 } // namespace
 
-std::optional<TorchIdentity> torch_identity(const std::string& lib_dir) {
+Expected<TorchIdentity> torch_identity(const std::string& lib_dir) {
   std::error_code ec;
   const fs::path lib = fs::canonical(lib_dir, ec);
-  if (ec) return std::nullopt;
+  if (ec) return make_error(fmt::format("{}: {}", escape_to_one_line(lib_dir), ec.message()));
   TorchIdentity id;
   id.lib_dir = lib.string();
   const auto size = fs::file_size(lib / "libtorch_cpu.so", ec);
-  if (ec) return std::nullopt;
+  if (ec) return make_error(fmt::format("{} holds no libtorch_cpu.so", escape_to_one_line(id.lib_dir)));
   id.libtorch_cpu_size = static_cast<int64_t>(size);
-  const std::string version_py = read_file(lib.parent_path() / "version.py");
-  id.version = python_assignment(version_py, "__version__");
-  id.git_version = python_assignment(version_py, "git_version");
-  if (id.version.empty()) return std::nullopt;
+  const fs::path version_file = lib.parent_path() / "version.py";
+  const auto version_py = read_file_or_why(version_file);
+  if (!version_py) return version_py.error();
+  id.version = python_assignment(*version_py, "__version__");
+  id.git_version = python_assignment(*version_py, "git_version");
+  if (id.version.empty())
+    return make_error(fmt::format("{} names no __version__", escape_to_one_line(version_file.string())));
   return id;
 }
 
@@ -215,13 +226,13 @@ TorchPlugin torch_plugin_for(const std::string& lib_dir, const PluginBuildOption
   }
   const auto identity = torch_identity(lib_dir);
   if (!identity)
-    return unavailable(fmt::format("{} holds no libtorch_cpu.so beside a torch/version.py: not a "
-                                   "torch install the LibTorch plugin can be built against",
-                                   lib_dir));
+    return unavailable(fmt::format("{} is not a torch install the LibTorch plugin can be built "
+                                   "against: {}",
+                                   escape_to_one_line(lib_dir), identity.error().message));
   if (built_in) {
     fs::path sidecar = *built_in;
     sidecar.replace_extension(".json");
-    if (identity_from_sidecar(read_file(sidecar)) == identity) return use_built_in();
+    if (identity_from_sidecar(read_file(sidecar)) == *identity) return use_built_in();
   }
 
   const auto data = data_dir();
@@ -264,8 +275,9 @@ TorchPlugin torch_plugin_for(const std::string& lib_dir, const PluginBuildOption
   if (fs::exists(failed, ec)) {
     std::string why = fmt::format("the LibTorch plugin did not build against {} (log: {})",
                                   torch_name, failed.string());
+    const auto log = read_file_or_why(failed);
     return unavailable(why, plugin_finding("torch-plugin-build-failed",
-                                           why + ": " + log_tail(read_file(failed)),
+                                           why + ": " + (log ? log_tail(*log) : log.error().message),
                                            "delete " + failed.string() +
                                                " to build it again, e.g. after installing "
                                                "torch's headers or another compiler"));

@@ -5,6 +5,7 @@
 // No compiler, or a build that fails: one finding, and the libtorch cells say why they did not run.
 #pragma once
 
+#include "core/expected.hpp"
 #include "core/model.hpp"
 
 #include <chrono>
@@ -26,9 +27,9 @@ struct TorchIdentity {
   bool operator==(const TorchIdentity&) const = default;
 };
 
-// The identity of the torch whose torch/lib is `lib_dir`; nullopt when it has no libtorch_cpu.so
-// or no readable version.py.
-std::optional<TorchIdentity> torch_identity(const std::string& lib_dir);
+// The identity of the torch whose torch/lib is `lib_dir`; an error naming what is missing when it
+// has no libtorch_cpu.so or no version.py (a regular file) naming its version.
+Expected<TorchIdentity> torch_identity(const std::string& lib_dir);
 
 // The identity a plugin's sidecar (sdpa-doctor-torch-plugin.json, written when it was built) names;
 // nullopt for text that is not one.

@@ -35,8 +35,11 @@ Expected<int64_t> write_oracle_file(const std::string& path, const std::vector<d
 }
 
 Expected<std::vector<double>> read_oracle_file(const std::string& path, size_t expected_count) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(fmt::format("cannot open oracle '{}': {}", path, std::strerror(errno)));
+  // The oracle cache is a folder the user may name: a FIFO or a device there is refused unread.
+  const auto opened = open_regular_file(path, fmt::format("oracle '{}'", path),
+                                        static_cast<int64_t>(expected_count * sizeof(double)));
+  if (!opened) return opened.error();
+  const int fd = *opened;
   struct stat st {};
   if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) != expected_count * sizeof(double)) {
     ::close(fd);

@@ -7,12 +7,19 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 using sdpa_hardening::k_small_plan;
@@ -95,6 +102,18 @@ std::vector<Row> rows() {
       {"case_causal_with_bool_mask", {"check", "--case", "dtype=fp32,l=8,d=8,causal,mask=bool"}},
       {"case_file_causal_with_mask", {"check", "--case-file", "@/causal-mask.jsonl"}},
       {"cases_causal_with_mask", {"cases", "--case", "causal,mask=additive"}, false},
+      // An empty value of an on/off key is no value, as `d=` is: it turns nothing on.
+      {"case_causal_empty", {"check", "--case", "dtype=fp32,l=8,d=8,causal="}},
+      {"case_backward_empty", {"check", "--case", "dtype=fp32,l=8,d=8,backward="}},
+      {"case_large_empty", {"check", "--case", "dtype=fp32,l=8,d=8,large="}},
+      {"case_masked_rows_empty", {"check", "--case", "dtype=fp32,l=8,d=8,mask=bool,masked_rows="}},
+      // A key given twice is a typo, not "the last one wins".
+      {"case_key_twice", {"check", "--case", "dtype=fp32,l=8,d=8,d=16"}},
+      {"cases_case_key_twice", {"cases", "--case", "dtype=fp32,l=8,d=8,dtype=fp16"}, false},
+      // A window of no keys: leaving it out is how no window is written.
+      {"case_window_zero", {"check", "--case", "dtype=fp32,l=8,d=8,window=0"}},
+      // A case id is a case's name, never a path.
+      {"repro_case_id_is_a_path", {"repro", "../../../etc/passwd"}, false},
       // One planning rule: cases checks --dtype as check does.
       {"cases_dtype_unknown", {"cases", "--dtype", "fp8"}, false},
       {"cases_dtype_no_planned_case",
@@ -151,6 +170,29 @@ TEST(BadCliMessages, NotFiniteNumberIsNamed) {
       << run.err;
 }
 
+TEST(BadCliMessages, CaseKeyGivenTwiceIsNamed) {
+  const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8,d=16"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("'d' is given twice"), std::string::npos) << run.err;
+}
+
+TEST(BadCliMessages, EmptyOnOffValueSaysSo) {
+  const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8,causal="});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("'causal' needs 0 or 1, got nothing"), std::string::npos) << run.err;
+}
+
+// What an on/off key took before still means what it meant.
+TEST(BadCliMessages, OnOffValuesStillRead) {
+  for (const auto& [spec, causal] : std::vector<std::pair<std::string, bool>>{
+           {"causal", true}, {"causal=1", true}, {"causal=true", true}, {"causal=yes", true},
+           {"causal=0", false}, {"causal=false", false}, {"causal=no", false}}) {
+    const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8," + spec});
+    EXPECT_EQ(run.exit_code, 0) << spec << ": " << run.err;
+    EXPECT_EQ(run.out.find("-causal") != std::string::npos, causal) << spec << ": " << run.out;
+  }
+}
+
 // ---- outputs that cannot be written: exit 4, one line ------------------------------------------
 
 bool is_char_device(const char* path) {
@@ -186,6 +228,85 @@ TEST_F(FullDisk, VersionAndHelpOnAFullStdoutAreExit4AndOneLine) {
     EXPECT_EQ(sdpa_test::line_count(run.err), 1) << args << ": " << run.err;
     EXPECT_NE(run.err.find("cannot write to stdout"), std::string::npos) << args << ": " << run.err;
   }
+}
+
+// ---- a stdout closed early (`| head -1`): exit 4 once every other output is written -----------
+
+struct ClosedStdoutRun {
+  int exit_code = -1;
+  int signal = 0;
+  std::string err;
+};
+
+// Runs the doctor with its stdout a pipe whose reader is already gone, as `| head -1` leaves it
+// once head has its line, and SIGPIPE at its default, as a shell starts it.
+ClosedStdoutRun run_into_closed_pipe(const std::vector<std::string>& args) {
+  sdpa_test::TempDir dir;
+  const std::string err_path = dir.file("stderr");
+  std::vector<std::string> argv = args;
+  argv.insert(argv.begin(), doctor());
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  ::close(fds[0]);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(err, 2);
+    const int null = ::open("/dev/null", O_RDONLY);
+    ::dup2(null, 0);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::alarm(120); // kept across exec: a hang ends as SIGALRM, a failed row, not a stuck suite
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ClosedStdoutRun out;
+  if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
+  out.err = sdpa_test::read_file(err_path);
+  return out;
+}
+
+// Empty when `run` ended as a closed stdout should end: exit 4 and one line saying so.
+std::string closed_stdout_problem(const ClosedStdoutRun& run) {
+  if (run.signal != 0) return "killed by signal " + std::to_string(run.signal);
+  if (run.exit_code != 4) return "exit " + std::to_string(run.exit_code) + ", expected 4: " + run.err;
+  if (sdpa_test::line_count(run.err) != 1) return "not one line on stderr: " + run.err;
+  if (run.err.find("sdpa-doctor: error: cannot write to stdout: Broken pipe") == std::string::npos)
+    return "not the closed stdout's line: " + run.err;
+  return {};
+}
+
+TEST(ClosedStdout, CasesWritesItsJsonFileThenExits4) {
+  sdpa_test::TempDir dir;
+  const auto run =
+      run_into_closed_pipe({"cases", "--suite", "full", "--train", "--json", dir.file("f.json")});
+  EXPECT_EQ(closed_stdout_problem(run), "");
+  const auto doc = nlohmann::json::parse(sdpa_test::read_file(dir.file("f.json")), nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << "f.json was not written";
+  EXPECT_FALSE(doc.at("cases").empty());
+}
+
+TEST(ClosedStdout, KnownIssuesExits4InOneLine) {
+  EXPECT_EQ(closed_stdout_problem(run_into_closed_pipe({"known-issues", "--no-devices"})), "");
+}
+
+TEST(ClosedStdout, CheckWritesItsReportThenExits4) {
+  sdpa_test::TempDir dir;
+  std::vector<std::string> args = {"check", "-q", "--json", dir.file("r.json"), "--run-dir",
+                                   dir.file("run")};
+  args.insert(args.end(), k_small_plan.begin(), k_small_plan.end());
+  EXPECT_EQ(closed_stdout_problem(run_into_closed_pipe(args)), "");
+  const auto report =
+      nlohmann::json::parse(sdpa_test::read_file(dir.file("r.json")), nullptr, false);
+  ASSERT_TRUE(report.is_object()) << "r.json was not written";
+  EXPECT_EQ(report.at("results").size(), 1u);
 }
 
 // ---- outputs never overwrite what the command reads -------------------------------------------

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -78,6 +79,7 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   put("time-negative.json", edited_report([](json& r) { r["metrics"]["time_ms"] = -1.5; }));
   put("probe-unknown.json", edited_report([](json& r) { r["probe"] = "gpu"; }));
   put("no-case.json", edited_report([](json& r) { r.erase("case"); }));
+  put("case-id-path.json", edited_report([](json& r) { r["case_id"] = "../../../etc/passwd"; }));
   sdpa_hardening::make_sparse_file(dir.file("huge-report.json"), 2LL << 30);
   sdpa_hardening::make_sparse_file(dir.file("huge-journal.jsonl"), 5LL << 30);
 
@@ -131,6 +133,11 @@ std::vector<Row> rows() {
        "'metrics.time_ms'"},
       {"diff_probe_unknown", {"diff", "@/good.json", "@/probe-unknown.json"}, "'probe'"},
       {"diff_no_case", {"diff", "@/good.json", "@/no-case.json"}, "'case'"},
+      // a case id is its case's name, never a path
+      {"diff_case_id_is_a_path", {"diff", "@/good.json", "@/case-id-path.json"},
+       "'case_id' is not the id of its case"},
+      {"repro_report_case_id_is_a_path", {"repro", k_case_id, "--report", "@/case-id-path.json"},
+       "'case_id' is not the id of its case"},
       {"repro_report_device_number", {"repro", k_case_id, "--report", "@/device-number.json"},
        "'device'"},
       // size
@@ -146,6 +153,7 @@ std::vector<Row> rows() {
        "nested"},
       {"known_issues_regex_nested_17", known_issues("@/issues-nested-17.json"), "nested 17 deep"},
       {"known_issues_regex_too_long", known_issues("@/issues-long.json"), "bytes long"},
+      {"known_issues_dev_zero", known_issues("/dev/zero"), "not a regular file"},
       // versions and case files
       {"known_issues_torch_not_a_version", {"known-issues", "--no-devices", "--torch", "banana"},
        "--torch 'banana'"},
@@ -187,6 +195,24 @@ std::vector<std::string> lines_of(const std::string& text) {
   }
   if (!line.empty()) out.push_back(line);
   return out;
+}
+
+// ---- numbers a report may hold, printed in a few characters ------------------------------------
+
+TEST(ReportNumbers, AHugeTimeIsPrintedShort) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("slow.json"),
+                        edited_report([](json& r) { r["metrics"]["time_ms"] = 1e308; }));
+  for (const std::string format : {"", "--markdown"}) {
+    std::vector<std::string> argv = {sdpa_test::doctor(), "diff", fixture_dir() + "/good.json",
+                                     dir.file("slow.json")};
+    if (!format.empty()) argv.insert(argv.end(), {format, "-"});
+    const auto run = run_binary(argv);
+    EXPECT_EQ(crash_problem(run), "") << run.err;
+    EXPECT_NE(run.out.find("1e+305 s"), std::string::npos) << format << ":\n" << run.out;
+    for (const std::string& line : lines_of(run.out))
+      EXPECT_LT(line.size(), 240u) << format << ": " << line.substr(0, 200);
+  }
 }
 
 // ---- merge: one bad report is skipped, the rest merged --------------------------------------
@@ -306,6 +332,82 @@ TEST(CaseFileStream, ReadsCasesFromAFifo) {
   if (unblock >= 0) ::close(unblock);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find(k_case_line_id), std::string::npos) << run.out;
+}
+
+// ---- files of the torch under test and of the plugin cache ---------------------------------
+//
+// A torch the doctor is pointed at is the user's tree: its torch/version.py, and the marker a
+// failed plugin build leaves in the cache, are read only when they are regular files, without
+// blocking, and up to a cap. A fake torch package on PYTHONPATH stands in for the torch.
+
+class TorchFiles : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (sdpa_hardening::torch_worker().empty()) GTEST_SKIP() << "the libtorch worker is not built";
+    if (::access(k_python, X_OK) != 0) GTEST_SKIP() << "no " << k_python;
+    std::filesystem::create_directories(m_dir.file("site/torch/lib"));
+    sdpa_test::write_file(m_dir.file("site/torch/__init__.py"),
+                          "__version__ = '0.0.1'\nfrom . import version\n"
+                          "class _C:\n    _GLIBCXX_USE_CXX11_ABI = 1\n");
+    sdpa_test::write_file(m_dir.file("site/torch/lib/libtorch_cpu.so"), "");
+  }
+  std::string version_py() const { return m_dir.file("site/torch/version.py"); }
+  std::string cache() const { return m_dir.file("cache"); }
+
+  // A libtorch check of that torch; its JSON report's text (empty when none was written).
+  std::string check(sdpa_test::RunResult& run) const {
+    sdpa_test::RunOptions options;
+    options.timeout_s = 60;
+    options.set_env = {{"PYTHONPATH", m_dir.file("site")},
+                       {"SDPA_DOCTOR_CACHE_DIR", cache()},
+                       {"CXX", "/bin/false"}}; // a build that fails at once, leaving its marker
+    const std::string json_path = m_dir.file("r.json");
+    std::filesystem::remove(json_path);
+    run = run_binary({sdpa_test::doctor(), "check", "-q", "--probe", "libtorch", "--python",
+                      k_python, "--variant", "math", "--case", "dtype=fp32,b=1,h=1,l=8,d=8",
+                      "--no-shrink", "--run-dir", m_dir.file("run"), "--json", json_path},
+                     options);
+    return sdpa_test::read_file(json_path);
+  }
+
+  static constexpr const char* k_python = "/usr/bin/python3";
+  sdpa_test::TempDir m_dir;
+};
+
+TEST_F(TorchFiles, VersionPyThatIsAFifoOrDevZeroIsNamedNotRead) {
+  for (const bool fifo : {true, false}) {
+    std::filesystem::remove(version_py());
+    if (fifo) ASSERT_EQ(::mkfifo(version_py().c_str(), 0644), 0);
+    else std::filesystem::create_symlink("/dev/zero", version_py());
+    sdpa_test::RunResult run;
+    const std::string report = check(run);
+    EXPECT_EQ(crash_problem(run), "") << run.err;
+    const std::string said = fifo ? "version.py is not a regular file (a FIFO)"
+                                  : "version.py is not a regular file (a character device)";
+    EXPECT_NE(report.find(said), std::string::npos) << run.err << "\n" << report.substr(0, 2000);
+  }
+}
+
+TEST_F(TorchFiles, FailedBuildMarkerThatIsAFifoOrDevZeroIsNamedNotRead) {
+  sdpa_test::write_file(version_py(), "__version__ = '0.0.1'\ngit_version = 'fake'\n");
+  sdpa_test::RunResult first;
+  check(first); // the build fails and leaves its marker
+  ASSERT_EQ(crash_problem(first), "") << first.err;
+  std::string marker;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cache()))
+    if (e.path().extension() == ".failed") marker = e.path().string();
+  ASSERT_FALSE(marker.empty()) << "no .failed marker in " << cache() << "\n" << first.err;
+  for (const bool fifo : {true, false}) {
+    std::filesystem::remove(marker);
+    if (fifo) ASSERT_EQ(::mkfifo(marker.c_str(), 0644), 0);
+    else std::filesystem::create_symlink("/dev/zero", marker);
+    sdpa_test::RunResult run;
+    const std::string report = check(run);
+    EXPECT_EQ(crash_problem(run), "") << run.err;
+    EXPECT_NE(report.find(".failed is not a regular file"), std::string::npos)
+        << run.err << "\n" << report.substr(0, 2000);
+    EXPECT_EQ(report.find("\\u0000"), std::string::npos) << "NULs reached the report";
+  }
 }
 
 // ---- a stderr regex over a long text --------------------------------------------------------

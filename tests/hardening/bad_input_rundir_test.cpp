@@ -159,6 +159,75 @@ std::vector<std::string> long_check(const std::string& run_dir) {
           run_dir};
 }
 
+// ---- a journal edited by hand or by someone else ---------------------------------------------
+
+// A finished small check's run directory, and its journal's text.
+struct FinishedRun {
+  sdpa_test::TempDir dir;
+  std::string journal;
+  json result_event;
+  FinishedRun() {
+    const auto run = run_binary(small_check(dir.file("run")));
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    journal = sdpa_test::read_file(dir.file("run/journal.jsonl"));
+    for (const json& e : journal_events(dir.file("run/journal.jsonl")))
+      if (e.value("event", "") == "result") result_event = e;
+  }
+  // `report` of the journal with `extra` appended as one more line.
+  sdpa_test::RunResult report_with(const json& extra) const {
+    sdpa_test::write_file(dir.file("edited.jsonl"), journal + extra.dump() + "\n");
+    return run_binary({sdpa_test::doctor(), "report", dir.file("edited.jsonl")});
+  }
+};
+
+TEST(JournalAsInput, AResultOfAnUnplannedVariantIsRefusedByNameEscaped) {
+  FinishedRun run;
+  ASSERT_TRUE(run.result_event.is_object()) << run.journal;
+  // The journal as written rebuilds with the check's own exit code.
+  const auto as_written = run_binary({sdpa_test::doctor(), "report", run.dir.file("run")});
+  EXPECT_EQ(as_written.exit_code, 0) << as_written.err;
+
+  json evil = run.result_event;
+  evil["result"]["variant"] = "flash[evil]\x1b[2J";
+  const auto refused = run.report_with(evil);
+  EXPECT_EQ(usage_error_problem(refused), "") << refused.err;
+  EXPECT_NE(refused.err.find("variant 'flash[evil]\\x1b[2J'"), std::string::npos) << refused.err;
+
+  json unplanned = run.result_event; // a real variant, but not this run's
+  unplanned["result"]["variant"] = "ref-flash";
+  const auto other = run.report_with(unplanned);
+  EXPECT_EQ(usage_error_problem(other), "") << other.err;
+  EXPECT_NE(other.err.find("'ref-flash'"), std::string::npos) << other.err;
+}
+
+TEST(JournalAsInput, AResultWhoseCaseIdIsAPathIsRefused) {
+  FinishedRun run;
+  ASSERT_TRUE(run.result_event.is_object()) << run.journal;
+  json path = run.result_event;
+  path["result"]["case_id"] = "../../../etc/passwd";
+  const auto refused = run.report_with(path);
+  EXPECT_EQ(usage_error_problem(refused), "") << refused.err;
+  EXPECT_NE(refused.err.find("'../../../etc/passwd' is not the id of its case"), std::string::npos)
+      << refused.err;
+}
+
+// A header that says format 0 is none this doctor reads (format 0 is the unnumbered header of
+// earlier doctors); the message says so without contradicting itself.
+TEST(JournalAsInput, AHeaderNumberedFormat0IsRefusedInWordsThatHold) {
+  sdpa_test::TempDir dir;
+  std::string journal =
+      sdpa_test::read_file(sdpa_test::source_path("tests/fixtures/journal-format0/journal.jsonl"));
+  const std::string key = "\"header\":{";
+  journal.replace(journal.find(key), key.size(), key + "\"format\":0,");
+  sdpa_test::write_file(dir.file("journal.jsonl"), journal);
+  const auto run = run_binary({sdpa_test::doctor(), "report", dir.file("journal.jsonl")});
+  EXPECT_EQ(usage_error_problem(run), "") << run.err;
+  EXPECT_NE(run.err.find("says format 0; this doctor reads format 1 and the unnumbered header"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("formats 0 and 1"), std::string::npos) << run.err;
+}
+
 TEST(RunDirInUse, ASecondCheckIsRefusedNamingTheFirstAndLeavesItsJournalAlone) {
   sdpa_test::TempDir dir;
   const std::string run_dir = dir.file("run");

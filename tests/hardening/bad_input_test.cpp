@@ -52,6 +52,8 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   sdpa_hardening::make_sparse_file(dir.file("huge.jsonl"), 1LL << 30);
   sdpa_hardening::make_sparse_file(dir.file("huge-issues.json"), 1LL << 30);
   ::mkfifo(dir.file("fifo").c_str(), 0644);
+  fs::create_directories(dir.file("fifo-run"));
+  ::mkfifo(dir.file("fifo-run/journal.jsonl").c_str(), 0644);
 
   put("issues-notjson.json", "not json at all");
   put("issues-object.json", "{\"id\":\"x\"}");
@@ -204,6 +206,7 @@ std::vector<Row> rows() {
       {"issues_empty", {"check", "--known-issues", "@/empty.jsonl"}},
       {"issues_1gb_sparse", {"check", "--known-issues", "@/huge-issues.json"}},
       {"issues_fifo", {"check", "--known-issues", "@/fifo"}},
+      {"issues_dev_zero", {"check", "--known-issues", "/dev/zero"}},
       {"issues_in_known_issues_command",
        {"known-issues", "--no-devices", "--known-issues", "@/issues-badregex.json"},
        false},
@@ -239,6 +242,11 @@ std::vector<Row> rows() {
       {"python_not_executable", {"check", "--probe", "python", "--python", "@/plain.txt"}},
       {"python_directory", {"check", "--probe", "python", "--python", "@"}},
       {"python_not_on_path", {"check", "--probe", "python", "--python", "no-such-python-sdpa"}},
+      // the libtorch probe takes its torch from --python: a missing one is not the built-in torch
+      {"python_missing_for_libtorch",
+       {"check", "--probe", "libtorch", "--python", "/nonexistent/python", "--case",
+        "dtype=fp32,b=1,h=1,l=8,d=8"},
+       false},
       // --sysfs-root
       {"sysfs_root_missing", {"check", "--sysfs-root", "@/no-such-root"}},
       {"sysfs_root_is_a_file", {"check", "--sysfs-root", "@/empty.jsonl"}},
@@ -249,6 +257,10 @@ std::vector<Row> rows() {
       {"report_empty_journal", {"report", "@/empty.jsonl"}, false},
       {"report_directory_without_journal", {"report", "@"}, false},
       {"report_no_argument", {"report"}, false},
+      // a journal is a regular file: a FIFO or a device would never end
+      {"report_journal_fifo", {"report", "@/fifo"}, false},
+      {"report_journal_dev_zero", {"report", "/dev/zero"}, false},
+      {"resume_journal_fifo", {"check", "--resume", "@/fifo-run"}, false},
       {"resume_missing_dir", {"check", "--resume", "@/no-such-run"}, false},
       {"resume_without_journal", {"check", "--resume", "@"}, false},
       {"resume_with_plan_option", {"check", "--resume", "@", "--variant", "math"}, false},

@@ -50,7 +50,8 @@ compare::DiffResult edited_diff() {
   result(base, "math", "bf16-b1-h8-q128-k128-d64")["metrics"]["time_ms"] = 1.0;
   result(now, "math", "bf16-b1-h8-q128-k128-d64")["metrics"]["time_ms"] = 2.5;
   json added = result(now, "math", "fp16-b1-h8-q128-k128-d64");
-  added["case_id"] = "fp16-b2-h8-q128-k128-d64";
+  added["case_id"] = "fp16-b2-h8-q128-k128-d64"; // a case of its own, id and all
+  added["case"]["b"] = 2;
   now["results"].push_back(added);
   auto& results = now["results"];
   for (size_t i = 0; i < results.size(); ++i) {
