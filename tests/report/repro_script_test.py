@@ -12,7 +12,8 @@ template's statements, whatever a report says.
    not one the doctor knows gives exit 2 and one line, and no script.
 3. The measured tolerance and verdict reach the script (its run prints MISMATCH against it).
 4. `repro --variant` with an injection is exit 2; `report RUN-DIR --markdown` on a journal whose
-   variant is an injection writes no script for it.
+   variant is an injection refuses it by name (exit 2, one line) and writes no Markdown, so no
+   script for it.
 Exit 0 when all hold, 1 otherwise, 77 (skip) when the binary cannot run a reference check.
 """
 import ast
@@ -162,13 +163,11 @@ def main():
             f.write(line + "\n")
     md = os.path.join(work, "journal.md")
     r = doctor("report", run_dir, "--markdown", md, "-q")
-    expect(r.returncode in (0, 1, 130), f"report of the hostile journal: exit {r.returncode} {r.stderr}")
-    if os.path.exists(md):
-        with open(md) as f:
-            text = f.read()
-        expect('import os; os.system("touch PWNED")' not in text.replace("\\", "") or "No repro script" in text,
-               "the Markdown carries a script with the injected variant")
-        expect("```python" not in text or "No repro script" in text, "the Markdown wrote a script for an unknown variant")
+    expect(r.returncode == 2, f"report of the hostile journal: exit {r.returncode} {r.stderr}")
+    expect(len(r.stderr.strip().splitlines()) == 1, f"report of the hostile journal: stderr is not one line: {r.stderr!r}")
+    expect("unplanned" in r.stderr or "does not hold" in r.stderr,
+           f"report of the hostile journal does not say why: {r.stderr!r}")
+    expect(not os.path.exists(md), "report of the hostile journal wrote Markdown")
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 
