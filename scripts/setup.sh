@@ -3,10 +3,12 @@
 # configure and build. Idempotent: run it again at any time. Runs as root, or as a user with sudo.
 # It installs no HIP or ROCm package: the doctor diagnoses the ROCm you have.
 #
-#   scripts/setup.sh                  packages + torch + build (preset "default", into build/)
+#   scripts/setup.sh                  packages + torch + build the doctor and its workers (preset
+#                                     "default", into build/; target `product`: no tests)
 #   scripts/setup.sh --dry-run        say the distro, the packages and the steps; change nothing
 #   scripts/setup.sh --test-packages  also the packages scripts/test.sh needs (the distro's HIP
-#                                     runtime and ROCm SMI, Slurm, MUNGE)
+#                                     runtime and ROCm SMI, Slurm, MUNGE), and build everything:
+#                                     the tests and benchmarks too
 # Environment:
 #   SDPA_DOCTOR_PYTHON=/path/to/python  build against that interpreter's torch (e.g. your ROCm
 #                                     torch); nothing is installed into it
@@ -17,8 +19,8 @@
 #   SDPA_DOCTOR_SKIP_PACKAGES=1       skip apt-get (packages already installed)
 #   SDPA_DOCTOR_PRESET=name           another CMake preset (debug, asan, minimal, ci)
 #   SDPA_DOCTOR_CMAKE_ARGS="..."      extra configure arguments
-#   SDPA_DOCTOR_BUILD_TARGETS="..."   build these targets only (e.g. "product tests-libtorch");
-#                                     default: everything, tests and benchmarks included
+#   SDPA_DOCTOR_BUILD_TARGETS="..."   build these targets (e.g. "product tests-libtorch", "all");
+#                                     default: product, or all with --test-packages
 #   SDPA_DOCTOR_OS_RELEASE=FILE       detect the distro from FILE instead of /etc/os-release
 set -euo pipefail
 
@@ -189,9 +191,10 @@ if would "configure: cmake --preset $preset -DSDPA_DOCTOR_PYTHON=$python${SDPA_D
   cmake --preset "$preset" -DSDPA_DOCTOR_PYTHON="$python" ${SDPA_DOCTOR_CMAKE_ARGS:-} \
     || die "cmake configure failed (see the messages above)"
 fi
-targets=()
+build_targets=${SDPA_DOCTOR_BUILD_TARGETS:-product}
+[ -z "${SDPA_DOCTOR_BUILD_TARGETS:-}" ] && [ "$test_packages" = 1 ] && build_targets=all
 # shellcheck disable=SC2206 # target names are words
-[ -n "${SDPA_DOCTOR_BUILD_TARGETS:-}" ] && targets=(--target $SDPA_DOCTOR_BUILD_TARGETS)
+targets=(--target $build_targets)
 if would "build: cmake --build --preset $preset${targets[*]:+ ${targets[*]}}"; then
   cmake --build --preset "$preset" "${targets[@]}" || die "build failed"
 fi

@@ -70,7 +70,7 @@ build_and_test() { # build_and_test PRESET TARGETS -L|-LE LABEL-REGEX [CMAKE-ARG
 stage "minimal build (no LibTorch): ctest -L libtorch" \
   build_and_test minimal "product tests-libtorch" -L '^libtorch$' "${werror[@]}"
 [ "$asan" = 1 ] && stage "asan build (ASan + UBSan + LSan): ctest -LE 'torch|setup|wheel|package'" \
-  build_and_test asan "" -LE '^(torch|setup|wheel|package)$'
+  build_and_test asan all -LE '^(torch|setup|wheel|package)$'
 [ "$fuzz_seconds" -gt 0 ] &&
   stage "fuzz: ${fuzz_seconds} s per target" env SDPA_DOCTOR_FUZZ_JOBS="$jobs" scripts/fuzz.sh "$fuzz_seconds"
 

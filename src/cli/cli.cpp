@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <string_view>
+#include <vector>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -169,7 +171,8 @@ constexpr const char* k_footer = R"(Exit codes:
   4  the doctor itself failed
   130/143  interrupted by SIGINT/SIGTERM (the report holds what finished)
 
-With no subcommand, `check` runs: the full diagnosis.)";
+With no subcommand, `check` runs: the full diagnosis, with any of its flags
+(`sdpa-doctor --python PATH` is `sdpa-doctor check --python PATH`).)";
 
 // Which report flags a command takes: only those it writes.
 struct Reports {
@@ -302,6 +305,21 @@ int stdout_failure_is_exit_4(const Action& action, int& failed_errno) {
   }
 }
 
+// With no subcommand, `check` runs, and so its flags are the top level's: `sdpa-doctor --python X`
+// is `sdpa-doctor check --python X`. Help and version stay the top level's own.
+std::vector<char*> with_default_subcommand(int argc, char** argv, const CLI::App& app) {
+  std::vector<char*> args(argv, argv + argc);
+  if (argc < 2 || argv[1][0] != '-') return args;
+  for (const char* own : {"-h", "--help", "--help-all", "-V", "--version"})
+    if (std::string_view(argv[1]) == own) return args;
+  for (int i = 1; i < argc; ++i)
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(argv[i])) return args; // a subcommand is named after the flags
+  static char check[] = "check";
+  args.insert(args.begin() + 1, check);
+  return args;
+}
+
 int run(int argc, char** argv) {
   GlobalOptions global;
   CLI::App app{"sdpa-doctor: diagnose PyTorch scaled-dot-product-attention backends on AMD ROCm "
@@ -354,8 +372,9 @@ int run(int argc, char** argv) {
   }
   refuse_empty_values(app);
 
+  std::vector<char*> args = with_default_subcommand(argc, argv, app);
   try {
-    app.parse(argc, argv);
+    app.parse(int(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return flushed_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {

@@ -39,6 +39,21 @@ TEST(CliE2E, BadFlagIsOneLineAndExitTwo) {
   }
 }
 
+// With no subcommand `check` runs, so check's flags work at the top level, as --help says.
+TEST(CliE2E, CheckFlagsWorkWithoutTheSubcommand) {
+  sdpa_test::TempDir dir;
+  auto r = run_binary({doctor(), "--probe", "reference", "--variant", "ref-math", "--case",
+                       "dtype=fp32,b=1,h=1,l=8,d=8", "-q", "--json", dir.file("r.json"),
+                       "--run-dir", dir.file("run")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string report = sdpa_test::read_file(dir.file("r.json"));
+  EXPECT_NE(report.find("\"ref-math\""), std::string::npos);
+  EXPECT_NE(report.find("fp32-b1-h1-q8-k8-d8"), std::string::npos);
+  // A subcommand named after global flags is still that subcommand.
+  auto devices = run_binary({doctor(), "-q", "devices", "--json", dir.file("d.json")});
+  EXPECT_NE(devices.exit_code, 2) << devices.err;
+}
+
 // `cases --model` prints the shapes each shipped config plans, byte for byte as in its golden.
 TEST(CliE2E, ModelConfigsPlanTheirGoldenShapes) {
   for (const char* model : {"llama-3-8b", "qwen2.5-7b", "mistral-7b-v0.1"}) {
