@@ -137,10 +137,10 @@ __attribute__((no_sanitize("undefined"))) void inject(const std::string& fault, 
     sleep_forever();
   }
   if (fault == "ck-assert") {
-    std::fputs("/pytorch/aten/src/ATen/native/transformers/hip/flash_attn/ck/me_ck_api.h:42: "
-               "void kentry_pt(): Device-side assertion `false && \"Fatal! Attempting to call a CK "
-               "SDPA kernel on unsupported hardware\"' failed.\n",
-               stderr);
+    std::fprintf(stderr,
+                 "/pytorch/aten/src/ATen/native/transformers/hip/flash_attn/ck/me_ck_api.h:42: "
+                 "void kentry_pt(): Device-side assertion `false && \"%s\"' failed.\n",
+                 k_ck_assert_text);
     std::fflush(stderr);
     std::abort();
   }

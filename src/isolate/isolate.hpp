@@ -97,6 +97,10 @@ struct Signature {
 };
 
 const std::vector<Signature>& known_signatures();
+// What the CK SDPA kernel's device-side assert says on an arch outside its allow-list: the
+// ck-unsupported-arch signature, and what the fault worker's ck-assert fault prints.
+inline constexpr const char* k_ck_assert_text =
+    "Fatal! Attempting to call a CK SDPA kernel on unsupported hardware";
 
 // Ids of the known signatures that occur in `text`, in table order, each once.
 std::vector<std::string> match_signatures(std::string_view text);

@@ -7,7 +7,7 @@ namespace sdpa_doctor::isolate {
 const std::vector<Signature>& known_signatures() {
   // Texts from ROCr, HIP, CK and PyTorch as they appear on a dying worker's stderr.
   static const std::vector<Signature> table = {
-      {"ck-unsupported-arch", R"(Fatal! Attempting to call a CK SDPA kernel on unsupported hardware)",
+      {"ck-unsupported-arch", k_ck_assert_text,
        "the CK flash kernel asserted: this GPU architecture is not supported by the CK SDPA build"},
       {"gpu-memory-fault", R"(Memory access fault by GPU)",
        "the GPU faulted on a bad address (page fault); ROCr aborts the process"},
