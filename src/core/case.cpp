@@ -11,81 +11,78 @@
 
 namespace sdpa_doctor {
 
-std::string_view to_string(DType dtype) {
-  switch (dtype) {
-  case DType::f16: return "fp16";
-  case DType::bf16: return "bf16";
-  case DType::f32: return "fp32";
-  }
-  return "fp32";
+namespace {
+
+// One table per enum serves both directions: each value's first name is the one written (reports,
+// ids, repro scripts); any later name of the same value is an alias a reader accepts.
+template <typename E> struct Named {
+  E value;
+  std::string_view name;
+};
+constexpr Named<DType> k_dtype_names[] = {
+    {DType::f16, "fp16"},    {DType::bf16, "bf16"},     {DType::f32, "fp32"},
+    {DType::f16, "float16"}, {DType::f16, "half"},      {DType::f16, "f16"},
+    {DType::bf16, "bfloat16"}, {DType::f32, "float32"}, {DType::f32, "float"},
+    {DType::f32, "f32"}};
+constexpr Named<Mask> k_mask_names[] = {{Mask::none, "none"},        {Mask::boolean, "bool"},
+                                        {Mask::additive, "additive"}, {Mask::boolean, "boolean"},
+                                        {Mask::additive, "add"},      {Mask::additive, "float"}};
+constexpr Named<Layout> k_layout_names[] = {
+    {Layout::contiguous, "contiguous"}, {Layout::transposed, "transposed"},
+    {Layout::strided, "strided"},       {Layout::offset, "offset"},
+    {Layout::contiguous, "bhld"},       {Layout::transposed, "blhd"}};
+constexpr Named<MaskShape> k_mask_shape_names[] = {{MaskShape::batch, "b1qk"},
+                                                   {MaskShape::batch_heads, "bhqk"},
+                                                   {MaskShape::shared, "11qk"},
+                                                   {MaskShape::plain, "qk"}};
+constexpr Named<MaskedRowSemantics> k_masked_row_semantics_names[] = {
+    {MaskedRowSemantics::zero, "zero"}, {MaskedRowSemantics::nan, "nan"}};
+
+template <typename E, size_t N>
+std::string_view name_in(const Named<E> (&table)[N], E value) {
+  for (const Named<E>& n : table)
+    if (n.value == value) return n.name;
+  return table[0].name;
 }
 
-std::string_view to_string(Mask mask) {
-  switch (mask) {
-  case Mask::none: return "none";
-  case Mask::boolean: return "bool";
-  case Mask::additive: return "additive";
-  }
-  return "none";
-}
-
-std::string_view to_string(Layout layout) {
-  switch (layout) {
-  case Layout::contiguous: return "contiguous";
-  case Layout::transposed: return "transposed";
-  case Layout::strided: return "strided";
-  case Layout::offset: return "offset";
-  }
-  return "contiguous";
-}
-
-std::string_view to_string(MaskShape shape) {
-  switch (shape) {
-  case MaskShape::batch: return "b1qk";
-  case MaskShape::batch_heads: return "bhqk";
-  case MaskShape::shared: return "11qk";
-  case MaskShape::plain: return "qk";
-  }
-  return "b1qk";
-}
-
-std::optional<DType> dtype_from_string(std::string_view t) {
-  if (t == "fp16" || t == "float16" || t == "half" || t == "f16") return DType::f16;
-  if (t == "bf16" || t == "bfloat16") return DType::bf16;
-  if (t == "fp32" || t == "float32" || t == "float" || t == "f32") return DType::f32;
+template <typename E, size_t N>
+std::optional<E> value_in(const Named<E> (&table)[N], std::string_view text) {
+  for (const Named<E>& n : table)
+    if (n.name == text) return n.value;
   return std::nullopt;
 }
 
-std::optional<Mask> mask_from_string(std::string_view t) {
-  if (t == "none") return Mask::none;
-  if (t == "bool" || t == "boolean") return Mask::boolean;
-  if (t == "additive" || t == "add" || t == "float") return Mask::additive;
-  return std::nullopt;
+// "fp16, bf16, fp32": the written names, for an error's list of choices.
+template <typename E, size_t N> std::string choices_in(const Named<E> (&table)[N]) {
+  std::string out;
+  for (size_t i = 0; i < N; ++i) {
+    bool first = true;
+    for (size_t j = 0; j < i; ++j) first = first && table[j].value != table[i].value;
+    if (first) out += (out.empty() ? "" : ", ") + std::string(table[i].name);
+  }
+  return out;
 }
 
-std::optional<Layout> layout_from_string(std::string_view t) {
-  if (t == "contiguous" || t == "bhld") return Layout::contiguous;
-  if (t == "transposed" || t == "blhd") return Layout::transposed;
-  if (t == "strided") return Layout::strided;
-  if (t == "offset") return Layout::offset;
-  return std::nullopt;
-}
+} // namespace
 
+std::string_view to_string(DType dtype) { return name_in(k_dtype_names, dtype); }
+std::string_view to_string(Mask mask) { return name_in(k_mask_names, mask); }
+std::string_view to_string(Layout layout) { return name_in(k_layout_names, layout); }
+std::string_view to_string(MaskShape shape) { return name_in(k_mask_shape_names, shape); }
 std::string_view to_string(MaskedRowSemantics semantics) {
-  return semantics == MaskedRowSemantics::nan ? "nan" : "zero";
+  return name_in(k_masked_row_semantics_names, semantics);
 }
 
+std::optional<DType> dtype_from_string(std::string_view t) { return value_in(k_dtype_names, t); }
+std::optional<Mask> mask_from_string(std::string_view t) { return value_in(k_mask_names, t); }
+std::optional<Layout> layout_from_string(std::string_view t) {
+  return value_in(k_layout_names, t);
+}
 std::optional<MaskedRowSemantics> masked_row_semantics_from_string(std::string_view t) {
-  if (t == "zero") return MaskedRowSemantics::zero;
-  if (t == "nan") return MaskedRowSemantics::nan;
-  return std::nullopt;
+  return value_in(k_masked_row_semantics_names, t);
 }
-
 std::optional<MaskShape> mask_shape_from_string(std::string_view t) {
-  for (MaskShape s :
-       {MaskShape::batch, MaskShape::batch_heads, MaskShape::shared, MaskShape::plain})
-    if (t == to_string(s)) return s;
-  return std::nullopt;
+  return value_in(k_mask_shape_names, t);
 }
 
 namespace {
@@ -284,10 +281,10 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     field = *v;
     return {};
   };
-  constexpr std::string_view dtypes = "fp16, bf16, fp32";
-  constexpr std::string_view layouts = "contiguous, transposed, strided, offset";
+  const std::string dtypes = choices_in(k_dtype_names);
+  const std::string layouts = choices_in(k_layout_names);
   if (key == "dtype") return named(c.dtype, dtype_from_string, dtypes);
-  if (key == "mask") return named(c.mask, mask_from_string, "none, bool, additive");
+  if (key == "mask") return named(c.mask, mask_from_string, choices_in(k_mask_names));
   if (key == "layout") return named(c.layout, layout_from_string, layouts);
   if (key == "q_layout") return named(c.q_layout, layout_from_string, layouts);
   if (key == "k_layout") return named(c.k_layout, layout_from_string, layouts);
@@ -295,7 +292,7 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
   if (key == "mask_layout") return named(c.mask_layout, layout_from_string, layouts);
   if (key == "mask_dtype") return named(c.mask_dtype, dtype_from_string, dtypes);
   if (key == "mask_shape")
-    return named(c.mask_shape, mask_shape_from_string, "b1qk, bhqk, 11qk, qk");
+    return named(c.mask_shape, mask_shape_from_string, choices_in(k_mask_shape_names));
   if (key == "window") {
     // A window of 0 keys would mask every key: the default (no window) is written by leaving it out.
     if (auto e = need_int(c.window); !e.empty()) return e;
