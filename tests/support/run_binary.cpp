@@ -46,39 +46,38 @@ RunResult run_binary(const std::vector<std::string>& argv, const RunOptions& opt
   for (auto& s : argv_copy) args.push_back(s.data());
   args.push_back(nullptr);
 
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
-    throw std::runtime_error("pipe failed");
+  const int streams = options.results_fd ? 3 : 2;
+  int pipes[3][2];
+  for (int i = 0; i < streams; ++i)
+    if (pipe2(pipes[i], O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     setpgid(0, 0);
     int devnull = open("/dev/null", O_RDONLY);
     dup2(devnull, 0);
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
+    for (int i = 0; i < streams; ++i) dup2(pipes[i][1], i + 1); // the copy loses FD_CLOEXEC
     if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(126);
     execve(args[0], args.data(), envp.data());
     _exit(127);
   }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
+  for (int i = 0; i < streams; ++i) close(pipes[i][1]);
   RunResult result;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_count = 2;
+  pollfd fds[3] = {{pipes[0][0], POLLIN, 0}, {pipes[1][0], POLLIN, 0}, {-1, POLLIN, 0}};
+  if (options.results_fd) fds[2].fd = pipes[2][0];
+  std::string* sinks[3] = {&result.out, &result.err, &result.results};
+  int open_count = streams;
   const double deadline = now_s() + options.timeout_s;
-  bool killed = false;
   while (open_count > 0) {
     int remaining_ms = int((deadline - now_s()) * 1000);
     if (remaining_ms <= 0) {
       kill(-pid, SIGKILL);
-      killed = true;
+      result.timed_out = true;
       break;
     }
-    int n = poll(fds, 2, remaining_ms);
+    int n = poll(fds, nfds_t(streams), remaining_ms);
     if (n < 0 && errno == EINTR) continue;
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < streams; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char buf[65536];
       ssize_t r = read(fds[i].fd, buf, sizeof buf);
@@ -94,7 +93,7 @@ RunResult run_binary(const std::vector<std::string>& argv, const RunOptions& opt
     if (f.fd >= 0) close(f.fd);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (killed) result.err += "\n[run_binary: killed after timeout]\n";
+  if (result.timed_out) result.err += "\n[run_binary: killed after timeout]\n";
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;

@@ -11,8 +11,10 @@ namespace sdpa_test {
 struct RunResult {
   int exit_code = -1;   // -1 when killed by a signal
   int signal = 0;
+  bool timed_out = false;
   std::string out;
   std::string err;
+  std::string results; // what it wrote on fd 3, with RunOptions::results_fd
 };
 
 struct RunOptions {
@@ -20,6 +22,7 @@ struct RunOptions {
   std::vector<std::string> unset_env;
   std::string cwd;
   int timeout_s = 120;
+  bool results_fd = false; // a third pipe on fd 3, as the runner gives a worker for its results
 };
 
 RunResult run_binary(const std::vector<std::string>& argv, const RunOptions& options = {});
