@@ -373,6 +373,11 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 Expected<Case> finish(Case c, std::string_view source) {
   const auto [q, k, v] = c.qkv_layouts();
   c.set_layouts(q, k, v);
+  // Checked before a mask dtype equal to dtype is dropped, which would hide it.
+  if (c.mask_dtype && c.mask != Mask::additive)
+    return make_error(fmt::format("invalid case '{}': mask_dtype applies to an additive mask "
+                                  "(mask=additive; a bool mask is bool)",
+                                  source));
   if (c.mask_dtype == c.dtype) c.mask_dtype.reset();
   if (c.window > 0 && c.mask == Mask::none) c.mask = Mask::boolean; // `window=W` alone says it
   if (auto problem = validate(c); !problem.empty())
