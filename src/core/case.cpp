@@ -219,6 +219,11 @@ std::string validate_mask_and_layouts(const Case& c) {
     return "a dropout case is forward only (its gradients depend on the dropped positions)";
   if (c.masked_rows && c.mask == Mask::none) return "masked_rows needs a mask (mask=bool|additive)";
   if (c.masked_rows && c.window > 0) return "masked_rows does not go with a window";
+  // make_inputs masks query rows 3, 7, 11, ...: a shorter query has none of them.
+  if (c.masked_rows && c.lq < 4)
+    return fmt::format("masked_rows needs lq >= 4 (it masks every key of query rows 3, 7, ...), "
+                       "got lq={}",
+                       c.lq);
   return {};
 }
 } // namespace
