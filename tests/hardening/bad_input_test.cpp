@@ -88,6 +88,9 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
       R"({"num_attention_heads":32,"hidden_size":4096,"max_position_embeddings":-1})");
   put("model-dtype.json", R"({"num_attention_heads":32,"hidden_size":4096,)"
                           R"("max_position_embeddings":8192,"torch_dtype":"float8_e4m3fn"})");
+  put("model-window-zero.json", R"({"num_attention_heads":4,"hidden_size":256,)"
+                                R"("max_position_embeddings":64,"sliding_window":0,)"
+                                R"("use_sliding_window":true})");
   put("model-ok.json",
       R"({"num_attention_heads":4,"hidden_size":256,"max_position_embeddings":64})");
   put("plain.txt", "not a program\n");
@@ -221,6 +224,7 @@ std::vector<Row> rows() {
       {"model_zero_heads", {"check", "--model", "@/model-zero-heads.json"}},
       {"model_negative_positions", {"check", "--model", "@/model-negative-positions.json"}},
       {"model_unknown_dtype", {"check", "--model", "@/model-dtype.json"}},
+      {"model_window_zero_in_use", {"check", "--model", "@/model-window-zero.json"}},
       {"model_binary", {"check", "--model", "@/binary.jsonl"}},
       {"model_max_len_zero", {"check", "--model", "@/model-ok.json", "--max-len", "0"}},
       {"model_max_len_negative", {"check", "--model", "@/model-ok.json", "--max-len", "-5"}},
@@ -364,6 +368,19 @@ TEST(BadPython, InterpreterHangingAtStartCostsTheDeadline) {
   // The deadline, the kill grace, a health check and start-up: not the default minute.
   EXPECT_LT(seconds, 30.0);
   EXPECT_TRUE(sdpa_hardening::processes_with_cmdline(dir.path()).empty());
+}
+
+// A config that turns the sliding window off may leave its size at 0: that is no window.
+TEST(ModelConfig, WindowOfZeroTurnedOffIsNoWindow) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("config.json"),
+                        R"({"num_attention_heads":4,"hidden_size":256,"max_position_embeddings":64,)"
+                        R"("sliding_window":0,"use_sliding_window":false})");
+  const auto run = run_binary({sdpa_test::doctor(), "cases", "--model", dir.file("config.json")});
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(run.out.empty());
+  EXPECT_EQ(run.out.find("win"), std::string::npos) << run.out;
 }
 
 // A captured tree from a bug report can hold anything: loops, FIFOs, huge and unreadable files.
