@@ -94,6 +94,8 @@ DigestCell digest_cell(const json& r) {
     throw FieldError{fmt::format("'case_id' is not the id of its case ({}), got '{}'",
                                  parsed->id(), shortened(c.case_id))};
   c.dtype = std::string(to_string(parsed->dtype));
+  if (auto d = r.find("directions"); d != r.end() && !d->is_null())
+    if (auto problem = directions_problem(*d); !problem.empty()) throw FieldError{problem};
   if (auto m = r.find("metrics"); m != r.end()) {
     if (!m->is_object())
       throw FieldError{fmt::format("'metrics' must be an object, got {}", m->type_name())};

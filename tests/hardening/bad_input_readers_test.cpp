@@ -80,6 +80,12 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   put("probe-unknown.json", edited_report([](json& r) { r["probe"] = "gpu"; }));
   put("no-case.json", edited_report([](json& r) { r.erase("case"); }));
   put("case-id-path.json", edited_report([](json& r) { r["case_id"] = "../../../etc/passwd"; }));
+  put("directions-status.json",
+      edited_report([](json& r) { r["directions"] = {{"forward", "fine"}}; }));
+  put("directions-key.json",
+      edited_report([](json& r) { r["directions"] = {{"sideways", "pass"}}; }));
+  put("directions-array.json",
+      edited_report([](json& r) { r["directions"] = json::array({"pass"}); }));
   sdpa_hardening::make_sparse_file(dir.file("huge-report.json"), 2LL << 30);
   sdpa_hardening::make_sparse_file(dir.file("huge-journal.jsonl"), 5LL << 30);
 
@@ -140,6 +146,16 @@ std::vector<Row> rows() {
        "'case_id' is not the id of its case"},
       {"repro_report_device_number", {"repro", k_case_id, "--report", "@/device-number.json"},
        "'device'"},
+      // a verdict per direction is forward and backward, each a status
+      {"diff_directions_unknown_status", {"diff", "@/good.json", "@/directions-status.json"},
+       "'directions.forward' is not a status: \"fine\""},
+      {"diff_directions_unknown_key", {"diff", "@/good.json", "@/directions-key.json"},
+       "unknown direction 'sideways'"},
+      {"diff_directions_array", {"diff", "@/good.json", "@/directions-array.json"},
+       "'directions' must be an object"},
+      {"repro_report_directions_unknown_status",
+       {"repro", k_case_id, "--report", "@/directions-status.json"},
+       "'directions.forward' is not a status"},
       // size
       {"diff_report_2gb_sparse", {"diff", "@/good.json", "@/huge-report.json"},
        "the limit is 1024 MiB"},
