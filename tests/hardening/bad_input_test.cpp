@@ -351,6 +351,32 @@ TEST(BadPython, ScriptPrintingGarbageIsAFindingNotACrash) {
   EXPECT_NE(run.err.find("not a Python interpreter"), std::string::npos) << run.err;
 }
 
+TEST(BadPython, NothingARefusedInterpreterPrintsIsUsed) {
+  sdpa_test::TempDir dir;
+  const std::string fake = dir.file("python");
+  // What the pre-flight reads from a torch, GPUs included, from a script that is no Python.
+  sdpa_hardening::make_executable(
+      fake, "#!/bin/sh\n"
+            "echo 'sdpa-doctor-preflight gpus "
+            "[{\"index\":0,\"name\":\"AMD GPU\",\"arch\":\"gfx1201\"}]'\n"
+            "echo 'sdpa-doctor-preflight hip-runtimes [\"/opt/rocm/lib/libamdhip64.so\"]'\n"
+            "exit 0\n");
+  std::vector<std::string> extra = k_python_plan;
+  extra.insert(extra.end(), {"--python", fake});
+  sdpa_test::RunResult run;
+  const auto report = run_json_report(extra, run, dir);
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("not a Python interpreter"), std::string::npos) << run.err;
+  ASSERT_TRUE(report.is_object()) << "no JSON report";
+  // Its words are quoted in the error, never taken for a device or a planned cell.
+  EXPECT_EQ(report["inventory"].dump().find("gfx1201"), std::string::npos) << report["inventory"];
+  EXPECT_EQ(report["targets"], nlohmann::json::array({"cpu"})) << report["targets"];
+  for (const auto& r : report["results"]) EXPECT_EQ(r.value("device", ""), "cpu") << r.dump();
+  EXPECT_EQ(run.out.find("1 AMD GPU found"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("cuda:0"), std::string::npos) << run.out;
+}
+
 TEST(BadPython, InterpreterHangingAtStartCostsTheDeadline) {
   sdpa_test::TempDir dir;
   const std::string fake = dir.file("python");
