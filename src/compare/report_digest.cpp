@@ -188,6 +188,12 @@ Expected<ReportDigest> read_report(std::string_view document) {
     }
   }
 
+  // The targets the run planned: a result on any other device is no cell of this run.
+  std::set<std::string> targets;
+  if (auto t = doc.find("targets"); t != doc.end() && t->is_array())
+    for (const json& name : *t)
+      if (name.is_string()) targets.insert(name.get<std::string>());
+  std::set<std::string> seen;
   out.cells.reserve(results->size());
   size_t n = 0;
   for (const json& r : *results) {
@@ -202,6 +208,13 @@ Expected<ReportDigest> read_report(std::string_view document) {
           which += fmt::format(" ({})", shortened(id->get_ref<const std::string&>()));
       return make_error(fmt::format("{}: {}", which, e.message));
     }
+    const std::string cell = fmt::format("{} on {} ({} {})", c.case_id, c.device, c.probe,
+                                         escape_to_one_line(shortened(c.variant)));
+    if (!targets.empty() && !targets.count(c.device))
+      return make_error(fmt::format("result {}: the cell {} is outside the report's targets", n,
+                                    cell));
+    if (!seen.insert(cell).second)
+      return make_error(fmt::format("result {}: a second result for the cell {}", n, cell));
     auto arch = arch_of_target.find(c.device);
     c.arch = arch != arch_of_target.end() ? arch->second : "unknown";
     out.cells.push_back(std::move(c));
