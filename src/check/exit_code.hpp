@@ -14,8 +14,8 @@ struct ExitFacts {
 };
 
 // From the weightiest fact down: a report not written (4: what was measured must not look
-// delivered), an interrupt (129 / 130 / 143), a run directory not written (4), a bad --python (2), no GPU
-// where one was required (3), failing cells (1), else 0.
+// delivered), an interrupt (129 / 130 / 143), a run directory not written (4), a bad --python (2),
+// no GPU where one was required (3), failing cells (1), else 0.
 int exit_code_for(const ExitFacts& facts);
 
 } // namespace sdpa_doctor::check
