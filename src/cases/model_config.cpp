@@ -89,7 +89,14 @@ Expected<ModelShapes> shapes_from_json(const json& config) {
   auto hidden = positive(s, "hidden_size", k_max_dim * k_max_dim);
   // Long-context models go past k_max_dim; only the cases planned from it must stay below.
   auto positions = positive(s, "max_position_embeddings", int64_t{1} << 40);
-  auto window = positive(s, "sliding_window", int64_t{1} << 40);
+  // A config that turns the window off may leave its size at 0: that is no window.
+  const json* use_window = field(s.config, "use_sliding_window");
+  const bool window_on = !use_window || !use_window->is_boolean() || use_window->get<bool>();
+  const json* window_size = field(s.config, "sliding_window");
+  const bool zero_and_off = !window_on && window_size && window_size->is_number_integer() &&
+                            window_size->get<int64_t>() == 0;
+  auto window = zero_and_off ? Expected<std::optional<int64_t>>{std::optional<int64_t>{}}
+                             : positive(s, "sliding_window", int64_t{1} << 40);
   for (const auto* r : {&heads, &kv, &head_dim, &hidden, &positions, &window})
     if (!*r) return r->error();
   if (!*heads) return make_error(fmt::format("missing {}num_attention_heads", s.prefix));
@@ -113,8 +120,6 @@ Expected<ModelShapes> shapes_from_json(const json& config) {
     m.head_dim = **hidden / m.heads;
   }
   m.max_positions = **positions;
-  const json* use_window = field(s.config, "use_sliding_window");
-  const bool window_on = !use_window || !use_window->is_boolean() || use_window->get<bool>();
   m.sliding_window = window_on ? window->value_or(0) : 0;
   auto dtype = model_dtype(config, s);
   if (!dtype) return dtype.error();

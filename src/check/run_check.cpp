@@ -29,7 +29,8 @@ extern "C" void on_interrupt(int sig) {
   g_interrupted.store(true);
 }
 
-// Installs SIGINT/SIGTERM handlers for the run and restores the old ones after.
+// Installs SIGINT/SIGTERM/SIGHUP handlers for the run and restores the old ones after: a closed
+// terminal or session (SIGHUP) still gets the report of what finished.
 class InterruptGuard {
 public:
   InterruptGuard() {
@@ -38,10 +39,12 @@ public:
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &m_old_int);
     sigaction(SIGTERM, &sa, &m_old_term);
+    sigaction(SIGHUP, &sa, &m_old_hup);
   }
   ~InterruptGuard() {
     sigaction(SIGINT, &m_old_int, nullptr);
     sigaction(SIGTERM, &m_old_term, nullptr);
+    sigaction(SIGHUP, &m_old_hup, nullptr);
   }
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
@@ -49,6 +52,7 @@ public:
 private:
   struct sigaction m_old_int {};
   struct sigaction m_old_term {};
+  struct sigaction m_old_hup {};
 };
 
 // Moves what the workers measured into the report; versions keyed by the probe that saw them.
@@ -127,7 +131,8 @@ int run_pipeline(const CheckRequest& r, const Outputs& outputs,
   ExitFacts facts;
   facts.failed_cells = verify_failed || advice::any_failing(report.results, r.fail_on);
   facts.missing_required_gpu = r.require_gpu && report.inventory.devices.empty();
-  facts.interrupt_signal = !report.interrupted ? 0 : g_signal.load() == SIGTERM ? SIGTERM : SIGINT;
+  const int sig = g_signal.load();
+  facts.interrupt_signal = !report.interrupted ? 0 : sig != 0 ? sig : SIGINT;
   // An interpreter the user named that cannot run the probe is their input, not a backend.
   facts.named_python_unusable = exec.python_unusable && !r.python.empty();
   // A run directory that could not be written (a full disk) is the doctor's failure, not a

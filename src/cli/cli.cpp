@@ -169,7 +169,7 @@ constexpr const char* k_footer = R"(Exit codes:
   2  usage or input error (bad flag, unreadable case file, ...)
   3  no GPU found while --require-gpu was given
   4  the doctor itself failed
-  130/143  interrupted by SIGINT/SIGTERM (the report holds what finished)
+  129/130/143  interrupted by SIGHUP/SIGINT/SIGTERM (the report holds what finished)
 
 With no subcommand, `check` runs: the full diagnosis, with any of its flags
 (`sdpa-doctor --python PATH` is `sdpa-doctor check --python PATH`).)";

@@ -94,6 +94,8 @@ DigestCell digest_cell(const json& r) {
     throw FieldError{fmt::format("'case_id' is not the id of its case ({}), got '{}'",
                                  parsed->id(), shortened(c.case_id))};
   c.dtype = std::string(to_string(parsed->dtype));
+  if (auto d = r.find("directions"); d != r.end() && !d->is_null())
+    if (auto problem = directions_problem(*d); !problem.empty()) throw FieldError{problem};
   if (auto m = r.find("metrics"); m != r.end()) {
     if (!m->is_object())
       throw FieldError{fmt::format("'metrics' must be an object, got {}", m->type_name())};
@@ -186,6 +188,12 @@ Expected<ReportDigest> read_report(std::string_view document) {
     }
   }
 
+  // The targets the run planned: a result on any other device is no cell of this run.
+  std::set<std::string> targets;
+  if (auto t = doc.find("targets"); t != doc.end() && t->is_array())
+    for (const json& name : *t)
+      if (name.is_string()) targets.insert(name.get<std::string>());
+  std::set<std::string> seen;
   out.cells.reserve(results->size());
   size_t n = 0;
   for (const json& r : *results) {
@@ -200,6 +208,13 @@ Expected<ReportDigest> read_report(std::string_view document) {
           which += fmt::format(" ({})", shortened(id->get_ref<const std::string&>()));
       return make_error(fmt::format("{}: {}", which, e.message));
     }
+    const std::string cell = fmt::format("{} on {} ({} {})", c.case_id, c.device, c.probe,
+                                         escape_to_one_line(shortened(c.variant)));
+    if (!targets.empty() && !targets.count(c.device))
+      return make_error(fmt::format("result {}: the cell {} is outside the report's targets", n,
+                                    cell));
+    if (!seen.insert(cell).second)
+      return make_error(fmt::format("result {}: a second result for the cell {}", n, cell));
     auto arch = arch_of_target.find(c.device);
     c.arch = arch != arch_of_target.end() ? arch->second : "unknown";
     out.cells.push_back(std::move(c));

@@ -216,6 +216,11 @@ std::string validate_mask_and_layouts(const Case& c) {
     return "a dropout case is forward only (its gradients depend on the dropped positions)";
   if (c.masked_rows && c.mask == Mask::none) return "masked_rows needs a mask (mask=bool|additive)";
   if (c.masked_rows && c.window > 0) return "masked_rows does not go with a window";
+  // make_inputs masks query rows 3, 7, 11, ...: a shorter query has none of them.
+  if (c.masked_rows && c.lq < 4)
+    return fmt::format("masked_rows needs lq >= 4 (it masks every key of query rows 3, 7, ...), "
+                       "got lq={}",
+                       c.lq);
   return {};
 }
 } // namespace
@@ -370,6 +375,11 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 Expected<Case> finish(Case c, std::string_view source) {
   const auto [q, k, v] = c.qkv_layouts();
   c.set_layouts(q, k, v);
+  // Checked before a mask dtype equal to dtype is dropped, which would hide it.
+  if (c.mask_dtype && c.mask != Mask::additive)
+    return make_error(fmt::format("invalid case '{}': mask_dtype applies to an additive mask "
+                                  "(mask=additive; a bool mask is bool)",
+                                  source));
   if (c.mask_dtype == c.dtype) c.mask_dtype.reset();
   if (c.window > 0 && c.mask == Mask::none) c.mask = Mask::boolean; // `window=W` alone says it
   if (auto problem = validate(c); !problem.empty())

@@ -119,9 +119,9 @@ std::string validate(const Case& c);
 // layout=contiguous|transposed|strided|offset (q, k and v), q_layout, k_layout, v_layout (one
 // tensor's, over layout's), mask_dtype=fp16|bf16|fp32 (additive), mask_shape=b1qk|bhqk|11qk|qk,
 // mask_layout=contiguous|strided|offset, window=W (a bool sliding-window mask), large[=0|1],
-// seed, masked_rows[=0|1] (rows i % 4 == 3 fully masked; needs a mask), backward[=0|1],
-// dropout=P (0 <= P <= 0.9 in steps of 0.01; needs lkv = d and no backward). Unknown keys and
-// bad values are errors.
+// seed, masked_rows[=0|1] (rows i % 4 == 3 fully masked; needs a mask and lq >= 4),
+// backward[=0|1], dropout=P (0 <= P <= 0.9 in steps of 0.01; needs lkv = d and no backward).
+// Unknown keys and bad values are errors.
 Expected<Case> parse_case_spec(std::string_view spec);
 Expected<Case> parse_case_id(std::string_view id);
 

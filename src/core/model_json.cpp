@@ -247,6 +247,20 @@ json to_json(const CaseResult& r) {
   return j;
 }
 
+std::string directions_problem(const json& directions) {
+  if (!directions.is_object())
+    return fmt::format("'directions' must be an object, got {}", directions.type_name());
+  for (const auto& [key, value] : directions.items()) {
+    if (key != "forward" && key != "backward")
+      return fmt::format("'directions' has an unknown direction '{}' (forward, backward)",
+                         escape_to_one_line(shortened(key)));
+    if (!value.is_string() || !status_from_string(value.get<std::string>()))
+      return fmt::format("'directions.{}' is not a status: {}", key,
+                         escape_to_one_line(shortened(value.dump())));
+  }
+  return {};
+}
+
 Expected<CaseResult> case_result_from_json(const json& j) {
   if (!j.is_object()) return make_error("a result must be a JSON object");
   CaseResult r;
@@ -286,9 +300,12 @@ Expected<CaseResult> case_result_from_json(const json& j) {
   r.attempt = number<int>(j, "attempt");
   r.wall_ms = number<double>(j, "wall_ms");
   r.canary = json_text(j, "canary");
-  if (auto d = j.find("directions"); d != j.end() && d->is_object()) {
-    r.forward_status = status_from_string(json_text(*d, "forward"));
-    r.backward_status = status_from_string(json_text(*d, "backward"));
+  if (auto d = j.find("directions"); d != j.end() && !d->is_null()) {
+    if (auto problem = directions_problem(*d); !problem.empty())
+      return make_error(fmt::format("result {}: {}", r.case_id, problem));
+    for (const auto& [key, value] : d->items())
+      (key == "forward" ? r.forward_status : r.backward_status) =
+          status_from_string(value.get<std::string>());
   }
   r.masked_rows = masked_row_semantics_from_string(json_text(j, "masked_rows"));
   if (auto pe = j.find("process_end"); pe != j.end() && pe->is_object()) {

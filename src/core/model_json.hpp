@@ -20,6 +20,9 @@ std::string json_text(const nlohmann::json& object, const char* key);
 
 nlohmann::json to_json(const CaseResult& result);
 Expected<CaseResult> case_result_from_json(const nlohmann::json& j);
+// What is wrong with a result's "directions" (an object of forward and backward, each a status),
+// in one line naming the bad value; empty when nothing is.
+std::string directions_problem(const nlohmann::json& directions);
 
 nlohmann::json to_json(const WorkerInfo& worker);
 Expected<WorkerInfo> worker_info_from_json(const nlohmann::json& j);

@@ -41,6 +41,7 @@ inline constexpr int internal = 4;
 inline constexpr int health_unknown = 77;
 // A child whose exec failed exits with this (the shell's "command not found or not runnable").
 inline constexpr int exec_failed = 127;
+inline constexpr int interrupted_hup = 129;
 inline constexpr int interrupted_int = 130;
 inline constexpr int interrupted_term = 143;
 } // namespace exit_code

@@ -183,6 +183,10 @@ PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds dea
   }
   choice.unusable = true;
   choice.unusable_path = choice.path;
+  // A refused interpreter is no torch: nothing it printed (a script can print GPUs) is used.
+  choice.gpus.clear();
+  choice.gpus_error.clear();
+  choice.torch_hip_runtimes.clear();
   if (answer.rfind("error ", 0) == 0) {
     choice.reason = fmt::format("{} cannot import torch: {}", choice.path, answer.substr(6));
   } else {

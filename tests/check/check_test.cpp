@@ -26,6 +26,7 @@ TEST(ExitCode, EachFactAloneGivesItsCode) {
   EXPECT_EQ(exit_code_for({.missing_required_gpu = true}), exit_code::no_gpu);
   EXPECT_EQ(exit_code_for({.interrupt_signal = SIGINT}), exit_code::interrupted_int);
   EXPECT_EQ(exit_code_for({.interrupt_signal = SIGTERM}), exit_code::interrupted_term);
+  EXPECT_EQ(exit_code_for({.interrupt_signal = SIGHUP}), exit_code::interrupted_hup);
   EXPECT_EQ(exit_code_for({.named_python_unusable = true}), exit_code::usage);
   EXPECT_EQ(exit_code_for({.run_dir_unwritable = true}), exit_code::internal);
   EXPECT_EQ(exit_code_for({.report_unwritten = true}), exit_code::internal);

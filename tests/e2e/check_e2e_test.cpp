@@ -268,10 +268,9 @@ TEST(CheckHang, InterpreterThatHangsAtStartCostsTheStartupTimeout) {
   EXPECT_EQ(report.at("results").at(0).at("status"), "timeout") << report.at("results").at(0);
 }
 
-// SIGINT mid-run: the workers are killed, the report is written with what finished and
-// `interrupted` on the rest, exit 130.
-TEST(CheckInterrupt, SigintWritesTheReportAndExits130) {
-  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+// A signal mid-run: the workers are killed, the report is written with what finished and
+// `interrupted` on the rest, exit `code`.
+void interrupt_mid_run(int sig, int code) {
   TempDir dir;
   const std::string hang_case = "fp32-b1-h1-q8-k8-d8";
   std::vector<std::string> argv = {doctor(), "check", "--probe", "libtorch", "--variant",
@@ -297,11 +296,11 @@ TEST(CheckInterrupt, SigintWritesTheReportAndExits130) {
          read_file(dir.file("run/journal.jsonl")).find("\"case\":\"" + hang_case + "\",\"event\":\"begin\"") ==
              std::string::npos)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  kill(pid, SIGINT);
+  kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(WEXITSTATUS(status), code);
   auto report = json::parse(read_file(dir.file("r.json")));
   EXPECT_TRUE(report.at("interrupted").get<bool>());
   const auto& results = report.at("results");
@@ -311,6 +310,17 @@ TEST(CheckInterrupt, SigintWritesTheReportAndExits130) {
     EXPECT_EQ(results.at(i).at("status"), "skipped");
     EXPECT_EQ(results.at(i).at("reason"), "interrupted");
   }
+}
+
+TEST(CheckInterrupt, SigintWritesTheReportAndExits130) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  interrupt_mid_run(SIGINT, 130);
+}
+
+// A closed terminal or session: the report as for SIGTERM, exit 128 + SIGHUP.
+TEST(CheckInterrupt, SighupWritesTheReportAndExits129) {
+  if (!k_torch_worker) GTEST_SKIP() << "libtorch worker not built";
+  interrupt_mid_run(SIGHUP, 129);
 }
 
 } // namespace

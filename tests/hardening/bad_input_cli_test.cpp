@@ -107,6 +107,13 @@ std::vector<Row> rows() {
       {"case_backward_empty", {"check", "--case", "dtype=fp32,l=8,d=8,backward="}},
       {"case_large_empty", {"check", "--case", "dtype=fp32,l=8,d=8,large="}},
       {"case_masked_rows_empty", {"check", "--case", "dtype=fp32,l=8,d=8,mask=bool,masked_rows="}},
+      // Rows 3, 7, ... are the fully masked ones: a shorter query has none to mask.
+      {"case_masked_rows_short_query",
+       {"check", "--case", "dtype=fp32,lq=3,lkv=8,d=8,mask=bool,masked_rows"}},
+      // A bool mask is bool: a mask dtype equal to the case's dtype is no exception.
+      {"case_mask_dtype_with_bool_mask",
+       {"check", "--case", "dtype=fp32,l=8,d=8,mask=bool,mask_dtype=fp32"}},
+      {"case_mask_dtype_without_mask", {"check", "--case", "dtype=fp16,l=8,d=8,mask_dtype=fp16"}},
       // A key given twice is a typo, not "the last one wins".
       {"case_key_twice", {"check", "--case", "dtype=fp32,l=8,d=8,d=16"}},
       {"cases_case_key_twice", {"cases", "--case", "dtype=fp32,l=8,d=8,dtype=fp16"}, false},

@@ -80,6 +80,16 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   put("probe-unknown.json", edited_report([](json& r) { r["probe"] = "gpu"; }));
   put("no-case.json", edited_report([](json& r) { r.erase("case"); }));
   put("case-id-path.json", edited_report([](json& r) { r["case_id"] = "../../../etc/passwd"; }));
+  put("directions-status.json",
+      edited_report([](json& r) { r["directions"] = {{"forward", "fine"}}; }));
+  put("directions-key.json",
+      edited_report([](json& r) { r["directions"] = {{"sideways", "pass"}}; }));
+  put("directions-array.json",
+      edited_report([](json& r) { r["directions"] = json::array({"pass"}); }));
+  json twice = golden_report();
+  twice["results"].push_back(twice["results"][0]);
+  put("result-twice.json", twice.dump());
+  put("result-foreign-device.json", edited_report([](json& r) { r["device"] = "cuda:3"; }));
   sdpa_hardening::make_sparse_file(dir.file("huge-report.json"), 2LL << 30);
   sdpa_hardening::make_sparse_file(dir.file("huge-journal.jsonl"), 5LL << 30);
 
@@ -140,6 +150,23 @@ std::vector<Row> rows() {
        "'case_id' is not the id of its case"},
       {"repro_report_device_number", {"repro", k_case_id, "--report", "@/device-number.json"},
        "'device'"},
+      // a verdict per direction is forward and backward, each a status
+      {"diff_directions_unknown_status", {"diff", "@/good.json", "@/directions-status.json"},
+       "'directions.forward' is not a status: \"fine\""},
+      {"diff_directions_unknown_key", {"diff", "@/good.json", "@/directions-key.json"},
+       "unknown direction 'sideways'"},
+      {"diff_directions_array", {"diff", "@/good.json", "@/directions-array.json"},
+       "'directions' must be an object"},
+      {"repro_report_directions_unknown_status",
+       {"repro", k_case_id, "--report", "@/directions-status.json"},
+       "'directions.forward' is not a status"},
+      // one result per cell, each on a device the run targeted
+      {"diff_result_twice", {"diff", "@/good.json", "@/result-twice.json"},
+       "a second result for the cell " + k_case_id + " on cpu"},
+      {"diff_baseline_result_twice", {"diff", "@/result-twice.json", "@/good.json"},
+       "a second result for the cell"},
+      {"diff_result_outside_targets", {"diff", "@/good.json", "@/result-foreign-device.json"},
+       "is outside the report's targets"},
       // size
       {"diff_report_2gb_sparse", {"diff", "@/good.json", "@/huge-report.json"},
        "the limit is 1024 MiB"},

@@ -88,6 +88,9 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
       R"({"num_attention_heads":32,"hidden_size":4096,"max_position_embeddings":-1})");
   put("model-dtype.json", R"({"num_attention_heads":32,"hidden_size":4096,)"
                           R"("max_position_embeddings":8192,"torch_dtype":"float8_e4m3fn"})");
+  put("model-window-zero.json", R"({"num_attention_heads":4,"hidden_size":256,)"
+                                R"("max_position_embeddings":64,"sliding_window":0,)"
+                                R"("use_sliding_window":true})");
   put("model-ok.json",
       R"({"num_attention_heads":4,"hidden_size":256,"max_position_embeddings":64})");
   put("plain.txt", "not a program\n");
@@ -221,6 +224,7 @@ std::vector<Row> rows() {
       {"model_zero_heads", {"check", "--model", "@/model-zero-heads.json"}},
       {"model_negative_positions", {"check", "--model", "@/model-negative-positions.json"}},
       {"model_unknown_dtype", {"check", "--model", "@/model-dtype.json"}},
+      {"model_window_zero_in_use", {"check", "--model", "@/model-window-zero.json"}},
       {"model_binary", {"check", "--model", "@/binary.jsonl"}},
       {"model_max_len_zero", {"check", "--model", "@/model-ok.json", "--max-len", "0"}},
       {"model_max_len_negative", {"check", "--model", "@/model-ok.json", "--max-len", "-5"}},
@@ -325,26 +329,57 @@ void expect_python_case_failed(const nlohmann::json& report, const std::string& 
   EXPECT_EQ(n, 1) << report["results"].dump();
 }
 
-TEST(BadPython, ScriptPrintingGarbageIsAFindingNotACrash) {
-  sdpa_test::TempDir dir;
+// A check whose --python is `script`: refused as no Python interpreter (exit 2, said on stderr),
+// never a crash. Its JSON report.
+nlohmann::json run_refused_python(const std::string& script, const sdpa_test::TempDir& dir,
+                                  sdpa_test::RunResult& run) {
   const std::string fake = dir.file("python");
-  // Garbage on stdout, on stderr and on the results fd, then a clean exit without `bye`.
-  sdpa_hardening::make_executable(fake, "#!/bin/sh\n"
-                                        "fd=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --results-fd ] && "
-                                        "fd=$2; shift; done\n"
-                                        "echo 'Traceback? {{{ garbage'\n"
-                                        "printf '\\001\\002\\377 more garbage\\n' >&2\n"
-                                        "[ -n \"$fd\" ] && eval \"printf '{not json\\\\n' >&$fd\"\n"
-                                        "exit 0\n");
+  sdpa_hardening::make_executable(fake, script);
   std::vector<std::string> extra = k_python_plan;
   extra.insert(extra.end(), {"--python", fake});
-  sdpa_test::RunResult run;
   const auto report = run_json_report(extra, run, dir);
   EXPECT_EQ(crash_problem(run), "") << run.err;
   // Not a Python: the user's setup (exit 2, the cell skipped with the reason), not a backend error.
   EXPECT_EQ(run.exit_code, 2) << run.err;
-  expect_python_case_failed(report, "skipped");
   EXPECT_NE(run.err.find("not a Python interpreter"), std::string::npos) << run.err;
+  return report;
+}
+
+TEST(BadPython, ScriptPrintingGarbageIsAFindingNotACrash) {
+  sdpa_test::TempDir dir;
+  sdpa_test::RunResult run;
+  // Garbage on stdout, on stderr and on the results fd, then a clean exit without `bye`.
+  const auto report = run_refused_python("#!/bin/sh\n"
+                                         "fd=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --results-fd ] && "
+                                         "fd=$2; shift; done\n"
+                                         "echo 'Traceback? {{{ garbage'\n"
+                                         "printf '\\001\\002\\377 more garbage\\n' >&2\n"
+                                         "[ -n \"$fd\" ] && "
+                                         "eval \"printf '{not json\\\\n' >&$fd\"\n"
+                                         "exit 0\n",
+                                         dir, run);
+  expect_python_case_failed(report, "skipped");
+}
+
+TEST(BadPython, NothingARefusedInterpreterPrintsIsUsed) {
+  sdpa_test::TempDir dir;
+  sdpa_test::RunResult run;
+  // What the pre-flight reads from a torch, GPUs included, from a script that is no Python.
+  const auto report =
+      run_refused_python("#!/bin/sh\n"
+                         "echo 'sdpa-doctor-preflight gpus "
+                         "[{\"index\":0,\"name\":\"AMD GPU\",\"arch\":\"gfx1201\"}]'\n"
+                         "echo 'sdpa-doctor-preflight hip-runtimes "
+                         "[\"/opt/rocm/lib/libamdhip64.so\"]'\n"
+                         "exit 0\n",
+                         dir, run);
+  ASSERT_TRUE(report.is_object()) << "no JSON report";
+  // Its words are quoted in the error, never taken for a device or a planned cell.
+  EXPECT_EQ(report["inventory"].dump().find("gfx1201"), std::string::npos) << report["inventory"];
+  EXPECT_EQ(report["targets"], nlohmann::json::array({"cpu"})) << report["targets"];
+  for (const auto& r : report["results"]) EXPECT_EQ(r.value("device", ""), "cpu") << r.dump();
+  EXPECT_EQ(run.out.find("1 AMD GPU found"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("cuda:0"), std::string::npos) << run.out;
 }
 
 TEST(BadPython, InterpreterHangingAtStartCostsTheDeadline) {
@@ -364,6 +399,20 @@ TEST(BadPython, InterpreterHangingAtStartCostsTheDeadline) {
   // The deadline, the kill grace, a health check and start-up: not the default minute.
   EXPECT_LT(seconds, 30.0);
   EXPECT_TRUE(sdpa_hardening::processes_with_cmdline(dir.path()).empty());
+}
+
+// A config that turns the sliding window off may leave its size at 0: that is no window.
+TEST(ModelConfig, WindowOfZeroTurnedOffIsNoWindow) {
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("config.json"),
+                        R"({"num_attention_heads":4,"hidden_size":256,)"
+                        R"("max_position_embeddings":64,"sliding_window":0,)"
+                        R"("use_sliding_window":false})");
+  const auto run = run_binary({sdpa_test::doctor(), "cases", "--model", dir.file("config.json")});
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(run.out.empty());
+  EXPECT_EQ(run.out.find("win"), std::string::npos) << run.out;
 }
 
 // A captured tree from a bug report can hold anything: loops, FIFOs, huge and unreadable files.
