@@ -224,6 +224,7 @@ std::string gpu_report(const TempDir& dir) {
   crashed["device"] = "cuda:3";
   crashed["status"] = "crash";
   report["results"].push_back(crashed);
+  report["targets"].push_back("cuda:3"); // a cell's device is one of its report's targets
   const std::string path = dir.file("gpu.json");
   sdpa_test::write_file(path, report.dump());
   return path;
