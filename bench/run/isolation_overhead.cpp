@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   for (const Case& c : *cases) {
     const std::string oracle = (dir / (c.id() + ".f64")).string();
     (void)workers::write_oracle_file(oracle, workers::compute_oracle(c));
-    lines.push_back(protocol::make_case_line(c, cases::default_tolerance(c.dtype), oracle, 1, 3));
+    const Tolerance t = cases::default_tolerance(c.dtype);
+    lines.push_back(protocol::make_case_line(c, t, cases::gradient_tolerance(t), oracle, 1, 3));
     planned.push_back({c.id(), lines.back(), std::chrono::seconds(120)});
   }
   const std::string cases_path = (dir / "cases.jsonl").string();
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
       isolate::Command cmd;
       cmd.argv = {worker, "--device", "cpu", "--variant", variant};
       isolate::RunnerOptions ro;
+      ro.judge = cases::judge_worker_event;
       const auto t0 = Clock::now();
       auto report = isolate::run_worker(cmd, planned, ro);
       isolated.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());

@@ -7,12 +7,14 @@
 
 #include "core/case.hpp"
 #include "core/expected.hpp"
+#include "core/measure.hpp"
 #include "core/model.hpp"
 #include "core/status.hpp"
 #include "core/variant.hpp"
 #include "cases/tolerance.hpp"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <cstddef>
 #include <cstdint>
@@ -115,11 +117,14 @@ struct PlannedCases {
 // mask (torch refuses is_causal together with attn_mask).
 Expected<PlannedCases> plan_cases(const CaseSources& sources);
 
-// --- comparison -----------------------------------------------------------------------------------
+// --- measuring and judging --------------------------------------------------------------------
+// A worker measures (numbers only: core/measure.hpp); the doctor judges, with `judge` alone, what
+// any worker measured. The C++ workers measure with measure_tensor, measure_gradients and
+// measure_dropout; the Python probe measures the same numbers (sdpa_probe/oracle.py), and a test
+// holds the two to each other (tests/cases/golden_measure_test).
 
 // What a mismatch's reason opens with when every output element is 0 and the oracle is not all
-// 0: what a kernel that never ran leaves (AOTriton's hipErrorInvalidValue). The Python probe's
-// compare (sdpa_probe/oracle.py) writes the same words.
+// 0: what a kernel that never ran leaves (AOTriton's hipErrorInvalidValue).
 inline constexpr std::string_view k_all_zero_output = "all-zero output where the oracle is not";
 
 struct Comparison {
@@ -138,16 +143,10 @@ struct MaskedRows {
 };
 MaskedRows masked_rows_of(const Case& c); // none unless c.masked_rows
 
-// Compares `n` output values with the oracle. An element is outside when
-// |out - ref| > atol + rtol * |ref| (non-finite outputs are outside). max_abs_err and rel_l2_err
-// are taken over the elements where both are finite. nonfinite: a NaN or Inf in the output where
-// the oracle is finite; mismatch: any element outside the tolerance. A mismatch whose output is
-// all zeros where the oracle is not opens its reason with k_all_zero_output and ": ".
-// Where the oracle is NaN (fully masked rows under MaskedRowSemantics::nan) a NaN output is
-// right and not counted; anything else there is a mismatch whose reason says so first. A
-// nonfinite reason ends by naming the fully masked rows when every non-finite element is in them.
-Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol,
-                             MaskedRows rows = {});
+// Measures `n` values against their oracle as TensorErrors defines it; `gradient`: atol is per
+// unit of the tensor's scale (the larger of 1 and its largest finite |oracle|).
+TensorErrors measure_tensor(const float* out, const double* oracle, size_t n, Tolerance tol,
+                            MaskedRows rows = {}, bool gradient = false);
 
 // One gradient of a backward case and its float64 oracle.
 struct GradientPair {
@@ -158,23 +157,47 @@ struct GradientPair {
   MaskedRows rows = {}; // dq's, of a masked_rows case
 };
 
-// The tolerance a gradient is judged with: the case's, its atol scaled by the gradient's own
-// size (the largest |oracle| element, at least 1) and both widened by k_gradient_slack. A
-// gradient is a sum over a whole row or column of products, so its rounding error scales with
-// its magnitude, and low-precision backward kernels round dS and the partial products once more
-// than the forward rounds P.
+// The tolerance a gradient is measured with: the case's widened by k_gradient_slack (and its atol
+// per unit of the gradient's scale, measure_tensor). A gradient is a sum over a whole row or
+// column of products, so its rounding error scales with its magnitude, and low-precision backward
+// kernels round dS and the partial products once more than the forward rounds P. The case line
+// carries it, so that every worker measures with the same numbers.
 inline constexpr double k_gradient_slack = 2.0;
-Tolerance gradient_tolerance(Tolerance tol, const double* oracle, size_t n);
+Tolerance gradient_tolerance(Tolerance case_tolerance);
 
-// dq, dk and dv in turn, each with its gradient_tolerance: the worst status of the three, the
-// reason of the first that failed, opened with its name ("dk: 12 of ..."), and the worst of each
-// metric.
-Comparison compare_gradients(const std::vector<GradientPair>& gradients, Tolerance tol);
+// dq, dk and dv measured (Measured with only the gradients set).
+Measured measure_gradients(const GradientPair& dq, const GradientPair& dk, const GradientPair& dv,
+                           Tolerance gradient_tol);
+
+// A tensor's verdict. nonfinite: a NaN or Inf where the oracle is finite (the reason ends by
+// naming the fully masked rows when every one is in them); mismatch: any element outside (the
+// reason gives the count, the first such element and the error norms; an all-zero output where
+// the oracle is not opens with k_all_zero_output and ": "; finite elements where the oracle is NaN
+// are said first).
+Comparison judge_tensor(const TensorErrors& m);
+
+// dq, dk and dv in turn: the worst status of the three, the reason of the first that failed,
+// opened with its name ("dk: 12 of ..."), and the worst of each metric.
+Comparison judge_gradients(const TensorErrors& dq, const TensorErrors& dk, const TensorErrors& dv);
 
 // A backward case's verdict from its forward's (the output) and backward's (the gradients): the
 // worse status, a reason that names the direction that failed ("backward: dk: ..."; both: "forward:
 // ...; backward: ..."; only the forward: its reason as a forward case has it), the worst metrics.
 Comparison combine_directions(const Comparison& forward, const Comparison& backward);
+
+// The one judge: a case's verdict from what a worker measured, per direction and overall.
+struct Verdict {
+  Comparison forward;                // the output (a dropout case's statistics included)
+  std::optional<Comparison> backward; // a backward case's gradients
+  Comparison all;                    // the case's: combine_directions of the two
+};
+Verdict judge(const Measured& m);
+
+// measure_tensor then judge_tensor, and measure_gradients (with gradient_tolerance(tol)) then
+// judge_gradients: for tests and for the kernels' own checks.
+Comparison compare_to_oracle(const float* out, const double* oracle, size_t n, Tolerance tol,
+                             MaskedRows rows = {});
+Comparison compare_gradients(const std::vector<GradientPair>& dq_dk_dv, Tolerance tol);
 
 // --- dropout --------------------------------------------------------------------------------------
 
@@ -200,17 +223,34 @@ inline constexpr int64_t k_dropout_min_counted = 200;
 // about once in 10^9 cases).
 inline constexpr double k_dropout_sigmas = 6.0;
 
-// Judges a dropout case against `probs`, the float64 oracle of its forward without dropout (with
-// V the identity: the probabilities themselves), element by element only where that holds for
-// any dropout: every output element is 0 (dropped) or its probability scaled by 1/(1-p) within the
-// tolerance (else mismatch; NaN or Inf where the probability is finite: nonfinite). Then
-// statistically: of the probabilities of at least k_dropout_min_probability, the fraction that is
-// 0 must be within k_dropout_sigmas binomial standard deviations of p; the run under the same seed
-// must equal the first bit for bit, and the run under another seed must differ from it somewhere.
-// The reason names each failed property; metrics compare the kept elements with their scaled
-// probabilities.
+// Measures a dropout case against `probs`, the float64 oracle of its forward without dropout
+// (with V the identity: the probabilities themselves): `out` compares each kept (non-zero) element
+// with its probability scaled by 1/(1-p); DropoutStats counts the dropped probabilities of at
+// least k_dropout_min_probability and the elements that differ from the two other runs.
+Measured measure_dropout(const DropoutRuns& runs, const double* probs, size_t n, double p,
+                         Tolerance tol);
+
+// Judges a dropout case element by element only where that holds for any dropout: every output
+// element is 0 (dropped) or its probability scaled by 1/(1-p) within the tolerance (else mismatch;
+// NaN or Inf: nonfinite). Then statistically: the dropped fraction of the counted probabilities
+// must be within k_dropout_sigmas binomial standard deviations of p (when at least
+// k_dropout_min_counted are counted); the run under the same seed must equal the first bit for
+// bit, and the run under another seed must differ from it somewhere. The reason names each failed
+// property.
+Comparison judge_dropout(const TensorErrors& kept, const DropoutStats& stats);
+// measure_dropout then judge_dropout.
 Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n, double p,
                          Tolerance tol);
+
+// --- judging a worker's events ----------------------------------------------------------------------
+
+// A `result` event whose status is "measured" (the worker ran the case to the end) gets its
+// verdict from judge: status, reason, the error metrics (timing kept) and, for a backward case,
+// the directions. A result with another status and a measured forward (its backward failed) gets
+// the forward's direction and metrics. A `phase` event with a measured forward gets its
+// "forward": {"status", "reason"}. Malformed measurements make the result an `error` naming why.
+// Anything else (another event, no measurements) is left as it is.
+void judge_worker_event(nlohmann::json& event);
 
 // --- limits ---------------------------------------------------------------------------------------
 

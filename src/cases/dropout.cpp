@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -31,13 +32,15 @@ std::string join(const std::vector<std::string>& parts) {
 
 } // namespace
 
-Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n, double p,
+Measured measure_dropout(const DropoutRuns& runs, const double* probs, size_t n, double p,
                          Tolerance tol) {
-  Comparison c;
+  TensorErrors m;
+  DropoutStats d;
+  m.n = int64_t(n);
+  m.tolerance = tol;
+  d.p = p;
   const double keep_scale = 1.0 / (1.0 - p);
   double max_abs = 0, err2 = 0, ref2 = 0;
-  // The first of each kind, so that a reason's example is one of the elements it counts.
-  int64_t outside = 0, first_nonfinite = -1, first_mismatch = -1, counted = 0, dropped = 0;
   bool all_zero = true, probs_all_zero = true;
   for (size_t i = 0; i < n; ++i) {
     const double o = double(runs.first[i]);
@@ -45,16 +48,15 @@ Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n,
     all_zero = all_zero && o == 0;
     probs_all_zero = probs_all_zero && r == 0;
     if (!std::isfinite(o)) {
-      if (std::isnan(o)) ++c.metrics.nan_count;
-      else ++c.metrics.inf_count;
-      if (first_nonfinite < 0) first_nonfinite = int64_t(i);
-      ++outside;
+      ++(std::isnan(o) ? m.nan_count : m.inf_count);
+      if (m.first_nonfinite < 0) m.first_nonfinite = int64_t(i);
+      ++m.outside;
       continue;
     }
     const bool counts = r >= k_dropout_min_probability;
-    counted += counts;
+    d.counted += counts;
     if (o == 0) { // dropped, or a probability that is 0 anyway
-      dropped += counts;
+      d.dropped += counts;
       continue;
     }
     const double kept = r * keep_scale;
@@ -63,51 +65,71 @@ Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n,
     err2 += e * e;
     ref2 += kept * kept;
     if (e > tol.atol + tol.rtol * kept) {
-      if (first_mismatch < 0) first_mismatch = int64_t(i);
-      ++outside;
+      if (m.first_mismatch < 0)
+        m.first_mismatch = int64_t(i), m.mismatch_got = o, m.mismatch_expected = kept;
+      ++m.outside;
     }
   }
-  c.metrics.max_abs_err = max_abs;
-  c.metrics.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  c.metrics.frac_outside_tol = n == 0 ? 0.0 : double(outside) / double(n);
+  m.max_abs_err = max_abs;
+  m.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  m.all_zero = n > 0 && all_zero;
+  m.oracle_all_zero = probs_all_zero;
+  d.differ_same_seed = int64_t(differing(runs.first, runs.same_seed, n));
+  d.differ_other_seed = int64_t(differing(runs.first, runs.other_seed, n));
+  Measured out = output_only(m);
+  out.dropout = d;
+  return out;
+}
 
+Comparison judge_dropout(const TensorErrors& m, const DropoutStats& d) {
+  Comparison c;
+  c.metrics.max_abs_err = m.max_abs_err;
+  c.metrics.rel_l2_err = m.rel_l2_err;
+  c.metrics.frac_outside_tol = m.n == 0 ? 0.0 : double(m.outside) / double(m.n);
+  c.metrics.nan_count = m.nan_count;
+  c.metrics.inf_count = m.inf_count;
   std::vector<std::string> problems;
-  const int64_t nonfinite = c.metrics.nan_count + c.metrics.inf_count;
-  if (nonfinite > 0) {
+  if (m.nan_count + m.inf_count > 0) {
     c.status = Status::nonfinite;
     problems.push_back(fmt::format("{} NaN and {} Inf of {} output elements (first at index {})",
-                                   c.metrics.nan_count, c.metrics.inf_count, n, first_nonfinite));
-  } else if (outside > 0) {
+                                   m.nan_count, m.inf_count, m.n, m.first_nonfinite));
+  } else if (m.outside > 0) {
     problems.push_back(fmt::format(
         "{} of {} elements are neither 0 nor their probability / (1 - p) within atol={:g} + "
         "rtol={:g}*|ref| (first at index {}: got {:.6g}, expected 0 or {:.6g})",
-        outside, n, tol.atol, tol.rtol, first_mismatch, double(runs.first[first_mismatch]),
-        probs[first_mismatch] * keep_scale));
+        m.outside, m.n, m.tolerance.atol, m.tolerance.rtol, m.first_mismatch, m.mismatch_got,
+        m.mismatch_expected));
   }
-  if (counted >= k_dropout_min_counted) {
-    const double expected = p * double(counted);
-    const double sigma = std::sqrt(double(counted) * p * (1.0 - p));
+  if (d.counted >= k_dropout_min_counted) {
+    const double expected = d.p * double(d.counted);
+    const double sigma = std::sqrt(double(d.counted) * d.p * (1.0 - d.p));
     const double bound = k_dropout_sigmas * sigma + 1.0;
-    if (std::fabs(double(dropped) - expected) > bound)
+    if (std::fabs(double(d.dropped) - expected) > bound)
       problems.push_back(fmt::format(
           "{:.2f}% of {} probabilities >= {:g} were dropped, expected {:g}% +/- {:.2f}% ({:g} "
           "binomial sigmas)",
-          100.0 * double(dropped) / double(counted), counted, k_dropout_min_probability, 100 * p,
-          100.0 * bound / double(counted), k_dropout_sigmas));
+          100.0 * double(d.dropped) / double(d.counted), d.counted, k_dropout_min_probability,
+          100 * d.p, 100.0 * bound / double(d.counted), k_dropout_sigmas));
   }
-  if (const size_t diff = differing(runs.first, runs.same_seed, n); diff > 0)
+  if (d.differ_same_seed > 0)
     problems.push_back(fmt::format("not reproducible: {} of {} elements differ between two runs "
                                    "under the same seed",
-                                   diff, n));
-  if (n > 0 && differing(runs.first, runs.other_seed, n) == 0 && !all_zero)
+                                   d.differ_same_seed, m.n));
+  if (m.n > 0 && d.differ_other_seed == 0 && !m.all_zero)
     problems.push_back("the seed is ignored: a run under another seed gave the same output");
   if (problems.empty()) return c;
   if (c.status == Status::pass) c.status = Status::mismatch;
-  // A kernel that never ran leaves zeros: said as compare_to_oracle says it.
-  const bool zeros = n > 0 && all_zero && !probs_all_zero;
+  // A kernel that never ran leaves zeros: said as judge_tensor says it.
+  const bool zeros = m.all_zero && !m.oracle_all_zero;
   c.reason = fmt::format("{}dropout: {}", zeros ? fmt::format("{}: ", k_all_zero_output) : "",
                          join(problems));
   return c;
+}
+
+Comparison judge_dropout(const DropoutRuns& runs, const double* probs, size_t n, double p,
+                         Tolerance tol) {
+  const Measured m = measure_dropout(runs, probs, n, p, tol);
+  return judge_dropout(*m.out, *m.dropout);
 }
 
 } // namespace sdpa_doctor::cases

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -143,6 +144,10 @@ struct RunnerOptions {
   // Set (e.g. from a SIGINT handler) to stop: the workers are killed, the rest skipped
   // "interrupted". Noticed within 100 ms. May be null.
   const std::atomic<bool>* interrupted = nullptr;
+  // Writes the verdict into a `result` or `phase` event from what the worker measured
+  // (cases::judge_worker_event), before the runner reads its status. Null: events are read as
+  // the worker wrote them.
+  std::function<void(nlohmann::json& event)> judge;
 };
 
 struct CaseOutcome {

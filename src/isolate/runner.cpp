@@ -311,6 +311,10 @@ private:
                                                             m_options.max_line_bytes,
                                                             excerpt(line, 60))}
                                 : protocol::parse_event(line);
+    // A worker sends what it measured; the verdict is the doctor's, written in before any read.
+    if (m_options.judge &&
+        (ev.kind == protocol::EventKind::result || ev.kind == protocol::EventKind::phase))
+      m_options.judge(ev.body);
     switch (ev.kind) {
     case protocol::EventKind::hello:
       if (!m_runner.m_report.hello) m_runner.m_report.hello = ev.body;

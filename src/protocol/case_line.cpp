@@ -13,12 +13,14 @@
 
 namespace sdpa_doctor::protocol {
 
-std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
-                           int warmup, int repeat, int budget_ms) {
+std::string make_case_line(const Case& c, Tolerance tolerance, Tolerance gradient_tolerance,
+                           std::string oracle_path, int warmup, int repeat, int budget_ms) {
   nlohmann::json j{{"v", k_version},
                    {"id", c.id()},
                    {"case", to_json(c)},
                    {"tolerance", {{"atol", tolerance.atol}, {"rtol", tolerance.rtol}}},
+                   {"gradient_tolerance",
+                    {{"atol", gradient_tolerance.atol}, {"rtol", gradient_tolerance.rtol}}},
                    {"warmup", warmup},
                    {"repeat", repeat}};
   if (budget_ms > 0) j["budget_ms"] = budget_ms;
@@ -39,13 +41,20 @@ Expected<int> small_int(const nlohmann::json& j, const char* key, int fallback, 
   return int(v);
 }
 
-Expected<double> tolerance_value(const nlohmann::json& t, const char* key) {
-  if (!t.contains(key) || !t[key].is_number())
-    return make_error(fmt::format("'tolerance.{}' must be a number", key));
-  const double v = t[key].get<double>();
-  if (!std::isfinite(v) || v < 0)
-    return make_error(fmt::format("'tolerance.{}' must be finite and >= 0", key));
-  return v;
+Expected<Tolerance> tolerance_of(const nlohmann::json& j, const char* name) {
+  if (!j.contains(name) || !j[name].is_object())
+    return make_error(fmt::format("a case line needs \"{}\":{{\"atol\":..,\"rtol\":..}}", name));
+  double values[2] = {0, 0};
+  const char* keys[2] = {"atol", "rtol"};
+  for (int i = 0; i < 2; ++i) {
+    const nlohmann::json& t = j[name];
+    if (!t.contains(keys[i]) || !t[keys[i]].is_number())
+      return make_error(fmt::format("'{}.{}' must be a number", name, keys[i]));
+    values[i] = t[keys[i]].get<double>();
+    if (!std::isfinite(values[i]) || values[i] < 0)
+      return make_error(fmt::format("'{}.{}' must be finite and >= 0", name, keys[i]));
+  }
+  return Tolerance{values[0], values[1]};
 }
 
 } // namespace
@@ -71,13 +80,12 @@ Expected<CaseLine> parse_case_line(std::string_view text) {
   } else {
     line.id = line.kase.id();
   }
-  if (!j.contains("tolerance") || !j["tolerance"].is_object())
-    return make_error("a case line needs \"tolerance\":{\"atol\":..,\"rtol\":..}");
-  auto atol = tolerance_value(j["tolerance"], "atol");
-  if (!atol) return atol.error();
-  auto rtol = tolerance_value(j["tolerance"], "rtol");
-  if (!rtol) return rtol.error();
-  line.tolerance = {*atol, *rtol};
+  auto tolerance = tolerance_of(j, "tolerance");
+  if (!tolerance) return tolerance.error();
+  line.tolerance = *tolerance;
+  auto gradient_tolerance = tolerance_of(j, "gradient_tolerance");
+  if (!gradient_tolerance) return gradient_tolerance.error();
+  line.gradient_tolerance = *gradient_tolerance;
   if (j.contains("oracle") && !j["oracle"].is_null()) {
     if (!j["oracle"].is_string()) return make_error("'oracle' must be a path or null");
     line.oracle_path = j["oracle"].get<std::string>();

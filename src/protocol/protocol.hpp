@@ -8,6 +8,7 @@
 
 #include "core/case.hpp"
 #include "core/expected.hpp"
+#include "core/measure.hpp"
 #include "core/model.hpp"
 #include "core/status.hpp"
 
@@ -31,7 +32,8 @@ inline constexpr int k_version = 1;
 struct CaseLine {
   std::string id;          // used in every event about this case
   Case kase;
-  Tolerance tolerance;
+  Tolerance tolerance;     // an output's
+  Tolerance gradient_tolerance; // a gradient's (cases::gradient_tolerance), atol per unit of its scale
   std::string oracle_path; // empty: the worker computes the oracle itself
   int warmup = 1;          // untimed runs; the first of them is the checked run
   int repeat = 3;          // timed runs, the median is reported
@@ -43,8 +45,8 @@ struct CaseLine {
 inline constexpr int k_max_repeat = 1000;
 inline constexpr int k_max_budget_ms = 86'400'000;
 
-std::string make_case_line(const Case& c, Tolerance tolerance, std::string oracle_path,
-                           int warmup, int repeat, int budget_ms = 0);
+std::string make_case_line(const Case& c, Tolerance tolerance, Tolerance gradient_tolerance,
+                           std::string oracle_path, int warmup, int repeat, int budget_ms = 0);
 Expected<CaseLine> parse_case_line(std::string_view line);
 // One case line per non-blank line; errors name the line number.
 Expected<std::vector<CaseLine>> read_cases_file(const std::string& path);
@@ -68,6 +70,11 @@ struct ResultEvent {
   std::string reason;                 // one line; empty for pass
   Metrics metrics;                    // unset fields and non-finite values are written as null
   std::optional<Tolerance> tolerance; // the tolerance the verdict was judged with
+  // What the worker measured. With awaiting_verdict the case ran to the end: the line's status is
+  // "measured" and cases::judge_result_event writes the verdict in. Without, the backward failed
+  // (`status` says how) after the forward was measured.
+  std::optional<Measured> measured;
+  bool awaiting_verdict = false;
   std::string backend_chosen;         // empty when unknown
   std::vector<std::string> warnings;  // captured library warnings, in order
   std::string canary;                 // "ok" / "failed: <why>"; empty = none ran (not written)
@@ -83,8 +90,9 @@ struct ResultEvent {
 struct PhaseEvent {
   std::string case_id;
   std::string phase = "backward";
-  Status forward = Status::pass; // the forward's verdict
+  Status forward = Status::pass; // the forward's verdict (cases::judge_phase_event's)
   std::string forward_reason;    // empty for a pass
+  std::optional<Measured> measured; // what a worker writes: the forward's measurements
 };
 
 // A worker whose canary failed writes the case's result and then exits with this code, without

@@ -42,15 +42,17 @@ std::string phase_line(const PhaseEvent& e) {
   auto j = event("phase");
   j["case"] = e.case_id;
   j["phase"] = e.phase;
-  j["forward"] = {{"status", to_string(e.forward)}, {"reason", e.forward_reason}};
+  if (e.measured) j["measured"] = to_json(*e.measured);
+  else j["forward"] = {{"status", to_string(e.forward)}, {"reason", e.forward_reason}};
   return dump(j);
 }
 
 std::string result_line(const ResultEvent& e) {
   auto j = event("result");
   j["case"] = e.case_id;
-  j["status"] = to_string(e.status);
+  j["status"] = e.awaiting_verdict ? std::string_view(k_measured_status) : to_string(e.status);
   j["reason"] = e.reason;
+  if (e.measured) j["measured"] = to_json(*e.measured);
   const Metrics& m = e.metrics;
   j["metrics"] = {{"max_abs_err", number_or_null(m.max_abs_err)},
                   {"rel_l2_err", number_or_null(m.rel_l2_err)},

@@ -76,6 +76,8 @@ PhaseEvent read_phase(const nlohmann::json& p) {
   if (!p.is_object()) return out;
   out.case_id = json_text(p, "case");
   if (auto phase = json_text(p, "phase"); !phase.empty()) out.phase = phase;
+  if (auto it = p.find("measured"); it != p.end())
+    if (auto m = measured_from_json(*it)) out.measured = *m;
   out.forward = Status::error;
   if (auto it = p.find("forward"); it != p.end() && it->is_object()) {
     out.forward = worker_status(*it, "status").value_or(Status::error);
@@ -101,6 +103,9 @@ ResultEvent read_result(const nlohmann::json& r) {
   out.case_id = json_text(r, "case");
   if (auto status = status_from_string(json_text(r, "status"))) out.status = *status;
   out.reason = json_text(r, "reason");
+  out.awaiting_verdict = json_text(r, "status") == k_measured_status;
+  if (auto it = r.find("measured"); it != r.end())
+    if (auto m = measured_from_json(*it)) out.measured = *m;
   if (auto it = r.find("metrics"); it != r.end() && it->is_object()) out.metrics = read_metrics(*it);
   // A bound that is not a number reads as NaN, which apply_result leaves alone and the writer
   // writes back as null.

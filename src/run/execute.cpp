@@ -86,8 +86,9 @@ isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const S
   const bool have_oracle = !oracle.empty();
   isolate::PlannedCase p;
   p.id = c.id();
-  p.line = protocol::make_case_line(c, tol, oracle, s.options.warmup, s.options.repeat,
-                                  int(s.options.call_budget.count()));
+  p.line = protocol::make_case_line(c, tol, cases::gradient_tolerance(tol), oracle,
+                                    s.options.warmup, s.options.repeat,
+                                    int(s.options.call_budget.count()));
   p.deadline = s.options.case_timeout.value_or(cases::default_case_deadline(
       c, gpu, s.options.warmup + s.options.repeat, !have_oracle));
   return p;
@@ -140,6 +141,7 @@ isolate::RunnerOptions runner_options(const RunContext& ctx, const ExecuteOption
   ro.keep_core_dumps = options.keep_core_dumps;
   ro.interrupted = options.interrupted;
   ro.health_check = health_check_for(ctx.target, inventory);
+  ro.judge = cases::judge_worker_event;
   return ro;
 }
 

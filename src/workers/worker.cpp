@@ -101,129 +101,119 @@ Expected<std::vector<double>> oracle_values(const protocol::CaseLine& line, cons
   return oracle;
 }
 
-// A case's result event from its verdict: a comparison, or an error that kept it from one.
-protocol::ResultEvent result_of(const protocol::CaseLine& line, const Expected<cases::Comparison>& verdict) {
+// A case's result event from what was measured (the doctor judges it: cases::judge), or with
+// the error that kept the case from being measured.
+protocol::ResultEvent measured_result(const protocol::CaseLine& line,
+                                      const Expected<Measured>& measured) {
   protocol::ResultEvent ev;
   ev.case_id = line.id;
   ev.tolerance = line.tolerance;
-  if (!verdict) {
+  if (!measured) {
     ev.status = Status::error;
-    ev.reason = verdict.error().message;
+    ev.reason = measured.error().message;
     return ev;
   }
-  ev.status = verdict->status;
-  ev.reason = verdict->reason;
-  ev.metrics = verdict->metrics;
+  ev.measured = *measured;
+  ev.awaiting_verdict = true;
   return ev;
 }
 
-// The forward's output judged against the oracle (the doctor's file, else computed here), after
-// a planted corruption: status, reason and error metrics. The doctor's file has fully masked
-// rows at 0: a masked_rows case under other semantics computes its own. The semantics used goes
-// into the result in `evaluate`.
-protocol::ResultEvent judge_output(const protocol::CaseLine& line, const HostInputs& inputs,
-                                   std::vector<float> output, FaultAction corrupt,
-                                   MaskedRowSemantics semantics) {
+// The forward's output measured against the oracle (the doctor's file, else computed here), after
+// a planted corruption. The doctor's file has fully masked rows at 0: a masked_rows case under
+// other semantics computes its own. The semantics used goes into the result in `evaluate`.
+Expected<TensorErrors> measure_output(const protocol::CaseLine& line, const HostInputs& inputs,
+                                      std::vector<float> output, FaultAction corrupt,
+                                      MaskedRowSemantics semantics) {
   const size_t n = size_t(line.kase.q_elements());
-  protocol::ResultEvent ev;
-  if (output.size() != n) {
-    ev = result_of(line, make_error(fmt::format("the backend returned {} values, expected {}",
-                                                output.size(), n)));
-  } else {
-    corrupt_output(corrupt, output, line.kase);
-    auto oracle = oracle_values(line, inputs, semantics);
-    ev = oracle ? result_of(line, cases::compare_to_oracle(output.data(), oracle->data(), n,
-                                                           line.tolerance,
-                                                           cases::masked_rows_of(line.kase)))
-                : result_of(line, oracle.error());
-  }
-  return ev;
+  if (output.size() != n)
+    return make_error(fmt::format("the backend returned {} values, expected {}", output.size(), n));
+  corrupt_output(corrupt, output, line.kase);
+  auto oracle = oracle_values(line, inputs, semantics);
+  if (!oracle) return oracle.error();
+  return cases::measure_tensor(output.data(), oracle->data(), n, line.tolerance,
+                               cases::masked_rows_of(line.kase));
 }
 
-// A dropout case's three outputs judged statistically against the probabilities (the oracle of
-// its forward: V is the identity), after a planted corruption of the checked run's output.
-protocol::ResultEvent judge_dropout_output(const protocol::CaseLine& line, const HostInputs& inputs,
-                                           CaseRun& run, FaultAction corrupt,
-                                           MaskedRowSemantics semantics) {
+// A dropout case's three outputs measured against the probabilities (the oracle of its forward:
+// V is the identity), after a planted corruption of the checked run's output.
+Expected<Measured> measure_dropout_output(const protocol::CaseLine& line, const HostInputs& inputs,
+                                          CaseRun& run, FaultAction corrupt,
+                                          MaskedRowSemantics semantics) {
   const size_t n = size_t(line.kase.q_elements());
   if (run.output.size() != n || run.same_seed_output.size() != n ||
       run.other_seed_output.size() != n)
-    return result_of(line, make_error(fmt::format(
-                               "the dropout runs returned {}, {} and {} values, expected {} each",
-                               run.output.size(), run.same_seed_output.size(),
-                               run.other_seed_output.size(), n)));
+    return make_error(fmt::format("the dropout runs returned {}, {} and {} values, expected {} each",
+                                  run.output.size(), run.same_seed_output.size(),
+                                  run.other_seed_output.size(), n));
   corrupt_output(corrupt, run.output, line.kase);
   auto probs = oracle_values(line, inputs, semantics);
-  if (!probs) return result_of(line, probs.error());
-  return result_of(line, cases::judge_dropout({run.output.data(), run.same_seed_output.data(),
-                                               run.other_seed_output.data()},
-                                              probs->data(), n, line.kase.dropout_p(),
-                                              line.tolerance));
+  if (!probs) return probs.error();
+  return cases::measure_dropout({run.output.data(), run.same_seed_output.data(),
+                                 run.other_seed_output.data()},
+                                probs->data(), n, line.kase.dropout_p(), line.tolerance);
 }
 
-// dq, dk and dv against the float64 oracle's gradients for the same upstream gradient (computed
-// here: gradients are not cached), after a planted corruption of dq.
-cases::Comparison judge_gradients(const protocol::CaseLine& line, const HostInputs& inputs,
-                                  CaseRun& run, FaultAction corrupt,
-                                  MaskedRowSemantics semantics) {
+// dq, dk and dv measured against the float64 oracle's gradients for the same upstream gradient
+// (computed here: gradients are not cached), after a planted corruption of dq.
+Expected<Measured> measure_backward(const protocol::CaseLine& line, const HostInputs& inputs,
+                                    CaseRun& run, FaultAction corrupt,
+                                    MaskedRowSemantics semantics) {
   const Case& c = line.kase;
   const size_t nq = size_t(c.q_elements()), nkv = size_t(c.kv_elements());
-  if (run.dq.size() != nq || run.dk.size() != nkv || run.dv.size() != nkv) {
-    cases::Comparison bad;
-    bad.status = Status::error;
-    bad.reason = fmt::format("the backward returned {}, {} and {} gradient values, expected {}, "
-                             "{} and {}",
-                             run.dq.size(), run.dk.size(), run.dv.size(), nq, nkv, nkv);
-    return bad;
-  }
+  if (run.dq.size() != nq || run.dk.size() != nkv || run.dv.size() != nkv)
+    return make_error(fmt::format("the backward returned {}, {} and {} gradient values, expected "
+                                  "{}, {} and {}",
+                                  run.dq.size(), run.dk.size(), run.dv.size(), nq, nkv, nkv));
   corrupt_output(corrupt, run.dq, c);
   const std::vector<double> dout(inputs.grad_out.begin(), inputs.grad_out.end());
   kernels::OracleGradients want = kernels::oracle_attention_backward(c, inputs, dout);
   kernels::apply_masked_row_semantics(c, inputs, semantics, want.dq);
-  return cases::compare_gradients({{"dq", run.dq.data(), want.dq.data(), nq,
-                                    cases::masked_rows_of(c)},
-                                   {"dk", run.dk.data(), want.dk.data(), nkv},
-                                   {"dv", run.dv.data(), want.dv.data(), nkv}},
-                                  line.tolerance);
+  return cases::measure_gradients({"dq", run.dq.data(), want.dq.data(), nq, cases::masked_rows_of(c)},
+                                  {"dk", run.dk.data(), want.dk.data(), nkv},
+                                  {"dv", run.dv.data(), want.dv.data(), nkv},
+                                  line.gradient_tolerance);
 }
 
-// The result of a case from what the executor reported. `forward` is a backward case's forward
-// verdict, when the executor reached its backward.
+// What a case measured from what the executor reported. `forward` is a backward case's forward,
+// measured when the executor reached its backward.
+Expected<Measured> measure_case(const protocol::CaseLine& line, const HostInputs& inputs,
+                                CaseRun& run, const std::optional<Expected<TensorErrors>>& forward,
+                                FaultAction forward_corrupt, FaultAction backward_corrupt,
+                                MaskedRowSemantics semantics) {
+  if (line.kase.dropout_percent > 0)
+    return measure_dropout_output(line, inputs, run, forward_corrupt, semantics);
+  Expected<TensorErrors> out =
+      forward ? *forward
+              : measure_output(line, inputs, std::move(run.output), forward_corrupt, semantics);
+  if (!out) return out.error();
+  if (!line.kase.backward) return output_only(*out);
+  auto grads = measure_backward(line, inputs, run, backward_corrupt, semantics);
+  if (!grads) return grads.error();
+  grads->out = *out;
+  return grads;
+}
+
+// The result of a case from what the executor reported.
 protocol::ResultEvent evaluate(const protocol::CaseLine& line, const HostInputs& inputs, CaseRun run,
-                               const std::optional<protocol::ResultEvent>& forward,
+                               const std::optional<Expected<TensorErrors>>& forward,
                                FaultAction forward_corrupt, FaultAction backward_corrupt,
                                MaskedRowSemantics semantics) {
   protocol::ResultEvent ev;
-  const bool backward = line.kase.backward;
   if (run.status != Status::pass) {
     ev.case_id = line.id;
     ev.tolerance = line.tolerance;
     ev.status = run.status;
     ev.reason = run.reason;
-    if (backward && forward) {
+    if (forward) { // its backward failed: the forward was measured (the doctor judges it)
       ev.reason = "in backward: " + run.reason;
-      ev.metrics = forward->metrics;
-      ev.forward = forward->status;
-      ev.backward = run.status;
-    } else if (backward) {
+      if (*forward) ev.measured = output_only(**forward);
+      else ev.forward = Status::error, ev.backward = run.status;
+    } else if (line.kase.backward) {
       ev.forward = run.status;
     }
-  } else if (line.kase.dropout_percent > 0) {
-    ev = judge_dropout_output(line, inputs, run, forward_corrupt, semantics);
-  } else if (!backward) {
-    ev = judge_output(line, inputs, std::move(run.output), forward_corrupt, semantics);
   } else {
-    ev = forward ? *forward
-                 : judge_output(line, inputs, std::move(run.output), forward_corrupt, semantics);
-    const cases::Comparison grads =
-        judge_gradients(line, inputs, run, backward_corrupt, semantics);
-    ev.forward = ev.status;
-    ev.backward = grads.status;
-    const cases::Comparison both =
-        cases::combine_directions({ev.metrics, ev.status, ev.reason}, grads);
-    ev.status = both.status;
-    ev.reason = both.reason;
-    ev.metrics = both.metrics;
+    ev = measured_result(line, measure_case(line, inputs, run, forward, forward_corrupt,
+                                            backward_corrupt, semantics));
   }
   if (line.kase.masked_rows) ev.masked_rows = semantics;
   ev.backend_chosen = run.backend_chosen;
@@ -268,10 +258,14 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
     trigger_process_fault(forward_fault);
     CaseRun run;
     HostInputs inputs;
-    std::optional<protocol::ResultEvent> forward; // a backward case's, once its backward starts
+    // A backward case's forward, measured once its backward starts.
+    std::optional<Expected<TensorErrors>> forward;
     const EnteringBackward entering_backward = [&](const std::vector<float>& output) {
-      forward = judge_output(line, inputs, output, forward_fault, semantics);
-      out.phase({line.id, "backward", forward->status, forward->reason});
+      forward = measure_output(line, inputs, output, forward_fault, semantics);
+      protocol::PhaseEvent phase{line.id, "backward", Status::error, {}, {}};
+      if (*forward) phase.measured = output_only(**forward);
+      else phase.forward_reason = forward->error().message;
+      out.phase(phase);
       trigger_process_fault(backward_fault);
     };
     if (!info.unavailable.empty()) {
@@ -294,7 +288,7 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
     } catch (const std::exception& e) {
       ev.case_id = line.id;
       ev.status = Status::error;
-      ev.reason = fmt::format("comparing with the oracle failed: {}", e.what());
+      ev.reason = fmt::format("measuring against the oracle failed: {}", e.what());
     }
     if (info.unavailable.empty()) ev.canary = executor.canary();
     if (faulty && !ev.canary.empty()) ev.canary = planted_canary(fault.action, std::move(ev.canary));

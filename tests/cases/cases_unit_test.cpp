@@ -418,7 +418,11 @@ TEST(CompareMaskedRows, NanUnderZeroSemanticsIsNonfiniteAndNamesTheRows) {
   auto plain = compare_to_oracle(out.data(), ref.data(), 16, {0.01, 0.01});
   EXPECT_EQ(plain.reason, "2 NaN and 0 Inf of 16 output elements (first at index 6)");
   // A gradient pair carries its rows too (dq's).
-  auto grads = compare_gradients({{"dq", out.data(), ref.data(), 16, rows}}, {0.01, 0.01});
+  const std::vector<float> exact(ref.begin(), ref.end());
+  auto grads = compare_gradients({{"dq", out.data(), ref.data(), 16, rows},
+                                  {"dk", exact.data(), ref.data(), 16},
+                                  {"dv", exact.data(), ref.data(), 16}},
+                                 {0.01, 0.01});
   EXPECT_EQ(grads.status, Status::nonfinite);
   EXPECT_NE(grads.reason.find("all in fully masked rows"), std::string::npos) << grads.reason;
   const Case c = *parse_case_spec("dtype=fp16,b=1,h=2,lq=8,lkv=8,d=2,mask=bool,masked_rows");
@@ -498,15 +502,23 @@ TEST(Plan, RefusalsAreTheDataFilesList) {
   EXPECT_FALSE(expected.empty());
 }
 
-// A gradient is judged with atol scaled by its own size: an error that is small next to a large
-// gradient passes, the same error next to a small one does not.
+// A gradient is measured with atol per unit of its own size: an error that is small next to a
+// large gradient passes, the same error next to a small one does not.
 TEST(Compare, GradientToleranceScalesWithTheGradientsSize) {
-  const double big[] = {40.0, -10.0};
-  const Tolerance t = gradient_tolerance({1e-3, 1e-3}, big, 2);
-  EXPECT_DOUBLE_EQ(t.atol, 1e-3 * 40.0 * k_gradient_slack);
+  const Tolerance t = gradient_tolerance({1e-3, 1e-3});
+  EXPECT_DOUBLE_EQ(t.atol, 1e-3 * k_gradient_slack);
   EXPECT_DOUBLE_EQ(t.rtol, 1e-3 * k_gradient_slack);
+  const double big[] = {40.0, -10.0};
+  const float off_big[] = {40.05f, -10.0f}; // 0.05 off: inside 0.002 * 40 + 0.002 * 40
+  EXPECT_EQ(measure_tensor(off_big, big, 2, t, {}, true).outside, 0);
+  EXPECT_EQ(measure_tensor(off_big, big, 2, t, {}, false).outside, 0); // rtol alone: 0.08
   const double small[] = {0.25, -0.5};
-  EXPECT_DOUBLE_EQ(gradient_tolerance({1e-3, 1e-3}, small, 2).atol, 1e-3 * k_gradient_slack);
+  const float off_small[] = {0.255f, -0.5f}; // 0.005 off: outside 0.002 + 0.002 * 0.25
+  EXPECT_EQ(measure_tensor(off_small, small, 2, t, {}, true).outside, 1);
+  const double wide[] = {40.0, 0.0};
+  const float off_zero[] = {40.0f, 0.05f}; // 0.05 off a 0: inside 0.002 * 40 only with the scale
+  EXPECT_EQ(measure_tensor(off_zero, wide, 2, t, {}, true).outside, 0);
+  EXPECT_EQ(measure_tensor(off_zero, wide, 2, t, {}, false).outside, 1);
 
   const float dq[] = {0.1f, 0.2f};
   const double dq_ref[] = {0.1, 0.2};
@@ -670,4 +682,77 @@ TEST(Plan, TrainAddsTheBackwardTwinOfEveryCaseWithMoreThanOneQuery) {
                                            "fp16-b1-h2-q1-k64-d64", "bf16-b1-h2-q32-k32-d64-bwd"}));
   sources.train = false;
   EXPECT_EQ(plan_cases(sources)->cases.size(), 3u);
+}
+
+// --- the doctor's judge of a worker's events ------------------------------------------------------
+
+namespace {
+
+nlohmann::json tensor_measure(int64_t n, int64_t outside = 0, int64_t first = -1) {
+  TensorErrors t;
+  t.n = n;
+  t.tolerance = {0.004, 0.004};
+  t.max_abs_err = outside ? 0.5 : 1e-4;
+  t.rel_l2_err = outside ? 0.01 : 1e-4;
+  t.outside = outside;
+  t.first_mismatch = first;
+  t.mismatch_got = outside ? 0.75 : 0;
+  t.mismatch_expected = outside ? 0.25 : 0;
+  return to_json(output_only(t))["out"];
+}
+
+} // namespace
+
+TEST(JudgeEvent, AMeasuredResultGetsItsVerdictDirectionsAndMetrics) {
+  nlohmann::json result = {{"event", "result"}, {"case", "c"}, {"status", "measured"},
+                           {"reason", ""}, {"metrics", {{"time_ms", 0.75}}},
+                           {"measured", {{"out", tensor_measure(64)},
+                                         {"dq", tensor_measure(64, 1, 32)},
+                                         {"dk", tensor_measure(64)},
+                                         {"dv", tensor_measure(64)}}}};
+  judge_worker_event(result);
+  EXPECT_EQ(result["status"], "mismatch");
+  EXPECT_EQ(result["reason"], "backward: dq: 1 of 64 elements outside atol=0.004 + "
+                              "rtol=0.004*|ref| (first at index 32: got 0.75, expected 0.25); "
+                              "max abs err 0.5, rel L2 err 0.01");
+  EXPECT_EQ(result["directions"], (nlohmann::json{{"forward", "pass"}, {"backward", "mismatch"}}));
+  EXPECT_EQ(result["metrics"]["max_abs_err"], 0.5);
+  EXPECT_EQ(result["metrics"]["frac_outside_tol"], 1.0 / 64);
+  EXPECT_EQ(result["metrics"]["time_ms"], 0.75) << "the worker's timing stays";
+}
+
+TEST(JudgeEvent, ABackwardThatFailedKeepsItsStatusAndGetsTheForwardsDirection) {
+  nlohmann::json result = {{"event", "result"}, {"case", "c"}, {"status", "error"},
+                           {"reason", "in backward: boom"},
+                           {"measured", {{"out", tensor_measure(64, 2, 5)}}}};
+  judge_worker_event(result);
+  EXPECT_EQ(result["status"], "error");
+  EXPECT_EQ(result["reason"], "in backward: boom");
+  EXPECT_EQ(result["directions"], (nlohmann::json{{"forward", "mismatch"}, {"backward", "error"}}));
+}
+
+TEST(JudgeEvent, APhaseGetsItsForwardsVerdict) {
+  nlohmann::json phase = {{"event", "phase"}, {"case", "c"}, {"phase", "backward"},
+                          {"measured", {{"out", tensor_measure(64)}}}};
+  judge_worker_event(phase);
+  EXPECT_EQ(phase["forward"], (nlohmann::json{{"status", "pass"}, {"reason", ""}}));
+}
+
+TEST(JudgeEvent, MalformedMeasurementsAreTheWorkersErrorNamingTheField) {
+  for (const auto& [measured, words] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {nlohmann::json::array(), "measured must be an object"},
+           {nlohmann::json::object(), "measured has no \"out\""},
+           {{{"out", {{"n", 4}}}}, "measured.out.atol must be a number or null"},
+           {{{"out", tensor_measure(4, 1, 9)}}, "measured.out counts or indexes past its 4 elements"},
+           {{{"out", tensor_measure(4)}, {"dq", tensor_measure(4)}},
+            "measured has some gradients of dq, dk and dv but not all"}}) {
+    nlohmann::json result = {{"event", "result"}, {"case", "c"}, {"status", "measured"},
+                             {"measured", measured}};
+    judge_worker_event(result);
+    EXPECT_EQ(result["status"], "error") << measured;
+    EXPECT_EQ(result["reason"], "the worker's measurements are malformed: " + words) << measured;
+  }
+  nlohmann::json no_measure = {{"event", "result"}, {"status", "pass"}};
+  judge_worker_event(no_measure);
+  EXPECT_EQ(no_measure["status"], "pass") << "an event without measurements is left as it is";
 }

@@ -3,8 +3,9 @@
 // torch on the CPU (the LibTorch and Python probes) and blames exactly those cells, says the
 // NaN is in the fully masked rows, and its shrinking names them. Without a fault, masked_rows
 // cases pass in every probe, forward and backward, and each result says its oracle gave those
-// rows 0 (torch >= 2.5, our own kernels); the Python probe under an older torch judges by its own
-// NaN oracle. The condition is checked on both sides of the switch.
+// rows 0 (torch >= 2.5, our own kernels); the Python probe under an older torch measures against
+// its own NaN oracle. The condition is checked on both sides of the switch.
+#include "cases/cases.hpp"
 #include "core/case.hpp"
 #include "support/run_binary.hpp"
 #include "support/torch_probes.hpp"
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <set>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -63,73 +65,43 @@ print("ok")
 }
 
 // The Python probe under a torch older than 2.5 (pretended: torch.__version__ is what it reads)
-// ignores the doctor's oracle file for a masked_rows case and judges with its own, NaN in the
-// fully masked rows: this torch's zeros there are a mismatch that says so, NaN rows pass.
-TEST(MaskedRowsProbe, AnOlderTorchJudgesByItsOwnNanOracle) {
+// ignores the doctor's oracle file for a masked_rows case and measures against its own, NaN in
+// the fully masked rows: the doctor's judge calls this torch's zeros there a mismatch that says
+// so, and NaN rows a pass.
+TEST(MaskedRowsProbe, AnOlderTorchIsMeasuredAgainstItsOwnNanOracle) {
   if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << k_python;
   const std::string script = R"(
+import json
 import torch
 import torch.nn.functional as F
 from sdpa_probe.inputs import make_inputs
 from sdpa_probe.protocol import normalise_case
-from sdpa_probe.worker import judge_output
+from sdpa_probe.worker import measure_output
 c = normalise_case({"dtype": "fp32", "b": 1, "h": 2, "lq": 8, "lkv": 8, "d": 4, "mask": "bool",
                     "masked_rows": True})
 q, k, v, mask = make_inputs(torch, c)
 out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 torch.__version__ = "2.4.1"
 line = {"case": c, "oracle": "/nonexistent/oracle.f64", "atol": 1e-5, "rtol": 1e-5}
-status, reason, _ = judge_output(torch, line, out, q, k, v, mask, None)
-assert status == "mismatch", (status, reason)
-assert reason == ("16 of 16 elements in fully masked rows are finite where torch < 2.5 "
-                  "returns NaN"), reason
 rows = torch.zeros(8, dtype=torch.bool)
 rows[3::4] = True
-status, reason, _ = judge_output(torch, line, out.masked_fill(rows.reshape(8, 1), float("nan")),
-                                 q, k, v, mask, None)
-assert status == "pass", (status, reason)
-print("ok")
+for o in (out, out.masked_fill(rows.reshape(8, 1), float("nan"))):
+    print(json.dumps(measure_output(torch, line, o, q, k, v, mask, None)))
 )";
   auto r = sdpa_test::run_probe_snippet(script);
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(r.out, "ok\n") << r.err;
-}
-
-// The probe's comparisons give the example the doctor's give (cases_unit_test.cpp): a finite
-// element in a fully masked row, or a value off before a NaN, is not the example of the other kind.
-TEST(MaskedRowsProbe, ReasonsGiveAnExampleOfTheKindTheyCount) {
-  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << k_python;
-  const std::string script = R"py(
-import torch
-from sdpa_probe.oracle import compare, judge_dropout
-nan = float("nan")
-ref = torch.full((16,), 0.5, dtype=torch.float64)
-ref[[6, 7, 14, 15]] = nan
-out = torch.full((16,), 0.5)
-out[[6, 15]] = nan
-out[7] = out[14] = 0.0
-out[9] = 0.9
-status, reason, _ = compare(torch, out, ref, 0.01, 0.01, (8, 2))
-assert status == "mismatch", (status, reason)
-assert "(first at index 9: got 0.9, expected 0.5)" in reason, reason
-out = torch.full((16,), 0.5)
-out[3] = 0.9
-out[10] = nan
-status, reason, _ = compare(torch, out, torch.full((16,), 0.5, dtype=torch.float64), 0.01, 0.01)
-assert status == "nonfinite", (status, reason)
-assert reason == "1 NaN and 0 Inf of 16 output elements (first at index 10)", reason
-probs = torch.full((16,), 0.25, dtype=torch.float64)
-out = torch.full((16,), 0.5)
-out[3] = 7.0
-out[10] = nan
-status, reason, _ = judge_dropout(torch, out, out.clone(), torch.zeros(16), probs, 0.5, 1e-3, 1e-3)
-assert status == "nonfinite", (status, reason)
-assert "1 NaN and 0 Inf of 16 output elements (first at index 10)" in reason, reason
-print("ok")
-)py";
-  auto r = sdpa_test::run_probe_snippet(script);
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(r.out, "ok\n") << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::istringstream lines(r.out);
+  std::vector<sdpa_doctor::cases::Comparison> verdicts;
+  for (std::string line; std::getline(lines, line);) {
+    auto measured = sdpa_doctor::measured_from_json(json{{"out", json::parse(line)}});
+    ASSERT_TRUE(measured) << measured.error().message << ": " << line;
+    verdicts.push_back(sdpa_doctor::cases::judge(*measured).all);
+  }
+  ASSERT_EQ(verdicts.size(), 2u) << r.out;
+  EXPECT_EQ(verdicts[0].status, sdpa_doctor::Status::mismatch);
+  EXPECT_EQ(verdicts[0].reason,
+            "16 of 16 elements in fully masked rows are finite where torch < 2.5 returns NaN");
+  EXPECT_EQ(verdicts[1].status, sdpa_doctor::Status::pass) << verdicts[1].reason;
 }
 
 TEST(MaskedRowsCheck, NaNInFullyMaskedRowsIsFoundThereAndOnlyThere) {

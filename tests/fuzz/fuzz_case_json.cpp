@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(line->repeat >= 0 && line->repeat <= protocol::k_max_repeat);
     // What the doctor writes, the worker reads back unchanged.
     const auto back = protocol::parse_case_line(protocol::make_case_line(
-        line->kase, line->tolerance, line->oracle_path, line->warmup, line->repeat));
+        line->kase, line->tolerance, line->gradient_tolerance, line->oracle_path, line->warmup, line->repeat));
     check(back.has_value() && back->kase == line->kase && back->warmup == line->warmup &&
           back->repeat == line->repeat && back->oracle_path == line->oracle_path);
   }

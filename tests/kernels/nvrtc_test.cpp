@@ -2,6 +2,7 @@
 // GPU; the nvrtc_tools.sh fixture lays it out as a torch's site-packages): cubins for sm_80 and
 // sm_90, PTX for a card newer than it knows, a broken source's finding with the log, and the
 // reference worker on a fake NVIDIA card (fake/fake_cuda.cpp) running what NVRTC compiled.
+#include "cases/cases.hpp"
 #include "kernels/rtc.hpp"
 #include "support/run_binary.hpp"
 
@@ -105,9 +106,9 @@ TEST_F(Nvrtc, ABrokenSourceIsOurFindingWithTheLog) {
 
 // --- the reference worker on a fake NVIDIA card, with what the real NVRTC compiled ---------------
 const std::string k_cases =
-    R"({"v":1,"id":"c1","case":{"dtype":"fp16","b":1,"hq":4,"hkv":2,"lq":33,"lkv":70,"d":40,"causal":true,"mask":"none","layout":"transposed","seed":3},"tolerance":{"atol":2e-3,"rtol":2e-3},"oracle":null,"warmup":1,"repeat":2})"
+    R"({"v":1,"id":"c1","case":{"dtype":"fp16","b":1,"hq":4,"hkv":2,"lq":33,"lkv":70,"d":40,"causal":true,"mask":"none","layout":"transposed","seed":3},"tolerance":{"atol":2e-3,"rtol":2e-3},"gradient_tolerance":{"atol":0.1,"rtol":0.1},"oracle":null,"warmup":1,"repeat":2})"
     "\n"
-    R"({"v":1,"id":"c2","case":{"dtype":"bf16","b":2,"hq":2,"hkv":2,"lq":1,"lkv":17,"d":64,"causal":false,"mask":"bool","layout":"contiguous","seed":0},"tolerance":{"atol":1.6e-2,"rtol":1.6e-2},"oracle":null,"warmup":0,"repeat":1})"
+    R"({"v":1,"id":"c2","case":{"dtype":"bf16","b":2,"hq":2,"hkv":2,"lq":1,"lkv":17,"d":64,"causal":false,"mask":"bool","layout":"contiguous","seed":0},"tolerance":{"atol":1.6e-2,"rtol":1.6e-2},"gradient_tolerance":{"atol":0.1,"rtol":0.1},"oracle":null,"warmup":0,"repeat":1})"
     "\n";
 
 std::vector<nlohmann::json> run_worker(const std::string& variant, const sdpa_test::TempDir& dir,
@@ -129,7 +130,11 @@ std::vector<nlohmann::json> run_worker(const std::string& variant, const sdpa_te
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<nlohmann::json> events;
   std::istringstream lines(sdpa_test::read_file(dir.file("events.jsonl")));
-  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json event = nlohmann::json::parse(line);
+    sdpa_doctor::cases::judge_worker_event(event); // as the doctor reads it
+    events.push_back(std::move(event));
+  }
   return events;
 }
 

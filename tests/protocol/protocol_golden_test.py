@@ -86,7 +86,10 @@ def check_case_lines(probe, directory, failures):
         # Every key the doctor wrote, as it wrote it; the probe adds the defaults of the rest.
         parsed["case"] = {key: parsed["case"][key] for key in j["case"]}
         want = {"id": j["id"], "case": j["case"], "atol": j["tolerance"]["atol"],
-                "rtol": j["tolerance"]["rtol"], "oracle": j["oracle"] or "",
+                "rtol": j["tolerance"]["rtol"],
+                "gradient_tolerance": (j["gradient_tolerance"]["atol"],
+                                       j["gradient_tolerance"]["rtol"]),
+                "oracle": j["oracle"] or "",
                 "warmup": j["warmup"], "repeat": j["repeat"], "budget_ms": j.get("budget_ms", 0)}
         if parsed != want:
             failures.append("case line read as\n  %r\nnot\n  %r" % (parsed, want))

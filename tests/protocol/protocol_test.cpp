@@ -112,7 +112,7 @@ TEST(Golden, EveryCaseLineIsReadAndWrittenBackIdentically) {
     auto parsed = parse_case_line(line);
     ASSERT_TRUE(parsed.has_value()) << line << ": " << parsed.error().message;
     EXPECT_EQ(parsed->id, parsed->kase.id());
-    EXPECT_EQ(make_case_line(parsed->kase, parsed->tolerance, parsed->oracle_path, parsed->warmup,
+    EXPECT_EQ(make_case_line(parsed->kase, parsed->tolerance, parsed->gradient_tolerance, parsed->oracle_path, parsed->warmup,
                              parsed->repeat, parsed->budget_ms),
               line);
   }
@@ -128,7 +128,7 @@ TEST(Golden, EveryRefusedCaseLineIsRefused) {
 TEST(CaseLine, RoundTrip) {
   auto c = parse_case_spec("dtype=bf16,b=2,hq=8,hkv=2,lq=1,lkv=77,d=64,mask=bool,layout=transposed,seed=5");
   ASSERT_TRUE(c.has_value());
-  const std::string text = make_case_line(*c, {1e-2, 2e-2}, "/tmp/x.f64", 2, 7, 1500);
+  const std::string text = make_case_line(*c, {1e-2, 2e-2}, {3e-2, 4e-2}, "/tmp/x.f64", 2, 7, 1500);
   auto j = nlohmann::json::parse(text);
   EXPECT_EQ(j["v"], 1);
   EXPECT_EQ(j["id"], c->id());
@@ -137,32 +137,33 @@ TEST(CaseLine, RoundTrip) {
   EXPECT_EQ(line->id, c->id());
   EXPECT_EQ(line->kase, *c);
   EXPECT_EQ(line->tolerance, (Tolerance{1e-2, 2e-2}));
+  EXPECT_EQ(line->gradient_tolerance, (Tolerance{3e-2, 4e-2}));
   EXPECT_EQ(line->oracle_path, "/tmp/x.f64");
   EXPECT_EQ(line->warmup, 2);
   EXPECT_EQ(line->repeat, 7);
   EXPECT_EQ(line->budget_ms, 1500);
-  auto no_oracle = parse_case_line(make_case_line(*c, {0, 0}, "", 1, 3));
+  auto no_oracle = parse_case_line(make_case_line(*c, {0, 0}, {0, 0}, "", 1, 3));
   ASSERT_TRUE(no_oracle.has_value());
   EXPECT_EQ(no_oracle->oracle_path, "");
   EXPECT_EQ(no_oracle->budget_ms, 0); // absent: no budget, as older doctors wrote it
-  EXPECT_EQ(nlohmann::json::parse(make_case_line(*c, {0, 0}, "", 1, 3))["oracle"], nullptr);
+  EXPECT_EQ(nlohmann::json::parse(make_case_line(*c, {0, 0}, {0, 0}, "", 1, 3))["oracle"], nullptr);
 }
 
 TEST(CaseLine, RejectsBadLines) {
   for (const char* bad :
-       {"", "nope", "[]", "{\"case\":{}}", "{\"v\":2,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0}}",
-        "{\"v\":1,\"case\":{\"d\":0},\"tolerance\":{\"atol\":0,\"rtol\":0}}",
-        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":-1,\"rtol\":0}}",
+       {"", "nope", "[]", "{\"case\":{}}", "{\"v\":2,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"gradient_tolerance\":{\"atol\":0,\"rtol\":0}}",
+        "{\"v\":1,\"case\":{\"d\":0},\"tolerance\":{\"atol\":0,\"rtol\":0},\"gradient_tolerance\":{\"atol\":0,\"rtol\":0}}",
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":-1,\"rtol\":0},\"gradient_tolerance\":{\"atol\":0,\"rtol\":0}}",
         "{\"v\":1,\"case\":{}}",
-        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"repeat\":100000}",
-        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"oracle\":3}",
-        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"budget_ms\":-1}"})
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"gradient_tolerance\":{\"atol\":0,\"rtol\":0},\"repeat\":100000}",
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"gradient_tolerance\":{\"atol\":0,\"rtol\":0},\"oracle\":3}",
+        "{\"v\":1,\"case\":{},\"tolerance\":{\"atol\":0,\"rtol\":0},\"gradient_tolerance\":{\"atol\":0,\"rtol\":0},\"budget_ms\":-1}"})
     EXPECT_FALSE(parse_case_line(bad).has_value()) << bad;
 }
 
 TEST(CaseLine, CasesFileErrorsNameTheLine) {
   sdpa_test::TempDir dir;
-  const std::string good = make_case_line(small_case(), {0, 0}, "", 1, 1);
+  const std::string good = make_case_line(small_case(), {0, 0}, {0, 0}, "", 1, 1);
   ASSERT_TRUE(write_cases_file(dir.file("cases"), {good, good}).has_value());
   auto ok = read_cases_file(dir.file("cases"));
   ASSERT_TRUE(ok.has_value());

@@ -38,8 +38,9 @@ protected:
   void SetUp() override {
     if (!python_has_torch()) GTEST_SKIP() << "no Python with torch";
     const Case c = *parse_case_spec("dtype=fp32,b=1,h=1,l=16,d=8");
+    const Tolerance t = cases::default_tolerance(c.dtype);
     ASSERT_TRUE(protocol::write_cases_file(
-                    m_cases, {protocol::make_case_line(c, cases::default_tolerance(c.dtype), "", 1, 1)})
+                    m_cases, {protocol::make_case_line(c, t, cases::gradient_tolerance(t), "", 1, 1)})
                     .has_value());
     isolate::Command cmd;
     cmd.argv = {k_python, k_script, "--serve", m_socket};

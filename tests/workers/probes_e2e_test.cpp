@@ -48,7 +48,7 @@ std::string write_cases(const sdpa_test::TempDir& dir, const std::vector<Case>& 
     }
     const auto it = tolerance.find(c.id());
     const Tolerance t = it == tolerance.end() ? default_tolerance(c.dtype) : it->second;
-    lines.push_back(make_case_line(c, t, oracle, 1, 1));
+    lines.push_back(make_case_line(c, t, gradient_tolerance(t), oracle, 1, 1));
   }
   const std::string path = dir.file("cases.jsonl");
   EXPECT_TRUE(write_cases_file(path, lines).has_value());

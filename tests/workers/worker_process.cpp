@@ -2,6 +2,8 @@
 
 #include "support/run_binary.hpp"
 
+#include "cases/cases.hpp"
+
 #include <sstream>
 
 namespace sdpa_test {
@@ -38,7 +40,11 @@ WorkerRun run_worker_process(const std::vector<std::string>& argv,
   std::string line;
   while (std::getline(lines, line)) {
     try {
-      run.events.push_back(nlohmann::json::parse(line));
+      nlohmann::json event = nlohmann::json::parse(line);
+      // The events as the doctor reads them: a worker measures, the doctor's judge gives the
+      // verdict (isolate::RunnerOptions::judge).
+      sdpa_doctor::cases::judge_worker_event(event);
+      run.events.push_back(std::move(event));
     } catch (const nlohmann::json::exception&) {
       run.broken.push_back(line);
     }

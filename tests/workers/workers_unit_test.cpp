@@ -187,7 +187,7 @@ TEST(Worker, AnOlderTorchJudgesFullyMaskedRowsByItsOwnNanOracle) {
   // The doctor's file, as oracle_feed writes it: zero semantics.
   ASSERT_TRUE(write_oracle_file(dir.file("o.f64"), compute_oracle(c)));
   ASSERT_TRUE(protocol::write_cases_file(
-      dir.file("cases.jsonl"), {protocol::make_case_line(c, {1e-5, 1e-5}, dir.file("o.f64"), 0, 1)}));
+      dir.file("cases.jsonl"), {protocol::make_case_line(c, {1e-5, 1e-5}, {2e-5, 2e-5}, dir.file("o.f64"), 0, 1)}));
   for (bool nan_rows : {true, false}) {
     const std::string results = dir.file(nan_rows ? "nan.jsonl" : "zero.jsonl");
     const int fd = ::open(results.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -200,7 +200,10 @@ TEST(Worker, AnOlderTorchJudgesFullyMaskedRowsByItsOwnNanOracle) {
     std::string line;
     nlohmann::json result;
     while (std::getline(lines, line))
-      if (auto j = nlohmann::json::parse(line); j.at("event") == "result") result = j;
+      if (auto j = nlohmann::json::parse(line); j.at("event") == "result") {
+        cases::judge_worker_event(j); // as the doctor reads it
+        result = j;
+      }
     ASSERT_TRUE(result.is_object()) << sdpa_test::read_file(results);
     EXPECT_EQ(result.at("masked_rows"), "nan") << result;
     EXPECT_EQ(result.at("status"), nan_rows ? "pass" : "mismatch") << result;

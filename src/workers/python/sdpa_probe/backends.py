@@ -304,7 +304,7 @@ class Probe(object):
                 torch.manual_seed(dropout_seed(c, 1))
                 reruns = (again, forward().detach().float().cpu().contiguous())
             if backward:
-                # The forward is judged before the backward starts: a crash from here on is the
+                # The forward is measured before the backward starts: a crash from here on is the
                 # backward's.
                 entering_backward(out.detach().float().cpu().contiguous())
                 out.backward(grad_out)

@@ -133,12 +133,13 @@ def parse_case_line(text):
     if not isinstance(j, dict) or j.get("v") != 1:
         raise ValueError('a case line must be an object with "v":1')
     case = normalise_case(j["case"])
-    tol = j["tolerance"]
+    tol, grad_tol = j["tolerance"], j["gradient_tolerance"]
     line = {
         "id": j.get("id") or "",
         "case": case,
         "atol": float(tol["atol"]),
         "rtol": float(tol["rtol"]),
+        "gradient_tolerance": (float(grad_tol["atol"]), float(grad_tol["rtol"])),
         "oracle": j.get("oracle") or "",
         "warmup": int(j.get("warmup", 1) if j.get("warmup") is not None else 1),
         "repeat": int(j.get("repeat", 3) if j.get("repeat") is not None else 3),

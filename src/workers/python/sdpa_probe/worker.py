@@ -11,8 +11,8 @@ from .backends import Probe, add_canary, classify, import_torch
 from .faults import (corrupt_output, matching_fault, parse_fault, planted_canary,
                      process_fault)
 from .inputs import batch_form, make_inputs, make_upstream_gradient, torch_dtype
-from .oracle import (combine_directions, compare, compare_gradients, judge_dropout,
-                     load_oracle, masked_row_semantics, masked_rows_of, oracle_gradients)
+from .oracle import (load_oracle, masked_row_semantics, masked_rows_of, measure,
+                     measure_dropout, measure_gradients, oracle_gradients)
 from .protocol import (CANARY_FAILED_EXIT, Writer, finite_or_none, normalise_case, one_line,
                        parse_case_line, parse_variant, variant_environment)
 
@@ -118,32 +118,38 @@ def checked_output(line, host, corrupt):
     return host
 
 
-def judge_output(torch, line, host, q, k, v, mask, corrupt):
-    """(status, reason, metrics) of a forward output against the oracle, after a planted
-    corruption."""
+def measure_output(torch, line, host, q, k, v, mask, corrupt):
+    """A forward output's measure against the oracle, after a planted corruption."""
     host = checked_output(line, host, corrupt)
     ref = load_oracle(torch, line, q, k, v, mask, masked_row_semantics(torch))
-    return compare(torch, host, ref, line["atol"], line["rtol"], masked_rows_of(line["case"]))
+    return measure(torch, host, ref, (line["atol"], line["rtol"]), masked_rows_of(line["case"]))
 
 
-def judge_dropout_runs(torch, line, host, reruns, q, k, v, mask, corrupt):
-    """(status, reason, metrics) of a dropout case's three outputs, judged statistically against
-    the probabilities (its oracle: V is the identity), after a planted corruption of the first."""
+def measure_dropout_runs(torch, line, host, reruns, q, k, v, mask, corrupt):
+    """A dropout case's three outputs measured against the probabilities (its oracle: V is the
+    identity), after a planted corruption of the first."""
     host = checked_output(line, host, corrupt)
     probs = load_oracle(torch, line, q, k, v, mask, masked_row_semantics(torch))
-    return judge_dropout(torch, host, reruns[0], reruns[1], probs, line["case"]["dropout"],
-                         line["atol"], line["rtol"])
+    return measure_dropout(torch, host, reruns[0], reruns[1], probs, line["case"]["dropout"],
+                           (line["atol"], line["rtol"]))
 
 
-def judge_gradients(torch, line, grads, q, k, v, mask, grad_out, corrupt):
-    """(status, reason, metrics) of dq, dk, dv against the float64 oracle's gradients."""
+def measure_backward(torch, line, grads, q, k, v, mask, grad_out, corrupt):
+    """dq, dk, dv measured against the float64 oracle's gradients."""
     got = [g.reshape(-1).clone() for g in grads]
     if corrupt:
         corrupt_output(corrupt, got[0], line["case"])
     want = oracle_gradients(torch, line["case"], q, k, v, mask, grad_out,
                             masked_row_semantics(torch))
-    return compare_gradients(torch, got, want, line["atol"], line["rtol"],
+    return measure_gradients(torch, got, want, line["gradient_tolerance"],
                              masked_rows_of(line["case"]))
+
+
+def finite_numbers(measured):
+    """The measures with every float that is not finite as None (JSON has no NaN)."""
+    if isinstance(measured, dict):
+        return {key: finite_numbers(value) for key, value in measured.items()}
+    return finite_or_none(measured) if isinstance(measured, float) else measured
 
 
 def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, device, broken=""):
@@ -161,7 +167,7 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
         if forward_fault:
             process_fault(forward_fault)
         backward = line["case"].get("backward", False)
-        forward = []  # a backward case's forward verdict, once its backward starts
+        forward = []  # a backward case's forward measure, once its backward starts
         result = {"case": cid, "status": "error", "reason": "", "metrics": {},
                   "tolerance": {"atol": line["atol"], "rtol": line["rtol"]},
                   "backend_chosen": "", "warnings": []}
@@ -181,10 +187,10 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                 q = k = v = mask = grad_out = None
 
                 def entering_backward(output):
-                    forward.append(judge_output(torch, line, output, q, k, v, mask,
-                                                forward_fault))
+                    forward.append(measure_output(torch, line, output, q, k, v, mask,
+                                                  forward_fault))
                     writer.event("phase", case=cid, phase="backward",
-                                 forward={"status": forward[0][0], "reason": forward[0][1]})
+                                 measured=finite_numbers({"out": forward[0]}))
                     if backward_fault:
                         process_fault(backward_fault)
 
@@ -198,11 +204,9 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                 except Exception as e:
                     texts = [str(w.message) for w in captured]
                     result["status"], result["reason"] = classify(e, texts)
-                    if backward and forward:
+                    if backward and forward:  # the doctor judges the measured forward
                         result["reason"] = "in backward: " + result["reason"]
-                        result["directions"] = {"forward": forward[0][0],
-                                                "backward": result["status"]}
-                        metrics.update(forward[0][2])
+                        result["measured"] = finite_numbers({"out": forward[0]})
                     elif backward:
                         result["directions"] = {"forward": result["status"]}
             result["warnings"] = []
@@ -213,20 +217,17 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
             if host is not None:
                 try:
                     if reruns is not None:
-                        status, reason, m = judge_dropout_runs(torch, line, host, reruns, q, k,
-                                                               v, mask, forward_fault)
+                        measured = measure_dropout_runs(torch, line, host, reruns, q, k, v,
+                                                        mask, forward_fault)
                     else:
-                        status, reason, m = forward[0] if forward else judge_output(
-                            torch, line, host, q, k, v, mask, forward_fault)
+                        measured = {"out": forward[0] if forward else measure_output(
+                            torch, line, host, q, k, v, mask, forward_fault)}
                     if backward:
-                        grad_verdict = judge_gradients(torch, line, grads, q, k, v, mask,
-                                                       grad_out, backward_fault)
-                        result["directions"] = {"forward": status, "backward": grad_verdict[0]}
-                        status, reason, m = combine_directions((status, reason, m), grad_verdict)
-                    metrics.update(m)
+                        measured.update(measure_backward(torch, line, grads, q, k, v, mask,
+                                                         grad_out, backward_fault))
                     metrics["time_ms"], metrics["time_min_ms"], metrics["timed_runs"] = \
                         timing(times)
-                    result["status"], result["reason"] = status, reason
+                    result["status"], result["measured"] = "measured", finite_numbers(measured)
                 except Exception as e:
                     result["status"], result["reason"] = "error", one_line(e)
         result["metrics"] = {key: (finite_or_none(v) if isinstance(v, float) else v)
