@@ -87,11 +87,13 @@ int run_pipeline(const CheckRequest& r, const Outputs& outputs,
   const auto start = std::chrono::steady_clock::now();
   check_outputs_writable(outputs);
   const AdviceInputs advice = advice_inputs(r);
+  const std::string planted = planted_faults();
 
   InterruptGuard interrupt_guard;
   // Found, not yet imported: the enumeration looks for its HIP runtime first.
   const run::PythonChoice python = located_python(r);
   Report report = started_report(r, python);
+  report.planted_faults = planted;
   run::ExecuteOptions exec = execute_options(r, outputs, python, report.inventory, &g_interrupted);
   const run::Plan plan = checked_plan(r, report.inventory);
   exec.run_dir = checked_run_dir(r.run_dir);
