@@ -266,6 +266,30 @@ TEST(MergeReaders, SkipsEachBadReportWithOneLineAndMergesTheRest) {
   EXPECT_EQ(fleet["skipped"].size(), bad.size()) << fleet.dump();
 }
 
+// One result per cell, each on a device the run targeted: a report holding a second result for a
+// cell, or a cell outside its targets, is skipped naming that cell; the good one is merged.
+TEST(MergeReaders, SkipsAReportWithADuplicateResultOrACellOutsideItsTargets) {
+  const std::string d = fixture_dir();
+  sdpa_test::TempDir out;
+  const auto run = run_binary({sdpa_test::doctor(), "merge", "--json", out.file("fleet.json"),
+                               d + "/good.json", d + "/result-twice.json",
+                               d + "/result-foreign-device.json"});
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  const auto err = lines_of(run.err);
+  ASSERT_EQ(err.size(), 2u) << run.err;
+  EXPECT_NE(err[0].find("result-twice.json: skipped: "), std::string::npos) << err[0];
+  EXPECT_NE(err[0].find("a second result for the cell " + k_case_id + " on cpu"),
+            std::string::npos)
+      << err[0];
+  EXPECT_NE(err[1].find("result-foreign-device.json: skipped: "), std::string::npos) << err[1];
+  EXPECT_NE(err[1].find("the cell " + k_case_id + " on cuda:3"), std::string::npos) << err[1];
+  EXPECT_NE(err[1].find("is outside the report's targets"), std::string::npos) << err[1];
+  const json fleet = json::parse(sdpa_test::read_file(out.file("fleet.json")));
+  EXPECT_EQ(fleet["nodes"].size(), 1u) << fleet.dump();
+  EXPECT_EQ(fleet["skipped"].size(), 2u) << fleet.dump();
+}
+
 TEST(MergeReaders, SameReportGivenTwiceIsOneNodeWithAWarning) {
   const std::string good = fixture_dir() + "/good.json";
   sdpa_test::TempDir out;
