@@ -1,6 +1,7 @@
 // A check killed with SIGKILL mid-run, through the real binary: `report JOURNAL` rebuilds its
 // reports from the journal with every planned cell in them, and `check --resume RUN-DIR` runs
 // exactly the cells the journal lacks, then reports the whole run.
+#include "support/edited_journal.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
@@ -10,7 +11,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -282,20 +282,6 @@ TEST(ReportJournal, AStartWithAnUnknownVariantIsNamed) {
   EXPECT_EQ(run.err.find("no start event"), std::string::npos) << run.err;
 }
 
-// A finished one-cell run (the reference probe) whose journal's request gets `edit`: what
-// `check --resume` then reads.
-void edited_run(const TempDir& dir, const std::function<void(json&)>& edit) {
-  const auto run = run_binary({doctor(), "check", "-q", "--probe", "reference", "--variant",
-                               "ref-math", "--case", "dtype=fp32,b=1,h=1,l=8,d=8", "--run-dir",
-                               dir.file("run"), "--json", dir.file("first.json")});
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  const std::string journal = read_file(dir.file("run/journal.jsonl"));
-  const size_t end = journal.find('\n');
-  json start = json::parse(journal.substr(0, end));
-  edit(start.at("header").at("check_request"));
-  write_file(dir.file("run/journal.jsonl"), start.dump() + journal.substr(end));
-}
-
 // The journal's request is checked as the flags are: a value no command line could give is
 // refused by name, exit 2, before anything runs.
 TEST(ResumeCheck, AJournalRequestOutsideTheFlagsIsRefused) {
@@ -303,7 +289,7 @@ TEST(ResumeCheck, AJournalRequestOutsideTheFlagsIsRefused) {
        std::vector<std::tuple<std::string, int, std::string>>{
            {"startup_timeout_ms", -5, "--startup-timeout"}, {"repeat", 0, "--repeat"}}) {
     TempDir dir;
-    edited_run(dir, [&](json& request) { request[key] = value; });
+    ASSERT_EQ(edited_run(dir.file("run"), [&](json& request) { request[key] = value; }), "");
     const auto run = run_binary({doctor(), "check", "-q", "--resume", dir.file("run")});
     EXPECT_EQ(run.exit_code, 2) << run.err;
     EXPECT_EQ(line_count(run.err), 1) << run.err;
@@ -321,7 +307,7 @@ TEST(ResumeCheck, TheJournalsInterpreterRunsOnlyFromAPrivateRunDir) {
   const std::string python = dir.file("python");
   write_file(python, "#!/bin/sh\ntouch '" + marker + "'\n");
   ::chmod(python.c_str(), 0755);
-  edited_run(dir, [&](json& request) { request["python"] = python; });
+  ASSERT_EQ(edited_run(dir.file("run"), [&](json& request) { request["python"] = python; }), "");
 
   ::chmod(dir.file("run").c_str(), 0777);
   const auto refused = run_binary({doctor(), "check", "-q", "--resume", dir.file("run")});

@@ -3,6 +3,7 @@
 // seconds. Below the table: inputs that are not usage errors (a python that prints garbage or
 // hangs, a hostile sysfs tree) must leave the doctor standing with a report.
 #include "hardening/hardening_support.hpp"
+#include "support/edited_journal.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -54,6 +55,13 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   ::mkfifo(dir.file("fifo").c_str(), 0644);
   fs::create_directories(dir.file("fifo-run"));
   ::mkfifo(dir.file("fifo-run/journal.jsonl").c_str(), 0644);
+  // journals whose request no command line could give, or that name an interpreter from a run
+  // directory anyone can write
+  sdpa_test::edited_run(dir.file("run-startup-negative"),
+                        [](nlohmann::json& r) { r["startup_timeout_ms"] = -5; });
+  sdpa_test::edited_run(dir.file("run-repeat-zero"), [](nlohmann::json& r) { r["repeat"] = 0; });
+  sdpa_test::edited_run(dir.file("run-open"), [](nlohmann::json& r) { r["python"] = "/bin/true"; });
+  ::chmod(dir.file("run-open").c_str(), 0777);
 
   put("issues-notjson.json", "not json at all");
   put("issues-object.json", "{\"id\":\"x\"}");
@@ -265,6 +273,10 @@ std::vector<Row> rows() {
       {"report_journal_fifo", {"report", "@/fifo"}, false},
       {"report_journal_dev_zero", {"report", "/dev/zero"}, false},
       {"resume_journal_fifo", {"check", "--resume", "@/fifo-run"}, false},
+      {"resume_journal_startup_timeout_negative", {"check", "--resume", "@/run-startup-negative"},
+       false},
+      {"resume_journal_repeat_zero", {"check", "--resume", "@/run-repeat-zero"}, false},
+      {"resume_journal_interpreter_in_open_dir", {"check", "--resume", "@/run-open"}, false},
       {"resume_missing_dir", {"check", "--resume", "@/no-such-run"}, false},
       {"resume_without_journal", {"check", "--resume", "@"}, false},
       {"resume_with_plan_option", {"check", "--resume", "@", "--variant", "math"}, false},
