@@ -194,7 +194,7 @@ int resume_check(const std::string& run_dir, const Outputs& outputs) {
   CheckRequest request = std::move(header->request);
   const bool is_dir = std::filesystem::is_directory(run_dir);
   request.run_dir = is_dir ? run_dir : std::filesystem::path(run_dir).parent_path().string();
-  check_journal_interpreter(request.python, request.run_dir,
+  check_journal_interpreter(request.python, request.run_dir.empty() ? "." : request.run_dir,
                             is_dir ? (std::filesystem::path(run_dir) / "journal.jsonl").string()
                                    : run_dir);
   // A run that was redacted stays redacted, in its journal and its reports.
