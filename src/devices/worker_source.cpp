@@ -85,16 +85,20 @@ CalledLibrary library_being_called(const std::string& err) {
           tab == std::string::npos ? std::string{} : escape_to_one_line(line.substr(tab + 1))};
 }
 
+// " while calling PATH, found in WHY" for the library the worker was in; empty when none.
+std::string calling_text(const CalledLibrary& called) {
+  if (called.path.empty()) return {};
+  return fmt::format(" while calling {}, found in {}", called.path,
+                     called.found_in.empty() ? "?" : called.found_in);
+}
+
 // A part whose worker died or printed no answer: the library it was calling is the suspect.
 Finding crash_finding(const std::string& key, const std::string& label, const std::string& how,
                       const std::string& err) {
   const CalledLibrary called = library_being_called(err);
   std::string tail = last_line(err);
   if (tail.rfind(enum_worker::k_calling_mark, 0) == 0) tail.clear(); // said as `called` below
-  const std::string calling =
-      called.path.empty() ? ""
-                          : fmt::format(" while calling {}, found in {}", called.path,
-                                        called.found_in.empty() ? "?" : called.found_in);
+  const std::string calling = calling_text(called);
   const std::string message = fmt::format("asking {} failed: the enum worker {}{}{}", label, how,
                                           calling, tail.empty() ? "" : ": " + tail);
   if (called.path.empty())
@@ -148,8 +152,9 @@ std::optional<json> run_worker_part(const EnumerateOptions& options, const char*
     out.findings.push_back(
         {std::string(key) + "-timeout",
          Severity::problem,
-         fmt::format("{} hung: no answer within {:.1f} s (the worker was killed)", label,
-                     static_cast<double>(options.deadline.count()) / 1000.0),
+         fmt::format("{} hung: no answer within {:.1f} s (the worker was killed){}", label,
+                     static_cast<double>(options.deadline.count()) / 1000.0,
+                     calling_text(library_being_called(run->err))),
          "a hanging hipInit/amdsmi_init usually means a wedged GPU or driver: check `sudo dmesg | "
          "grep -i amdgpu`, then reset the GPU or reboot",
          {},
