@@ -25,6 +25,7 @@ json measured_to_json(const Report& r) {
           {"targets", r.targets},
           {"suite", r.suite},
           {"model", r.model},
+          {"planted_faults", r.planted_faults},
           {"enumerate_ms", r.timings.enumerate_ms}};
 }
 
@@ -41,6 +42,7 @@ Expected<Report> measured_from_json(const json& j) {
     r.suite = j.at("suite").get<std::string>();
     r.model = j.at("model").get<std::string>();
     r.timings.enumerate_ms = j.at("enumerate_ms").get<double>();
+    r.planted_faults = j.value("planted_faults", std::string{}); // absent before faults were said
   } catch (const json::exception&) {
     return make_error("its measured facts are not what the doctor writes");
   }

@@ -2,6 +2,7 @@
 
 #include "advice/advice.hpp"
 #include "check/case_plan.hpp"
+#include "core/text.hpp"
 #include "protocol/protocol.hpp"
 #include "run/run.hpp"
 
@@ -80,6 +81,47 @@ cases::TolerancePolicy tolerances_from_json(const json& j) {
                             std::pair{"fp32", &t.fp32}})
     *into = Tolerance{j.at(name).at(0).get<double>(), j.at(name).at(1).get<double>()};
   return t;
+}
+
+// One number of a request and the flag that sets it, with the range that flag accepts.
+struct Limit {
+  const char* key;
+  const char* flag;
+  int64_t value;
+  int64_t min;
+  int64_t max;
+  const char* unit; // " ms" for a time the flag takes in seconds
+};
+
+// What the flags allow, checked again for a request that came from elsewhere (a journal), so a
+// hand-edited one cannot plan what no command line could.
+Expected<bool> within_flag_limits(const CheckRequest& r) {
+  constexpr int64_t k_max_ms = 1'000'000'000; // 1e6 s, as every seconds flag
+  const Limit limits[] = {
+      {"case_timeout_ms", "--case-timeout", r.case_timeout.count(), 0, k_max_ms, " ms"},
+      {"worker_timeout_ms", "--worker-timeout", r.worker_timeout.count(), 0, k_max_ms, " ms"},
+      {"startup_timeout_ms", "--startup-timeout", r.startup_timeout.count(), 1, k_max_ms, " ms"},
+      {"progress_interval_ms", "--progress-every", r.progress_interval.count(), 1, k_max_ms, " ms"},
+      {"call_budget_ms", "--time-budget", r.call_budget.count(), 0, 86'400'000, " ms"},
+      {"max_worker_restarts", "--max-worker-restarts", r.max_worker_restarts, 0, 1000, ""},
+      {"repeat", "--repeat", r.repeat, 1, protocol::k_max_repeat, ""},
+      {"warmup", "--warmup", r.warmup, 1, protocol::k_max_repeat, ""},
+      {"oracle_cache_bytes", "--oracle-cache-size", r.oracle_cache_bytes, 0, int64_t{1024} << 30,
+       ""},
+  };
+  for (const Limit& l : limits)
+    if (l.value < l.min || l.value > l.max)
+      return make_error(fmt::format("the check request's \"{}\" is {}: {} allows {} to {}{}",
+                                    l.key, l.value, l.flag, l.min, l.max, l.unit));
+  if (r.probes.empty()) return make_error("the check request's \"probes\" is empty");
+  for (const std::string& t : r.targets)
+    if (!cases::is_valid_target(t))
+      return make_error(fmt::format("the check request's \"targets\" holds '{}': --device takes "
+                                    "cpu or cuda:N",
+                                    escape_to_one_line(t)));
+  if (r.shrink && !(r.shrink->cases > 0 && r.shrink->seconds > 0 && r.shrink->seconds <= 1e6))
+    return make_error("the check request's \"shrink\" is not what --shrink-budget allows");
+  return true;
 }
 
 } // namespace
@@ -226,6 +268,7 @@ Expected<CheckRequest> request_from_json(const json& j) {
     if (const json& s = at("shrink"); !s.is_null())
       r.shrink = run::ShrinkBudget{s.at("cases").get<int>(), s.at("seconds").get<double>()};
     r.verify = at("verify").get<bool>();
+    if (auto within = within_flag_limits(r); !within) return within.error();
   } catch (const json::exception&) {
     return make_error(fmt::format("the check request's \"{}\" is missing or not what the doctor "
                                   "writes",

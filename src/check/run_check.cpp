@@ -16,6 +16,8 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace sdpa_doctor::check {
 
@@ -87,11 +89,13 @@ int run_pipeline(const CheckRequest& r, const Outputs& outputs,
   const auto start = std::chrono::steady_clock::now();
   check_outputs_writable(outputs);
   const AdviceInputs advice = advice_inputs(r);
+  const std::string planted = planted_faults();
 
   InterruptGuard interrupt_guard;
   // Found, not yet imported: the enumeration looks for its HIP runtime first.
   const run::PythonChoice python = located_python(r);
   Report report = started_report(r, python);
+  report.planted_faults = planted;
   run::ExecuteOptions exec = execute_options(r, outputs, python, report.inventory, &g_interrupted);
   const run::Plan plan = checked_plan(r, report.inventory);
   exec.run_dir = checked_run_dir(r.run_dir);
@@ -151,6 +155,31 @@ int run_pipeline(const CheckRequest& r, const Outputs& outputs,
   return exit_code_for(facts);
 }
 
+// Why `path` is not safe to take an interpreter's name from: empty when this user owns it and
+// no one else can write it.
+std::string writable_by_others(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return fmt::format("{} cannot be read", path);
+  if (st.st_uid != ::geteuid()) return fmt::format("{} belongs to uid {}", path, st.st_uid);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return fmt::format("{} is writable by others (mode {:04o})", path, st.st_mode & 07777);
+  return {};
+}
+
+// The interpreter a journal names runs only from a run directory whose journal no one else could
+// have edited; the user is told which one runs.
+void check_journal_interpreter(const std::string& python, const std::string& run_dir,
+                               const std::string& journal) {
+  if (python.empty()) return;
+  for (const std::string& path : {run_dir, journal})
+    if (const std::string why = writable_by_others(path); !why.empty())
+      throw Fatal{fmt::format("--resume {}: its journal names the interpreter {}, which runs only "
+                              "from a run directory you own that no one else can write: {}",
+                              escape_to_one_line(run_dir), escape_to_one_line(python),
+                              escape_to_one_line(why))};
+  spdlog::warn("resuming {} with the interpreter its journal names: {}", run_dir, python);
+}
+
 } // namespace
 
 int run_check(const CheckRequest& request, const Outputs& outputs) {
@@ -163,9 +192,11 @@ int resume_check(const std::string& run_dir, const Outputs& outputs) {
   auto header = read_journal_header(journal->header);
   if (!header) throw Fatal{fmt::format("--resume {}: {}", run_dir, header.error().message)};
   CheckRequest request = std::move(header->request);
-  request.run_dir = std::filesystem::is_directory(run_dir)
-                        ? run_dir
-                        : std::filesystem::path(run_dir).parent_path().string();
+  const bool is_dir = std::filesystem::is_directory(run_dir);
+  request.run_dir = is_dir ? run_dir : std::filesystem::path(run_dir).parent_path().string();
+  check_journal_interpreter(request.python, request.run_dir.empty() ? "." : request.run_dir,
+                            is_dir ? (std::filesystem::path(run_dir) / "journal.jsonl").string()
+                                   : run_dir);
   // A run that was redacted stays redacted, in its journal and its reports.
   Outputs resumed = outputs;
   resumed.redact = outputs.redact || header->redact;

@@ -69,6 +69,16 @@ run::PythonChoice located_python(const CheckRequest& r) {
   return located ? *located : run::PythonChoice{};
 }
 
+std::string planted_faults() {
+  auto faults = run::planted_faults_in_environment();
+  if (!faults) throw Fatal{faults.error().message};
+  if (!faults->empty())
+    spdlog::warn("SDPA_DOCTOR_TEST_FAULT={}: faults are planted in the workers; the results are "
+                 "not a measurement of the backends",
+                 escape_to_one_line(*faults));
+  return *faults;
+}
+
 Report started_report(const CheckRequest& r, const run::PythonChoice& python) {
   Report report;
   report.tool_version = build_info::k_version;

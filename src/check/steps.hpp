@@ -15,6 +15,10 @@ namespace sdpa_doctor::check {
 // --python is an input error only where the python probe runs.
 run::PythonChoice located_python(const CheckRequest& request);
 
+// SDPA_DOCTOR_TEST_FAULT, which the workers obey: empty when unset, Fatal (exit 2) when malformed,
+// so no cell is blamed on a backend for a typo in a test's setting.
+std::string planted_faults();
+
 // The report's header facts and the device inventory, asked where `python`'s torch keeps its own
 // HIP runtime first.
 Report started_report(const CheckRequest& request, const run::PythonChoice& python);

@@ -249,6 +249,9 @@ struct Report {
   std::vector<std::string> targets;  // probe targets that were planned ("cpu", "cuda:0")
   std::string suite;
   std::string model; // `check --model`: "name (32 heads, 8 kv heads, d=128)"; empty otherwise
+  // SDPA_DOCTOR_TEST_FAULT as the workers saw it; empty when none. When set, the results are a
+  // test of the doctor, not a measurement of the backends.
+  std::string planted_faults;
   std::vector<WorkerInfo> workers;
   std::vector<CaseResult> results;
   std::vector<Finding> findings;

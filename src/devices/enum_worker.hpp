@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string_view>
+
 namespace sdpa_doctor::devices::enum_worker {
 
 // {"library":{...},"runtime_version":N,"props_abi":"R0600 (HIP 6 and 7)","init":"hipSuccess",
@@ -18,6 +20,11 @@ nlohmann::json query_hip(const loader::SearchContext& where);
 // {"library":{...,"name":"amd_smi"},"version":"..","init":"AMDSMI_STATUS_SUCCESS","count":N,
 //  "devices":[...]}; ROCm SMI answers only when AMD SMI cannot be opened ("amd_smi" then says why).
 nlohmann::json query_smi(const loader::SearchContext& where);
+
+// The line the worker writes on stderr before it calls into an opened library, so a crash in that
+// library names the file and where it was found: "<mark><path>\t<why>".
+inline constexpr std::string_view k_calling_mark = "sdpa-doctor-enum-worker: calling ";
+void say_calling(const loader::Opened& library);
 
 // {"path","soname","why","tried":[...]} of an opened library, or {"error": why none opened,
 // "found": [files of that name in the search places, which then exist but do not load]}.

@@ -104,6 +104,7 @@ nlohmann::json query_hip(const loader::SearchContext& where) {
   nlohmann::json out = {{"library", library_json(opened, loader::Library::hip_runtime, where)}};
   if (!opened) return out;
 
+  say_calling(*opened);
   const Api probe = resolve(*opened, nullptr);
   if (!probe.runtime_get_version || !probe.init || !probe.get_device_count) {
     out["abi_error"] = "hipRuntimeGetVersion, hipInit or hipGetDeviceCount is missing";

@@ -36,6 +36,13 @@ nlohmann::json library_json(const Expected<loader::Opened>& opened, loader::Libr
           {"tried", opened->tried}};
 }
 
+void say_calling(const loader::Opened& library) {
+  // Unbuffered and before the call: a library that kills the process cannot lose this line.
+  const std::string line =
+      std::string(k_calling_mark) + library.path + "\t" + library.why + "\n";
+  sdpa_doctor::write_all(STDERR_FILENO, line);
+}
+
 } // namespace sdpa_doctor::devices::enum_worker
 
 int main(int argc, char** argv) {

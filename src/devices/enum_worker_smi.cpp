@@ -280,6 +280,7 @@ nlohmann::json query_smi(const loader::SearchContext& where) {
   nlohmann::json amd_smi_library = library_json(amd_smi, loader::Library::amd_smi, where);
   amd_smi_library["name"] = "amd_smi";
   if (amd_smi) {
+    say_calling(*amd_smi);
     nlohmann::json out = query_amd_smi(*amd_smi, {{"library", amd_smi_library}});
     if (!out.contains("abi_error")) return out;
     amd_smi_library["abi_error"] = out["abi_error"]; // too old to use: ROCm SMI answers instead
@@ -289,6 +290,7 @@ nlohmann::json query_smi(const loader::SearchContext& where) {
   library["name"] = "rocm_smi";
   nlohmann::json out = {{"library", library}, {"amd_smi", amd_smi_library}};
   if (!rocm_smi) return out;
+  say_calling(*rocm_smi);
   return query_rocm_smi(*rocm_smi, std::move(out));
 }
 

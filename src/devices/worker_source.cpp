@@ -1,6 +1,8 @@
 #include "devices/sources.hpp"
 
 #include "core/paths.hpp"
+#include "core/text.hpp"
+#include "devices/enum_worker.hpp"
 #include "isolate/isolate.hpp"
 
 #include <fmt/format.h>
@@ -67,6 +69,50 @@ std::string last_line(const std::string& text) {
   return line.size() > 200 ? line.substr(0, 200) : line;
 }
 
+// The library the worker was calling when it died, from its last "calling" line on stderr; an
+// empty path when it died before calling any.
+struct CalledLibrary {
+  std::string path;
+  std::string found_in; // the loader's reason for that file
+};
+CalledLibrary library_being_called(const std::string& err) {
+  const size_t at = err.rfind(enum_worker::k_calling_mark);
+  if (at == std::string::npos) return {};
+  const size_t start = at + enum_worker::k_calling_mark.size();
+  const std::string line = err.substr(start, err.find('\n', start) - start);
+  const size_t tab = line.find('\t');
+  return {escape_to_one_line(line.substr(0, tab)),
+          tab == std::string::npos ? std::string{} : escape_to_one_line(line.substr(tab + 1))};
+}
+
+// " while calling PATH, found in WHY" for the library the worker was in; empty when none.
+std::string calling_text(const CalledLibrary& called) {
+  if (called.path.empty()) return {};
+  return fmt::format(" while calling {}, found in {}", called.path,
+                     called.found_in.empty() ? "?" : called.found_in);
+}
+
+// A part whose worker died or printed no answer: the library it was calling is the suspect.
+Finding crash_finding(const std::string& key, const std::string& label, const std::string& how,
+                      const std::string& err) {
+  const CalledLibrary called = library_being_called(err);
+  std::string tail = last_line(err);
+  if (tail.rfind(enum_worker::k_calling_mark, 0) == 0) tail.clear(); // said as `called` below
+  const std::string calling = calling_text(called);
+  const std::string message = fmt::format("asking {} failed: the enum worker {}{}{}", label, how,
+                                          calling, tail.empty() ? "" : ": " + tail);
+  if (called.path.empty())
+    return {key + "-crashed", Severity::problem, message,
+            "the ROCm install may be broken or mismatched with the kernel driver: reinstall ROCm "
+            "and check `sudo dmesg | grep -i amdgpu`",
+            {}, {}};
+  return {key + "-crashed", Severity::problem, message,
+          fmt::format("{} crashed when called: reinstall the package that owns it (or move it out "
+                      "of the way), then check `sudo dmesg | grep -i amdgpu`",
+                      called.path),
+          {}, {}};
+}
+
 // Runs the enum worker for one part ("--hip" or "--smi") and returns that part's object, or
 // fills `out` with why there is none.
 std::optional<json> run_worker_part(const EnumerateOptions& options, const char* flag,
@@ -106,8 +152,9 @@ std::optional<json> run_worker_part(const EnumerateOptions& options, const char*
     out.findings.push_back(
         {std::string(key) + "-timeout",
          Severity::problem,
-         fmt::format("{} hung: no answer within {:.1f} s (the worker was killed)", label,
-                     static_cast<double>(options.deadline.count()) / 1000.0),
+         fmt::format("{} hung: no answer within {:.1f} s (the worker was killed){}", label,
+                     static_cast<double>(options.deadline.count()) / 1000.0,
+                     calling_text(library_being_called(run->err))),
          "a hanging hipInit/amdsmi_init usually means a wedged GPU or driver: check `sudo dmesg | "
          "grep -i amdgpu`, then reset the GPU or reboot",
          {},
@@ -120,14 +167,7 @@ std::optional<json> run_worker_part(const EnumerateOptions& options, const char*
                                             : "printed no result (" + isolate::describe(run->end) +
                                                   ")";
     out.status = fmt::format("{} {}", label, how);
-    const std::string tail = last_line(run->err);
-    out.findings.push_back(
-        {std::string(key) + "-crashed", Severity::problem,
-         fmt::format("asking {} failed: the enum worker {}{}", label, how,
-                     tail.empty() ? "" : ": " + tail),
-         "the ROCm install may be broken or mismatched with the kernel driver: reinstall ROCm "
-         "and check `sudo dmesg | grep -i amdgpu`",
-         {}, {}});
+    out.findings.push_back(crash_finding(key, label, how, run->err));
     return std::nullopt;
   }
   auto it = parsed->find(key);

@@ -210,6 +210,9 @@ std::optional<std::string> read_file(const fs::path& path) {
 bool store_file(const fs::path& path, const std::string& bytes) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
+  // An empty directory where the image goes (never the user's files: the name is a hash of ours)
+  // would make the rename fail; a FIFO or a link is replaced by the rename itself.
+  if (fs::is_directory(fs::symlink_status(path, ec))) fs::remove(path, ec);
   const fs::path tmp = path.string() + fmt::format(".tmp{}", ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

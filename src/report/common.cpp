@@ -224,6 +224,10 @@ std::vector<std::pair<std::string, std::string>> environment_lines(const Report&
                                            py.empty() ? "" : "Python " + py,
                                            python.empty() ? "" : "python " + python}));
   out.emplace_back("aotriton", aot.empty() ? "unknown" : aot);
+  if (!report.planted_faults.empty())
+    out.emplace_back("planted", fmt::format("SDPA_DOCTOR_TEST_FAULT={}: faults planted on purpose, "
+                                            "so this is not a measurement of the backends",
+                                            escape_to_one_line(report.planted_faults)));
   return out;
 }
 

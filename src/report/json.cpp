@@ -61,6 +61,11 @@ std::string render_json(const Report& report) {
            {"interrupted", report.interrupted},
            {"exit_code", report.exit_code}};
   if (!report.model.empty()) doc["model"] = report.model; // only for `check --model`
+  // v1.6; absent unless a test planted faults, which makes the report no measurement
+  if (!report.planted_faults.empty()) {
+    doc["planted_faults"] = report.planted_faults;
+    doc["measures_backends"] = false;
+  }
   if (!report.shrinks.empty()) { // v1.1; absent with --no-shrink or when nothing failed
     json shrinks = json::array();
     for (const Shrink& s : report.shrinks) shrinks.push_back(to_json(s));

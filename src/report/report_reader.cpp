@@ -63,6 +63,7 @@ Expected<Report> read_measured_report(const json& doc) {
       if (target.is_string()) r.targets.push_back(target.get<std::string>());
   r.suite = json_text(doc, "suite");
   r.model = json_text(doc, "model");
+  r.planted_faults = json_text(doc, "planted_faults");
   for (const char* key : {"workers", "results"}) {
     auto list = doc.find(key);
     if (list == doc.end()) continue;

@@ -103,8 +103,8 @@ struct PythonChoice {
   // The HIP runtime files mapped in the pre-flight's process once torch was imported (none for
   // a CPU or CUDA torch; two is a broken install); empty when not asked.
   std::vector<std::string> torch_hip_runtimes;
-  // The named interpreter did not answer locate_python in time: it is kept (its workers meet the
-  // same deadlines) and the pre-flight does not wait for it again.
+  // The named interpreter did not answer locate_python in time: the pre-flight does not wait for
+  // it again and finds it unusable, naming that step.
   bool hung = false;
 };
 
@@ -135,10 +135,14 @@ std::vector<std::string> python_candidates(const PythonSearch& search);
 Expected<PythonChoice> locate_python(const std::string& requested,
                                      std::chrono::milliseconds deadline);
 
-// The located interpreter runs `import torch` once within `deadline`: one that cannot (or prints
-// no answer) is `unusable`; one that does not answer in time is kept (its workers meet the same
-// deadlines). Fills torch_version, gpus and torch_hip_runtimes.
+// The located interpreter runs `import torch` once within `deadline`: one that cannot, prints no
+// answer or does not answer in time (a wedged GPU or driver) is `unusable`, its reason naming the
+// step that failed or hung. Fills torch_version, gpus and torch_hip_runtimes.
 PythonChoice preflight_python(PythonChoice located, std::chrono::milliseconds deadline);
+
+// SDPA_DOCTOR_TEST_FAULT as this process's workers will read it, checked as they parse it; empty
+// when unset. A malformed value is an error naming what is wrong.
+Expected<std::string> planted_faults_in_environment();
 
 // $XDG_CACHE_HOME/sdpa-doctor/oracle, else ~/.cache/sdpa-doctor/oracle; empty with neither.
 std::string default_oracle_cache_dir();

@@ -5,6 +5,7 @@
 #include "core/paths.hpp"
 #include "core/text.hpp"
 #include "isolate/isolate.hpp"
+#include "workers/planted_fault.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -117,6 +118,18 @@ std::vector<Device> torch_gpus(const std::string& json_text) {
   return out;
 }
 
+// An interpreter whose start-up step never returned cannot say hello to a worker either: it is
+// unusable, and the reason names the step, so nothing of its hang is blamed on a backend.
+PythonChoice hung_python(PythonChoice choice, std::string_view step,
+                         std::chrono::milliseconds deadline) {
+  choice.unusable = true;
+  choice.unusable_path = choice.path;
+  choice.reason = fmt::format("{}: {} did not return in {:g} s: a wedged GPU or driver does this",
+                              choice.path, step, double(deadline.count()) / 1000.0);
+  choice.path.clear();
+  return choice;
+}
+
 } // namespace
 
 // What `python -c "import torch"` says, as the pre-flight's verdict on `choice`, the GPUs that
@@ -124,11 +137,9 @@ std::vector<Device> torch_gpus(const std::string& json_text) {
 // runtime it loaded.
 PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds deadline) {
   if (choice.path.empty()) return choice;
-  if (choice.hung) { // it did not even find torch in time: do not wait for it twice
-    spdlog::info("{}: did not answer within {} ms; running its workers anyway", choice.path,
-                 deadline.count());
-    return choice;
-  }
+  if (choice.hung) // it did not even find torch in time: do not wait for it twice
+    return hung_python(std::move(choice), "finding torch (importlib.util.find_spec)",
+                       std::min(deadline, k_find_deadline));
   isolate::Command cmd;
   cmd.argv = {
       choice.path, "-W", "ignore", "-c",
@@ -162,9 +173,9 @@ PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds dea
           k_preflight_mark)};
   auto run = isolate::run_simple(cmd, deadline);
   if (run && run->timed_out) {
-    spdlog::info("{}: `import torch` did not answer within {} ms; running its workers anyway",
-                 choice.path, deadline.count());
-    return choice;
+    const bool imported = run->out.find(fmt::format("{} torch ", k_preflight_mark)) != std::string::npos;
+    return hung_python(std::move(choice),
+                       imported ? "listing torch's GPUs (torch.cuda)" : "import torch", deadline);
   }
   std::string answer;
   if (run)
@@ -259,6 +270,13 @@ Expected<PythonChoice> locate_python(const std::string& requested,
   PythonChoice none;
   none.reason = "no python3 that can import torch was found (use --python PATH)";
   return none;
+}
+
+Expected<std::string> planted_faults_in_environment() {
+  auto faults = workers::planted_faults_from_environment();
+  if (!faults) return make_error(faults.error().message);
+  const char* text = std::getenv("SDPA_DOCTOR_TEST_FAULT");
+  return faults->empty() || !text ? std::string{} : std::string(text);
 }
 
 } // namespace sdpa_doctor::run

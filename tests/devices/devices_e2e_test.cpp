@@ -127,6 +127,51 @@ TEST(DevicesE2E, NoGpuJsonCarriesEverySourceAnswer) {
   }
 }
 
+// A HIP runtime that loads and crashes when called ($ROCM_PATH/lib here): the finding names the
+// file that was being called and where it was found, and the doctor goes on.
+TEST(DevicesE2E, ACrashingHipRuntimeIsNamedWithWhereItWasFound) {
+  sdpa_test::TempDir tmp;
+  sdpa_test::RunOptions options;
+  options.set_env = {{"ROCM_PATH", SDPA_TEST_CRASHING_ROCM}};
+  const auto r = run_binary({doctor(), "devices", "--json", tmp.file("devices.json")}, options);
+  EXPECT_EQ(r.signal, 0) << r.err;
+  const auto doc = nlohmann::json::parse(sdpa_test::read_file(tmp.file("devices.json")));
+  const std::string library = std::string(SDPA_TEST_CRASHING_ROCM) + "/lib/libamdhip64.so.6";
+  bool named = false;
+  for (const auto& f : doc["inventory"]["findings"]) {
+    if (f["id"] != "hip-crashed") continue;
+    named = true;
+    const std::string message = f["message"];
+    EXPECT_TRUE(contains(message, "SIGSEGV")) << message;
+    EXPECT_TRUE(contains(message, "while calling " + library + ", found in $ROCM_PATH/lib")) << message;
+    EXPECT_TRUE(contains(f["remedy"].get<std::string>(), library + " crashed when called"))
+        << f.dump();
+  }
+  EXPECT_TRUE(named) << doc["inventory"]["findings"].dump();
+}
+
+// The same library hanging (a wedged driver): the worker is killed at the deadline and the
+// finding names the file it was in.
+TEST(DevicesE2E, AHangingHipRuntimeIsNamedWithWhereItWasFound) {
+  sdpa_test::TempDir tmp;
+  sdpa_test::RunOptions options;
+  options.set_env = {{"ROCM_PATH", SDPA_TEST_CRASHING_ROCM}, {"FAKE_HIP_HANG", "1"}};
+  const auto r = run_binary(
+      {doctor(), "devices", "--timeout", "2", "--json", tmp.file("devices.json")}, options);
+  EXPECT_EQ(r.signal, 0) << r.err;
+  const auto doc = nlohmann::json::parse(sdpa_test::read_file(tmp.file("devices.json")));
+  const std::string library = std::string(SDPA_TEST_CRASHING_ROCM) + "/lib/libamdhip64.so.6";
+  bool named = false;
+  for (const auto& f : doc["inventory"]["findings"])
+    if (f["id"] == "hip-timeout") {
+      named = true;
+      EXPECT_TRUE(contains(f["message"].get<std::string>(),
+                           "while calling " + library + ", found in $ROCM_PATH/lib"))
+          << f.dump();
+    }
+  EXPECT_TRUE(named) << doc["inventory"]["findings"].dump();
+}
+
 TEST(DevicesE2E, EnumWorkerAsksTheRealLibraries) {
   if (machine_has_gpu()) GTEST_SKIP() << "this machine has /dev/kfd";
   const auto r = run_binary({sdpa_test::build_path("sdpa-doctor-enum-worker")});

@@ -92,7 +92,7 @@ json* DefaultCheck::s_report = nullptr;
 TEST_F(DefaultCheck, ExitsZeroWithEveryCaseAccountedFor) {
   EXPECT_EQ(s_run->exit_code, 0) << s_run->out << s_run->err;
   ASSERT_FALSE(s_report->is_discarded()) << "r.json is not JSON";
-  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1.5");
+  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1.6");
   EXPECT_EQ(s_report->at("exit_code"), 0);
   EXPECT_NE(s_run->out.find("Summary"), std::string::npos) << s_run->out;
   for (const auto& r : s_report->at("results")) {
@@ -234,6 +234,37 @@ TEST(CheckFaults, CorruptedOutputsAreMismatchAndNonfinite) {
   }
 }
 
+// A planted fault left in the environment is said in the console header and the JSON report,
+// which is then marked as no measurement of the backends; a malformed one stops the check.
+TEST(CheckFaults, PlantedFaultIsAnnouncedAndRecorded) {
+  TempDir dir;
+  const std::string fault = "variant=ref-math,case=*,action=nan";
+  auto r = run_binary({doctor(), "check", "--probe", "reference", "--variant", "ref-math", "--case",
+                       "dtype=fp32,b=1,h=1,l=8,d=8", "--json", dir.file("r.json"), "--run-dir",
+                       dir.file("run")},
+                      with_env({{"SDPA_DOCTOR_TEST_FAULT", fault}, {"NO_COLOR", "1"}}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("planted   SDPA_DOCTOR_TEST_FAULT=" + fault), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not a measurement of the backends"), std::string::npos) << r.out;
+  auto report = json::parse(read_file(dir.file("r.json")));
+  EXPECT_EQ(report.at("planted_faults"), fault);
+  EXPECT_EQ(report.at("measures_backends"), false);
+  // `report JOURNAL` rebuilds the same header.
+  auto rebuilt = run_binary({doctor(), "report", dir.file("run"), "--json", dir.file("b.json")});
+  EXPECT_EQ(json::parse(read_file(dir.file("b.json"))).value("planted_faults", ""), fault)
+      << rebuilt.err;
+
+  TempDir bad;
+  auto refused = run_binary({doctor(), "check", "--probe", "reference", "--variant", "ref-math",
+                             "--case", "dtype=fp32,b=1,h=1,l=8,d=8", "--json", bad.file("r.json")},
+                            with_env({{"SDPA_DOCTOR_TEST_FAULT", "variant=ref-math,action=explode"}}));
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_EQ(refused.err.rfind("sdpa-doctor: error: SDPA_DOCTOR_TEST_FAULT: unknown action 'explode'", 0),
+            0u)
+      << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(bad.file("r.json")));
+}
+
 TEST(CheckFaults, PlantedWrongToleranceMakesMismatch) {
   TempDir dir;
   auto r = run_binary({doctor(), "check", "--probe", "reference", "--variant", "ref-flash",
@@ -250,11 +281,12 @@ TEST(CheckGpu, RequireGpuOnAMachineWithoutOneExitsThree) {
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
 }
 
-// An interpreter that hangs before its first case costs the start-up timeout, not forever, and
-// its cases are failures of that probe, not of the doctor.
-TEST(CheckHang, InterpreterThatHangsAtStartCostsTheStartupTimeout) {
+// An interpreter whose start-up never returns (as `import torch` does on a wedged GPU) is an
+// unusable --python: one finding naming the step that hung, its cells skipped, exit 2, and
+// nothing of it blamed on a backend or in the advice.
+void expect_hung_python(const std::string& script, const std::string& step) {
   TempDir dir;
-  sdpa_test::write_file(dir.file("python"), "#!/bin/sh\nexec sleep 600\n");
+  sdpa_test::write_file(dir.file("python"), script);
   ::chmod(dir.file("python").c_str(), 0755);
   const auto start = std::chrono::steady_clock::now();
   auto r = run_binary({doctor(), "check", "--probe", "python", "--variant", "math", "--python",
@@ -262,10 +294,33 @@ TEST(CheckHang, InterpreterThatHangsAtStartCostsTheStartupTimeout) {
                        "dtype=fp32,b=1,h=1,l=8,d=8", "--json", dir.file("r.json"), "-q"});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string why = step + " did not return in 2 s: a wedged GPU or driver does this";
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("sdpa-doctor: error: --python: " + dir.file("python") + ": " + why),
+            std::string::npos)
+      << r.err;
   EXPECT_LT(seconds, 20.0);
   auto report = json::parse(read_file(dir.file("r.json")));
-  EXPECT_EQ(report.at("results").at(0).at("status"), "timeout") << report.at("results").at(0);
+  EXPECT_EQ(report.at("results").at(0).at("status"), "skipped") << report.at("results").at(0);
+  // The unusable interpreter, and the skipped cells it explains; no backend is named.
+  std::vector<std::string> ids;
+  for (const auto& f : report.at("findings")) ids.push_back(f.at("id"));
+  EXPECT_EQ(ids, (std::vector<std::string>{"python-probe-unusable", "cases-skipped"}));
+  EXPECT_NE(report.at("findings").at(0).at("message").get<std::string>().find(why),
+            std::string::npos);
+  EXPECT_TRUE(report.at("recommendations").empty()) << report.at("recommendations");
+}
+
+TEST(CheckHang, InterpreterThatNeverFindsTorchIsUnusable) {
+  expect_hung_python("#!/bin/sh\nexec sleep 600\n", "finding torch (importlib.util.find_spec)");
+}
+
+TEST(CheckHang, ImportTorchThatNeverReturnsIsUnusable) {
+  if (!python_has("torch")) GTEST_SKIP() << "no torch in " << k_python;
+  // find_spec answers; `import torch` sleeps, as on a wedged GPU.
+  expect_hung_python("#!/bin/sh\ncase \"$*\" in *'import torch'*) exec sleep 600;; esac\nexec " +
+                         k_python + " \"$@\"\n",
+                     "import torch");
 }
 
 // A signal mid-run: the workers are killed, the report is written with what finished and

@@ -1,6 +1,7 @@
 // A check killed with SIGKILL mid-run, through the real binary: `report JOURNAL` rebuilds its
 // reports from the journal with every planned cell in them, and `check --resume RUN-DIR` runs
 // exactly the cells the journal lacks, then reports the whole run.
+#include "support/edited_journal.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,9 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -277,6 +280,58 @@ TEST(ReportJournal, AStartWithAnUnknownVariantIsNamed) {
   EXPECT_EQ(line_count(run.err), 1) << run.err;
   EXPECT_NE(run.err.find("unknown variant"), std::string::npos) << run.err;
   EXPECT_EQ(run.err.find("no start event"), std::string::npos) << run.err;
+}
+
+// The journal's request is checked as the flags are: a value no command line could give is
+// refused by name, exit 2, before anything runs.
+TEST(ResumeCheck, AJournalRequestOutsideTheFlagsIsRefused) {
+  for (const auto& [key, value, flag] :
+       std::vector<std::tuple<std::string, int, std::string>>{
+           {"startup_timeout_ms", -5, "--startup-timeout"}, {"repeat", 0, "--repeat"}}) {
+    TempDir dir;
+    ASSERT_EQ(edited_run(dir.file("run"), [&](json& request) { request[key] = value; }), "");
+    const auto run = run_binary({doctor(), "check", "-q", "--resume", dir.file("run")});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(line_count(run.err), 1) << run.err;
+    EXPECT_NE(run.err.find("\"" + key + "\" is " + std::to_string(value) + ": " + flag + " allows"),
+              std::string::npos)
+        << run.err;
+  }
+}
+
+// The interpreter a journal names runs only from a run directory the user owns that no one else
+// can write, and the user is told which one runs.
+TEST(ResumeCheck, TheJournalsInterpreterRunsOnlyFromAPrivateRunDir) {
+  TempDir dir;
+  const std::string marker = dir.file("ran");
+  const std::string python = dir.file("python");
+  write_file(python, "#!/bin/sh\ntouch '" + marker + "'\n");
+  ::chmod(python.c_str(), 0755);
+  ASSERT_EQ(edited_run(dir.file("run"), [&](json& request) { request["python"] = python; }), "");
+
+  ::chmod(dir.file("run").c_str(), 0777);
+  const auto refused = run_binary({doctor(), "check", "-q", "--resume", dir.file("run")});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_EQ(line_count(refused.err), 1) << refused.err;
+  EXPECT_NE(refused.err.find("names the interpreter " + python), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("is writable by others (mode 0777)"), std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+
+  ::chmod(dir.file("run").c_str(), 0755);
+  ::chmod(dir.file("run/journal.jsonl").c_str(), 0666);
+  const auto journal_open = run_binary({doctor(), "check", "-q", "--resume", dir.file("run")});
+  EXPECT_EQ(journal_open.exit_code, 2) << journal_open.err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+
+  ::chmod(dir.file("run/journal.jsonl").c_str(), 0644);
+  const auto resumed = run_binary({doctor(), "check", "--resume", dir.file("run"), "--json",
+                                   dir.file("resumed.json")});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("with the interpreter its journal names: " + python),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_TRUE(std::filesystem::exists(marker));
 }
 
 } // namespace

@@ -129,6 +129,25 @@ TEST_F(FakeTorchVenv, AGarbageHipRuntimeInTorchLibIsAFindingAndTheCheckGoesOn) {
     EXPECT_EQ(result["status"], "pass") << result.dump();
 }
 
+// A HIP runtime in the torch's own torch/lib that crashes when called: the finding names that
+// file and that it was found there, not "reinstall ROCm" about no file.
+TEST_F(FakeTorchVenv, ACrashingHipRuntimeInTorchLibIsNamed) {
+  const std::string library = m_torch_lib + "/libamdhip64.so.6";
+  fs::copy_file(std::string(SDPA_TEST_CRASHING_ROCM) + "/lib/libamdhip64.so.6", library);
+  const json doc = devices_json();
+  ASSERT_FALSE(doc.is_discarded());
+  bool named = false;
+  for (const json& f : doc["inventory"]["findings"]) {
+    if (f["id"] != "hip-crashed") continue;
+    named = true;
+    EXPECT_NE(f["message"].get<std::string>().find("while calling " + library +
+                                                   ", found in torch/lib of the torch under test"),
+              std::string::npos)
+        << f.dump();
+  }
+  EXPECT_TRUE(named) << doc["inventory"]["findings"].dump();
+}
+
 TEST_F(FakeTorchVenv, TheEnumerationWorkerSeesTwoHipRuntimesMappedAtOnce) {
   if (!fs::exists(k_system_hip)) GTEST_SKIP() << k_system_hip << " is not installed";
   fs::copy_file(fs::canonical(k_system_hip), m_torch_lib + "/libamdhip64.so.5");

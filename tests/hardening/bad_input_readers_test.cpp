@@ -266,6 +266,30 @@ TEST(MergeReaders, SkipsEachBadReportWithOneLineAndMergesTheRest) {
   EXPECT_EQ(fleet["skipped"].size(), bad.size()) << fleet.dump();
 }
 
+// One result per cell, each on a device the run targeted: a report holding a second result for a
+// cell, or a cell outside its targets, is skipped naming that cell; the good one is merged.
+TEST(MergeReaders, SkipsAReportWithADuplicateResultOrACellOutsideItsTargets) {
+  const std::string d = fixture_dir();
+  sdpa_test::TempDir out;
+  const auto run = run_binary({sdpa_test::doctor(), "merge", "--json", out.file("fleet.json"),
+                               d + "/good.json", d + "/result-twice.json",
+                               d + "/result-foreign-device.json"});
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  const auto err = lines_of(run.err);
+  ASSERT_EQ(err.size(), 2u) << run.err;
+  EXPECT_NE(err[0].find("result-twice.json: skipped: "), std::string::npos) << err[0];
+  EXPECT_NE(err[0].find("a second result for the cell " + k_case_id + " on cpu"),
+            std::string::npos)
+      << err[0];
+  EXPECT_NE(err[1].find("result-foreign-device.json: skipped: "), std::string::npos) << err[1];
+  EXPECT_NE(err[1].find("the cell " + k_case_id + " on cuda:3"), std::string::npos) << err[1];
+  EXPECT_NE(err[1].find("is outside the report's targets"), std::string::npos) << err[1];
+  const json fleet = json::parse(sdpa_test::read_file(out.file("fleet.json")));
+  EXPECT_EQ(fleet["nodes"].size(), 1u) << fleet.dump();
+  EXPECT_EQ(fleet["skipped"].size(), 2u) << fleet.dump();
+}
+
 TEST(MergeReaders, SameReportGivenTwiceIsOneNodeWithAWarning) {
   const std::string good = fixture_dir() + "/good.json";
   sdpa_test::TempDir out;
@@ -434,6 +458,69 @@ TEST_F(TorchFiles, FailedBuildMarkerThatIsAFifoOrDevZeroIsNamedNotRead) {
     EXPECT_NE(report.find(".failed is not a regular file"), std::string::npos)
         << run.err << "\n" << report.substr(0, 2000);
     EXPECT_EQ(report.find("\\u0000"), std::string::npos) << "NULs reached the report";
+  }
+}
+
+// What torch_facts.py says of a torch it cannot describe in one line per fact: the reason is what
+// in the facts was wrong, said last on stderr (the doctor quotes that), never a NumPy warning
+// from importing torch.
+TEST_F(TorchFiles, MalformedTorchFactsAreNamedInTheFinding) {
+  sdpa_test::write_file(version_py(), "__version__ = '0.0.1'\ngit_version = 'fake'\n");
+  sdpa_test::write_file(m_dir.file("site/torch/__init__.py"),
+                        "__version__ = '0.0.1'\nfrom . import version\n"
+                        "class _C:\n    _GLIBCXX_USE_CXX11_ABI = 2\n"
+                        "import warnings\n"
+                        "warnings.warn('Failed to initialize NumPy: _ARRAY_API not found')\n");
+  sdpa_test::RunResult run;
+  const std::string report = check(run);
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_NE(report.find("abi=2 is neither 0 nor 1"), std::string::npos)
+      << run.err << "\n" << report.substr(0, 2000);
+  EXPECT_EQ(report.find("NumPy"), std::string::npos) << report.substr(0, 2000);
+}
+
+struct FactsRow {
+  const char* name;
+  std::string init;   // torch/__init__.py after its version line
+  std::string reason; // what the last line on stderr says
+};
+
+TEST(TorchFacts, FactsThatAreNotOneLineEachAreRefusedSayingWhat) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string abi1 = "class _C:\n    _GLIBCXX_USE_CXX11_ABI = 1\n";
+  const std::vector<FactsRow> rows = {
+      {"abi_2", "class _C:\n    _GLIBCXX_USE_CXX11_ABI = 2\n", "abi=2 is neither 0 nor 1"},
+      {"abi_text", "class _C:\n    _GLIBCXX_USE_CXX11_ABI = 'yes'\n", "abi=yes is not a number"},
+      {"abi_missing", "", "abi=None is not a number"},
+      {"include_empty", abi1 + "_include_paths = []\n", "include is empty"},
+      {"include_with_separator", abi1 + "_include_paths = ['/t/a;b']\n", "include directory"},
+      {"version_nul", abi1 + "__version__ = '2.0\\x00evil'\n", "version holds a NUL byte"},
+      {"version_crlf", abi1 + "__version__ = '2.0\\r\\nabi=0'\n",
+       "version holds a carriage return"},
+      {"version_megabytes", abi1 + "__version__ = '9' * 3000000\n",
+       "version is 3000000 characters long (at most 4096)"},
+  };
+  const std::string script = sdpa_test::source_path("src/workers/torch_plugin/torch_facts.py");
+  for (const FactsRow& row : rows) {
+    sdpa_test::TempDir dir;
+    std::filesystem::create_directories(dir.file("torch/utils"));
+    sdpa_test::write_file(dir.file("torch/version.py"), "git_version = 'fake'\n");
+    sdpa_test::write_file(dir.file("torch/utils/__init__.py"), "");
+    sdpa_test::write_file(dir.file("torch/utils/cpp_extension.py"),
+                          "import torch\n\ndef include_paths():\n"
+                          "    return getattr(torch, '_include_paths', ['/t/include'])\n");
+    sdpa_test::write_file(dir.file("torch/__init__.py"),
+                          "__version__ = '0.0.1'\nfrom . import version\n" + row.init);
+    sdpa_test::RunOptions options;
+    options.set_env = {{"PYTHONPATH", dir.path()}};
+    const auto run = run_binary({"/usr/bin/python3", script}, options);
+    EXPECT_EQ(run.exit_code, 1) << row.name << "\n" << run.out.substr(0, 400) << run.err;
+    EXPECT_TRUE(run.out.empty()) << row.name << ": facts printed before the refusal";
+    const auto lines = lines_of(run.err);
+    ASSERT_FALSE(lines.empty()) << row.name;
+    EXPECT_EQ(lines.back().rfind("torch_facts.py: " + row.reason, 0), 0u)
+        << row.name << ": " << lines.back().substr(0, 300);
+    EXPECT_LT(run.err.size(), 400u) << row.name;
   }
 }
 

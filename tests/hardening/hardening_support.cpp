@@ -125,10 +125,12 @@ std::vector<std::string> row_argv(const std::vector<std::string>& args,
   return argv;
 }
 
-RowRun run_row(const std::vector<std::string>& argv) {
+RowRun run_row(const std::vector<std::string>& argv,
+               const std::map<std::string, std::string>& env) {
   RowRun out;
   sdpa_test::RunOptions options;
   options.timeout_s = 30;
+  options.set_env = env;
   const auto start = std::chrono::steady_clock::now();
   out.run = sdpa_test::run_binary(argv, options);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -5,6 +5,7 @@
 #include "support/run_binary.hpp"
 
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -41,6 +42,7 @@ struct Row {
   // read).
   std::vector<std::string> argv;
   bool small_plan = true; // append k_small_plan (for `check` rows)
+  std::map<std::string, std::string> env = {}; // set for this row only
 };
 // gtest names a failing row by this instead of its bytes.
 void PrintTo(const Row& row, std::ostream* os);
@@ -72,6 +74,7 @@ struct RowRun {
   double seconds = 0;  // how long it took
   std::string shown;   // the argv, each argument quoted, for a failure message
 };
-RowRun run_row(const std::vector<std::string>& argv);
+RowRun run_row(const std::vector<std::string>& argv,
+               const std::map<std::string, std::string>& env = {});
 
 } // namespace sdpa_hardening

@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <sys/stat.h>
 
 namespace {
 
@@ -237,6 +239,48 @@ TEST(RefWorker, KernelThatDoesNotCompileIsOurErrorWithTheLog) {
   }
   EXPECT_NE(err.find(reason), std::string::npos) << err;
   EXPECT_NE(err.find("1 error generated"), std::string::npos) << err;
+}
+
+// A kernel-cache entry that is no regular file, or too large to be an image (a directory, a FIFO,
+// a /dev/zero link, a 300 MiB file), is compiled over, never read: the cells pass, nothing waits
+// on it or blames the device, and a fresh image takes its place where one can.
+TEST(RefWorker, KernelCacheEntryThatIsNoImageIsRebuilt) {
+  namespace fs = std::filesystem;
+  sdpa_test::TempDir dir;
+  int rc = -1;
+  ASSERT_EQ(run_worker("cuda:0", "ref-math", &rc, fake_amd(dir)).size(), 8u);
+  std::string entry;
+  for (const auto& e : fs::recursive_directory_iterator(dir.file("cache")))
+    if (e.path().extension() == ".hsaco") entry = e.path().string();
+  ASSERT_FALSE(entry.empty()) << "no cached image in " << dir.file("cache");
+  const auto make = [&](const std::string& kind) {
+    fs::remove(entry);
+    if (kind == "directory") fs::create_directory(entry);
+    if (kind == "fifo") {
+      ASSERT_EQ(::mkfifo(entry.c_str(), 0644), 0);
+    }
+    if (kind == "dev-zero") fs::create_symlink("/dev/zero", entry);
+    if (kind == "too-large") {
+      sdpa_test::write_file(entry, "");
+      fs::resize_file(entry, uintmax_t{300} << 20);
+    }
+  };
+  for (const std::string kind : {"directory", "fifo", "dev-zero", "too-large"}) {
+    make(kind);
+    const auto compiles_before = sdpa_test::read_file(dir.file("hiprtc.log")).size();
+    std::string err;
+    const auto start = std::chrono::steady_clock::now();
+    const auto ev = run_worker("cuda:0", "ref-math", &rc, fake_amd(dir), &err);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60)
+        << kind;
+    EXPECT_EQ(rc, 0) << kind << err;
+    ASSERT_EQ(ev.size(), 8u) << kind << err;
+    EXPECT_NE(ev[0]["facts"]["compile_ms"], "cached") << kind;
+    for (size_t i : {2u, 4u}) EXPECT_EQ(ev[i]["status"], "pass") << kind << ev[i].dump();
+    EXPECT_GT(sdpa_test::read_file(dir.file("hiprtc.log")).size(), compiles_before) << kind;
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(entry))) << kind << ": not replaced";
+    EXPECT_LT(fs::file_size(entry), uintmax_t{300} << 20) << kind;
+  }
 }
 
 } // namespace
