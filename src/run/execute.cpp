@@ -115,7 +115,9 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
       observer.on_unrun(r);
     } else if (!launch.command) {
       // An interpreter that cannot run the probe is the user's setup: nothing was measured.
-      const bool setup = run.probe == Probe::python && s.options.python_unusable;
+      // So is a LibTorch plugin that could not be had: nothing of a backend was measured.
+      const bool setup = (run.probe == Probe::python && s.options.python_unusable) ||
+                         (run.probe == Probe::torch && !s.options.torch_plugin_why_not.empty());
       r.status = setup ? Status::skipped : Status::unsupported;
       r.reason = launch.why_not;
       observer.on_unrun(r);
@@ -384,6 +386,8 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   fo.on_progress = [&progress](size_t done, size_t total) { progress.oracle(done, total); };
   fo.cache_dir = options.oracle_cache_dir;
   fo.cache_bytes = options.oracle_cache_bytes;
+  fo.cache_lock_timeout = options.cache_lock_timeout;
+  fo.on_lock_wait = [](const std::string& line) { spdlog::warn("{}", line); };
   std::vector<TargetOutput> outputs(plan.targets.size());
   {
     // The oracle of the next batches is computed while the targets run this one.
