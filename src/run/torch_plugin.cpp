@@ -168,8 +168,10 @@ BuildFailure build_failure(const Expected<isolate::SimpleRun>& built, const std:
   return {fmt::format("the compiler {} failed", cxx), true};
 }
 
-std::string log_or_silence(const std::string& log) {
-  return log.empty() ? "(it printed nothing)" : log_tail(log);
+// What the compiler said, for the finding: its silence matters only when it refused.
+std::string said_by_compiler(const std::string& log, bool refused) {
+  if (!log.empty()) return ": " + log_tail(log);
+  return refused ? ": it printed nothing" : "";
 }
 
 // The ELF identity of a file's first bytes: class, byte order, machine (the type is checked
@@ -390,7 +392,7 @@ TorchPlugin build_plugin(const Recipe& recipe, const std::string& dir, bool cach
     std::string why = fmt::format("the LibTorch plugin did not build against {}: {}",
                                   recipe.torch_name, failure.cause);
     return unavailable(why, plugin_finding("torch-plugin-build-failed",
-                                           why + ": " + log_or_silence(log),
+                                           why + said_by_compiler(log, failure.lasting),
                                            failure.lasting
                                                ? "install torch's C++ headers with it (a full "
                                                  "wheel has torch/include) or another compiler "

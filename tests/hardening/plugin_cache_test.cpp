@@ -5,6 +5,7 @@
 // file `mode` beside it says) for its compiler; its `copy` mode hands over the plugin built with
 // this doctor, so a "build" takes no time.
 #include "hardening/hardening_support.hpp"
+#include "support/lock_holder.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,7 @@ out=; prev=
 for a; do [ "$prev" = -o ] && out=$a; prev=$a; done
 case $(cat "$here/mode") in
   copy) cp "$here/plugin.so" "$out" ;;
+  other) cp "$here/other.so" "$out" ;;
   junk) printf 'junk' > "$out" ;;
   sleep) sleep 300 & echo $! > "$here/child.pid"; wait ;;
   enospc) echo "cc1plus: fatal error: $out: No space left on device" >&2; exit 1 ;;
@@ -336,6 +338,28 @@ TEST_F(PluginCache, ABadCachedPluginIsBuiltAgainOnceAndThenIsOneFindingBlamingNo
       EXPECT_EQ(f.value("id", "").find(blamed), std::string::npos) << f.dump();
 }
 
+// A plugin that passes the check (the compiler's own output) but is not one: the worker's hello
+// is the handshake, its refusal of every case is the plugin's, and nothing of a backend.
+TEST_F(PluginCache, APluginThatDoesNotLoadIsOneFindingAndSkippedCells) {
+  const std::string cxx = fake_cxx("cxx", "other");
+  Dl_info libc{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&::puts), &libc), 0);
+  fs::copy_file(libc.dli_fname, m_dir.file("cxx/other.so"));
+  sdpa_test::RunResult run;
+  const json r = check("other", env(cxx, cache()), run);
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const auto unusable = findings_with_id(r, "torch-plugin-unusable");
+  ASSERT_EQ(unusable.size(), 1u) << r.dump().substr(0, 3000);
+  const std::string message = unusable[0].value("message", "");
+  EXPECT_NE(message.find("is not a LibTorch plugin of this doctor"), std::string::npos) << message;
+  for (const json& cell : r["results"]) {
+    EXPECT_EQ(cell.value("status", ""), "skipped");
+    EXPECT_EQ(cell.value("reason", ""), message);
+  }
+  EXPECT_TRUE(r.value("recommendations", json::array()).empty()) << r.dump().substr(0, 3000);
+}
+
 // ---- a full disk, a signal: said, and tried again next time -----------------------------------
 
 TEST_F(PluginCache, AFullDiskOrAKilledCompilerIsSaidAndTriedAgainNextTime) {
@@ -377,4 +401,31 @@ TEST_F(PluginCache, AnUnusableCacheFolderBuildsThePluginForThisRunOnly) {
     EXPECT_EQ(plugin_loaded(r).rfind(m_dir.file("run-" + name) + "/", 0), 0u) << plugin_loaded(r);
     EXPECT_EQ(statuses(r), std::vector<std::string>{"pass: "}) << dir << ": " << run.err;
   }
+}
+
+// ---- the oracle cache's lock held by another live process -------------------------------------
+
+TEST(OracleCacheLock, AHolderIsNamedAndPastTheDeadlineTheCheckComputesItsOwnOracles) {
+  sdpa_test::TempDir dir;
+  fs::create_directories(dir.file("oracle"));
+  const sdpa_test::LockHolder holder(dir.file("oracle/.lock"), "oracle-holder");
+  ASSERT_TRUE(holder.holding());
+  sdpa_test::RunOptions options;
+  options.timeout_s = 120;
+  // A case big enough (1 GFLOP) for its oracle to be kept across runs.
+  const auto run = sdpa_test::run_binary(
+      {sdpa_test::doctor(), "check", "--probe", "reference", "--variant", "ref-math", "--case",
+       "dtype=fp32,b=1,h=4,l=1024,d=64", "--no-shrink", "--oracle-cache", dir.file("oracle"),
+       "--cache-lock-timeout", "1", "--run-dir", dir.file("run"), "--json", dir.file("r.json")},
+      options);
+  EXPECT_EQ(crash_problem(run), "") << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("waiting for pid " + std::to_string(holder.pid()) + " (oracle-holder)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("is still locked: going on without it"), std::string::npos) << run.err;
+  const json r = json::parse(sdpa_test::read_file(dir.file("r.json")), nullptr, false);
+  EXPECT_EQ(statuses(r), std::vector<std::string>{"pass: "});
+  for (const auto& e : fs::directory_iterator(dir.file("oracle")))
+    EXPECT_EQ(e.path().filename(), ".lock") << "an oracle was stored under another run's lock";
 }
