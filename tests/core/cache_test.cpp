@@ -136,6 +136,21 @@ TEST(CacheLock, AWaitSaysWhoHoldsTheLockAndGivesUpAtTheDeadline) {
   EXPECT_NE(said[0].find("going on without the cache after 0 s"), std::string::npos) << said[0];
 }
 
+TEST(CacheLock, AWaitSaysWhoHoldsTheLockAgainAtEachInterval) {
+  sdpa_test::TempDir dir;
+  const sdpa_test::LockHolder holder(dir.file(".lock"), "lock-holder");
+  ASSERT_TRUE(holder.holding());
+  cache::LockWait wait;
+  wait.deadline = std::chrono::milliseconds(1'000);
+  wait.every = std::chrono::milliseconds(300); // 15 s in a check
+  int said = 0;
+  wait.on_wait = [&said](const std::string&) { ++said; };
+  const cache::FolderLock lock(dir.path(), wait);
+  EXPECT_EQ(lock.state(), cache::FolderLock::State::timed_out);
+  EXPECT_GE(said, 3);
+  EXPECT_LE(said, 5);
+}
+
 TEST(CacheLock, AnInterruptEndsAWaitWithoutDeadlineAtOnce) {
   sdpa_test::TempDir dir;
   const sdpa_test::LockHolder holder(dir.file(".lock"), "lock-holder");
