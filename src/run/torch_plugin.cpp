@@ -203,6 +203,14 @@ std::string elf_problem(std::string_view bytes) {
   return {};
 }
 
+// The bytes of the plugin file at `path`, or why it is no shared library this process could load.
+Expected<std::string> loadable_bytes(const std::string& path) {
+  auto bytes = read_regular_file(path, "the plugin", k_max_plugin_bytes);
+  if (!bytes) return bytes.error();
+  if (std::string problem = elf_problem(*bytes); !problem.empty()) return make_error(problem);
+  return bytes;
+}
+
 std::string sum_line(std::string_view bytes) {
   return fmt::format("{} {:016x} {}\n", k_sum_format, cache::content_hash(bytes), bytes.size());
 }
@@ -344,9 +352,8 @@ std::vector<std::string> plugin_compile_command(const std::vector<std::string>& 
 }
 
 std::string plugin_file_problem(const std::string& path) {
-  const auto bytes = read_regular_file(path, "the plugin", k_max_plugin_bytes);
+  const auto bytes = loadable_bytes(path);
   if (!bytes) return bytes.error().message;
-  if (std::string problem = elf_problem(*bytes); !problem.empty()) return problem;
   const auto recorded = read_regular_file(sum_path(path), "its content hash", 4096);
   if (!recorded) return "no content hash was recorded when it was built";
   if (*recorded != sum_line(*bytes)) return "its content is not what was built there";
@@ -359,6 +366,16 @@ bool record_plugin_sum(const std::string& path) {
 }
 
 namespace {
+
+// Why what the compiler just wrote at `path` is no plugin (a compiler can exit 0 with junk); when
+// it is one, its content hash is recorded for the checks of later runs. A hash that cannot be
+// written (a full disk) costs only a rebuild next time.
+std::string built_plugin_problem(const std::string& path) {
+  const auto bytes = loadable_bytes(path);
+  if (!bytes) return bytes.error().message;
+  (void)write_file_atomically(sum_path(path), sum_line(*bytes));
+  return {};
+}
 
 // Builds the plugin into `dir` (the cache's folder, held locked, or this run's own).
 TorchPlugin build_plugin(const Recipe& recipe, const std::string& dir, bool cached,
@@ -405,9 +422,7 @@ TorchPlugin build_plugin(const Recipe& recipe, const std::string& dir, bool cach
     return unavailable(fmt::format("the LibTorch plugin built but could not be kept in {}: {}", dir,
                                    ec.message()));
   }
-  // What the compiler wrote is checked as a cached one is: a compiler can exit 0 with junk.
-  (void)record_plugin_sum(plugin.string());
-  if (std::string problem = plugin_file_problem(plugin.string()); !problem.empty())
+  if (std::string problem = built_plugin_problem(plugin.string()); !problem.empty())
     return unusable_plugin(plugin, problem);
   say(options, fmt::format("built the LibTorch plugin in {:.0f} s", seconds));
   TorchPlugin p = usable(plugin, fmt::format("built now in {:.0f} s", seconds));
