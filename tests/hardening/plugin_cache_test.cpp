@@ -45,6 +45,7 @@ for a; do [ "$prev" = -o ] && out=$a; prev=$a; done
 case $(cat "$here/mode") in
   copy) cp "$here/plugin.so" "$out" ;;
   other) cp "$here/other.so" "$out" ;;
+  big) cp "$here/plugin.so" "$out" && truncate -s 300M "$out" ;;
   junk) printf 'junk' > "$out" ;;
   sleep) sleep 300 & echo $! > "$here/child.pid"; wait ;;
   enospc) echo "cc1plus: fatal error: $out: No space left on device" >&2; exit 1 ;;
@@ -117,13 +118,18 @@ protected:
   void SetUp() override {
     if (sdpa_hardening::torch_worker().empty()) GTEST_SKIP() << "the libtorch worker is not built";
     if (::access(k_python, X_OK) != 0) GTEST_SKIP() << "no " << k_python;
-    fs::create_directories(m_dir.file("site/torch/lib"));
-    sdpa_test::write_file(m_dir.file("site/torch/__init__.py"),
-                          "__version__ = '0.0.1'\nfrom . import version\n"
+    write_fake_torch("site", "0.0.1");
+  }
+
+  // A torch package named `version` in `site` (for PYTHONPATH), as far as the doctor looks.
+  void write_fake_torch(const std::string& site, const std::string& version) const {
+    fs::create_directories(m_dir.file(site + "/torch/lib"));
+    sdpa_test::write_file(m_dir.file(site + "/torch/__init__.py"),
+                          "__version__ = '" + version + "'\nfrom . import version\n"
                           "class _C:\n    _GLIBCXX_USE_CXX11_ABI = 1\n");
-    sdpa_test::write_file(m_dir.file("site/torch/version.py"),
-                          "__version__ = '0.0.1'\ngit_version = 'fake'\n");
-    sdpa_test::write_file(m_dir.file("site/torch/lib/libtorch_cpu.so"), "");
+    sdpa_test::write_file(m_dir.file(site + "/torch/version.py"),
+                          "__version__ = '" + version + "'\ngit_version = 'fake'\n");
+    sdpa_test::write_file(m_dir.file(site + "/torch/lib/libtorch_cpu.so"), "");
   }
 
   // A fake compiler of its own folder, doing `mode`; its path.
@@ -401,6 +407,43 @@ TEST_F(PluginCache, AnUnusableCacheFolderBuildsThePluginForThisRunOnly) {
     EXPECT_EQ(plugin_loaded(r).rfind(m_dir.file("run-" + name) + "/", 0), 0u) << plugin_loaded(r);
     EXPECT_EQ(statuses(r), std::vector<std::string>{"pass: "}) << dir << ": " << run.err;
   }
+}
+
+// ---- a plugin in use by a live check is never evicted ------------------------------------------
+
+TEST_F(PluginCache, ACheckForAnotherTorchNeverEvictsThePluginALiveCheckUses) {
+  // Check A loads its plugin (300 MiB, past the cache's bound) and hangs in its worker.
+  const std::string big = fake_cxx("big", "big");
+  Env a_env = env(big, cache());
+  a_env["SDPA_DOCTOR_TEST_FAULT"] = "variant=math,case=*,action=hang";
+  BackgroundCheck a(argv("a", {"--case-timeout", "120"}), a_env, m_dir.file("a.err"));
+  ASSERT_TRUE(wait_until([&] {
+    return sdpa_test::read_file(m_dir.file("run-a/journal.jsonl")).find("\"event\":\"begin\"") !=
+           std::string::npos;
+  }, seconds(60))) << sdpa_test::read_file(m_dir.file("a.err"));
+  std::string in_use;
+  for (const auto& e : fs::directory_iterator(workers()))
+    if (e.path().extension() == ".so") in_use = e.path().string();
+  ASSERT_FALSE(in_use.empty());
+  // Used long ago as far as its time goes: the first an eviction would pick.
+  fs::last_write_time(in_use, fs::file_time_type::clock::now() - std::chrono::hours(1));
+
+  // Check B, for another torch, builds its own plugin and makes room.
+  const std::string copy = fake_cxx("copy", "copy");
+  write_fake_torch("site2", "0.0.2");
+  Env b_env = env(copy, cache());
+  b_env["PYTHONPATH"] = m_dir.file("site2");
+  sdpa_test::RunResult run;
+  EXPECT_EQ(statuses(check("b", b_env, run)), std::vector<std::string>{"pass: "}) << run.err;
+  EXPECT_TRUE(fs::exists(in_use)) << "the plugin check A uses was evicted";
+
+  ::kill(a.pid(), SIGTERM);
+  EXPECT_EQ(a.wait(seconds(30)), 143) << sdpa_test::read_file(m_dir.file("a.err"));
+  // Once no check uses it, the next build evicts it: the bound still holds.
+  write_fake_torch("site3", "0.0.3");
+  b_env["PYTHONPATH"] = m_dir.file("site3");
+  EXPECT_EQ(statuses(check("c", b_env, run)), std::vector<std::string>{"pass: "}) << run.err;
+  EXPECT_FALSE(fs::exists(in_use));
 }
 
 // ---- the oracle cache's lock held by another live process -------------------------------------
