@@ -57,6 +57,17 @@ echo "second check, from the cache: $(( SECONDS - start )) s"
 [ "$(field again "r['inventory']['runtime']['torch_plugin']")" = "$plugin" ] || fail "the second check loaded another plugin"
 field again "r['inventory']['runtime']['torch_plugin_origin']" | grep -q "^built earlier" || fail "second use: origin"
 
+# A torch under a folder with a comma, a space and a quote (a link to the same torch): the plugin
+# is built against it and links, the linker given that torch/lib whole.
+odd="$scratch/ft_c,omma and 'quote'/site"
+mkdir -p "$odd"
+ln -s "$(dirname "$torch_lib")" "$odd/torch"
+check odd SDPA_DOCTOR_CACHE_DIR="$scratch/cache-odd" PYTHONPATH="$odd"
+[ "$(statuses odd)" = "$(statuses first)" ] || fail "a torch under '$odd': $(statuses odd): $(cat "$scratch/odd.err")"
+odd_plugin=$(field odd "r['inventory']['runtime']['torch_plugin']")
+LC_ALL=C readelf -d "$odd_plugin" | grep -qF "[$odd/torch/lib]" \
+  || fail "the plugin built under '$odd' has another RUNPATH: $(LC_ALL=C readelf -d "$odd_plugin" | grep PATH)"
+
 # No C++ compiler: PATH holds none, CXX names none.
 mkdir -p "$scratch/no-compiler"
 check nocxx SDPA_DOCTOR_CACHE_DIR="$scratch/cache-nocxx" PATH="$scratch/no-compiler" CXX=
