@@ -36,6 +36,8 @@ constexpr int64_t k_max_read_bytes = int64_t{16} << 20;
 // A plugin is under 10 MB even with debug information; anything far past that is not one.
 constexpr int64_t k_max_plugin_bytes = int64_t{1} << 30;
 constexpr const char* k_sum_format = "fnv1a64";
+// The libtorch cells' reason when an interrupt ended the wait or the build: as the run's own.
+constexpr const char* k_interrupted = "interrupted";
 
 // The text of `path`, or the one line that says why there is none (a FIFO, /dev/zero, a file
 // over k_max_read_bytes: the torch under test and the cache are the user's).
@@ -156,7 +158,7 @@ BuildFailure build_failure(const Expected<isolate::SimpleRun>& built, const std:
                            const std::string& dir) {
   const std::string& cxx = recipe.compiler.front();
   if (!built) return {fmt::format("the compiler {} did not start", cxx)};
-  if (built->stopped) return {"interrupted"};
+  if (built->stopped) return {k_interrupted};
   if (built->timed_out)
     return {fmt::format("the compiler {} did not finish in {} s (--plugin-build-timeout), so it "
                         "and its children were killed",
@@ -256,7 +258,7 @@ Expected<TorchBuildFacts> ask_torch_facts(const Recipe& recipe, const PluginBuil
   isolate::Command ask;
   ask.argv = {options.python, (recipe.data / k_facts_script).string()};
   auto asked = isolate::run_simple(ask, std::chrono::seconds(120), options.interrupted);
-  if (asked && asked->stopped) return make_error("interrupted");
+  if (asked && asked->stopped) return make_error(k_interrupted);
   const auto facts = asked && asked->end.exit_code == 0 ? parse_torch_facts(asked->out)
                                                          : std::nullopt;
   if (facts) return *facts;
@@ -377,13 +379,33 @@ std::string built_plugin_problem(const std::string& path) {
   return {};
 }
 
+// The libtorch cells' reason and the finding when the compiler gave no plugin; only its own
+// refusal is remembered (beside a cached plugin), so the next check does not try again.
+TorchPlugin failed_build(const Expected<isolate::SimpleRun>& built, const Recipe& recipe,
+                         const std::string& dir, bool cached, const PluginBuildOptions& options) {
+  const std::string log = built ? built->err + built->out : built.error().message;
+  const BuildFailure failure = build_failure(built, log, recipe, options, dir);
+  if (failure.cause == k_interrupted) return unavailable(failure.cause);
+  if (failure.lasting && cached)
+    (void)write_file_atomically((fs::path(dir) / (recipe.stem + ".failed")).string(), log);
+  std::string why = fmt::format("the LibTorch plugin did not build against {}: {}",
+                                recipe.torch_name, failure.cause);
+  return unavailable(why, plugin_finding("torch-plugin-build-failed",
+                                         why + said_by_compiler(log, failure.lasting),
+                                         failure.lasting
+                                             ? "install torch's C++ headers with it (a full "
+                                               "wheel has torch/include) or another compiler "
+                                               "(CXX=...)"
+                                             : "the next check builds it again"));
+}
+
 // Builds the plugin into `dir` (the cache's folder, held locked, or this run's own).
 TorchPlugin build_plugin(const Recipe& recipe, const std::string& dir, bool cached,
                          const PluginBuildOptions& options) {
   const auto facts = ask_torch_facts(recipe, options);
   if (!facts) {
     const std::string& why = facts.error().message;
-    if (why == "interrupted") return unavailable(why);
+    if (why == k_interrupted) return unavailable(why);
     return unavailable(why, plugin_finding("torch-plugin-build-failed", why,
                                            "check that `import torch` works in that interpreter"));
   }
@@ -401,20 +423,7 @@ TorchPlugin build_plugin(const Recipe& recipe, const std::string& dir, bool cach
   if (!built || built->timed_out || built->stopped || built->end.exit_code != 0 ||
       !fs::exists(partial, ec)) {
     fs::remove(partial, ec);
-    const std::string log = built ? built->err + built->out : built.error().message;
-    const BuildFailure failure = build_failure(built, log, recipe, options, dir);
-    if (failure.cause == "interrupted") return unavailable(failure.cause);
-    if (failure.lasting && cached)
-      (void)write_file_atomically((fs::path(dir) / (recipe.stem + ".failed")).string(), log);
-    std::string why = fmt::format("the LibTorch plugin did not build against {}: {}",
-                                  recipe.torch_name, failure.cause);
-    return unavailable(why, plugin_finding("torch-plugin-build-failed",
-                                           why + said_by_compiler(log, failure.lasting),
-                                           failure.lasting
-                                               ? "install torch's C++ headers with it (a full "
-                                                 "wheel has torch/include) or another compiler "
-                                                 "(CXX=...)"
-                                               : "the next check builds it again"));
+    return failed_build(built, recipe, dir, cached, options);
   }
   fs::rename(partial, plugin, ec);
   if (ec) {
@@ -467,7 +476,7 @@ TorchPlugin plugin_from_cache_or_private(const Recipe& recipe, const PluginBuild
   const std::string& dir = options.cache_dir;
   if (!dir.empty()) {
     const cache::FolderLock lock(dir, cache_lock_wait(recipe, options));
-    if (lock.state() == cache::FolderLock::State::interrupted) return unavailable("interrupted");
+    if (lock.state() == cache::FolderLock::State::interrupted) return unavailable(k_interrupted);
     if (lock.held() && ::access(dir.c_str(), W_OK | X_OK) == 0)
       return cached_plugin(recipe, dir, options);
     say(options, lock.state() == cache::FolderLock::State::timed_out
