@@ -97,7 +97,8 @@ bool OracleCache::store(const std::string& key, const std::string& file) const {
   fs::create_directories(m_dir, ec);
   const fs::path added = fs::path(m_dir) / (key + ".f64");
   const cache::FolderLock lock(m_dir, m_locking.wait); // one run at a time makes room
-  if (!lock.held()) {
+  using State = cache::FolderLock::State;
+  if (lock.state() == State::timed_out || lock.state() == State::interrupted) {
     // Another run kept it past the deadline (or an interrupt came): this run goes on without.
     if (m_locking.given_up) m_locking.given_up->store(true);
     return false;
