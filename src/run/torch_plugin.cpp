@@ -86,11 +86,12 @@ std::vector<std::string> find_compiler() {
 }
 
 // "g++ (Debian 12.2.0-14) 12.2.0": the compiler's own first line, part of the cache key.
-std::string compiler_version(const std::vector<std::string>& compiler) {
+std::string compiler_version(const std::vector<std::string>& compiler,
+                             const std::atomic<bool>* interrupted) {
   isolate::Command cmd;
   cmd.argv = compiler;
   cmd.argv.emplace_back("--version");
-  auto run = isolate::run_simple(cmd, std::chrono::seconds(20));
+  auto run = isolate::run_simple(cmd, std::chrono::seconds(20), interrupted);
   if (!run || run->end.exit_code != 0) return {};
   return std::string(trim_blanks(run->out.substr(0, run->out.find('\n'))));
 }
@@ -534,7 +535,7 @@ TorchPlugin torch_plugin_for(const std::string& lib_dir, const PluginBuildOption
   for (const std::string& part : {identity->lib_dir, identity->version, identity->git_version,
                                   std::to_string(identity->libtorch_cpu_size),
                                   read_file(*data / k_source), read_file(*data / k_header),
-                                  compiler_version(recipe.compiler)})
+                                  compiler_version(recipe.compiler, options.interrupted)})
     key.add(part);
   for (const std::string& word : recipe.compiler) key.add(word);
   recipe.stem = file_safe(fmt::format("torch-{}-{:016x}", identity->version, key.value));
