@@ -100,7 +100,7 @@ void OracleFeed::compute_case(size_t index) {
       return;
     }
     if (cache.enabled() && cache.store(key, file)) ++m_cache_stores;
-    else if (m_cache_given_up.load() && !m_said_given_up.exchange(true))
+    else if (m_cache_given_up.load() && !interrupted() && !m_said_given_up.exchange(true))
       spdlog::warn("the oracle cache {} is still locked: going on without it", m_options.cache_dir);
   } else {
     ++m_cache_hits;
