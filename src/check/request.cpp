@@ -163,6 +163,8 @@ CheckRequest parse_request(const CheckOptions& o) {
   r.case_timeout = millis(o.case_timeout_s);
   r.worker_timeout = millis(o.worker_timeout_s);
   r.startup_timeout = millis(o.startup_timeout_s);
+  r.plugin_build_timeout = millis(o.plugin_build_timeout_s);
+  r.cache_lock_timeout = millis(o.cache_lock_timeout_s);
   r.max_worker_restarts = o.max_worker_restarts;
   r.keep_core_dumps = o.keep_core_dumps;
   r.repeat = o.repeat;
@@ -196,6 +198,8 @@ json to_json(const CheckRequest& r) {
            {"case_timeout_ms", r.case_timeout.count()},
            {"worker_timeout_ms", r.worker_timeout.count()},
            {"startup_timeout_ms", r.startup_timeout.count()},
+           {"plugin_build_timeout_ms", r.plugin_build_timeout.count()},
+           {"cache_lock_timeout_ms", r.cache_lock_timeout.count()},
            {"max_worker_restarts", r.max_worker_restarts},
            {"keep_core_dumps", r.keep_core_dumps},
            {"repeat", r.repeat},
@@ -245,6 +249,11 @@ Expected<CheckRequest> request_from_json(const json& j) {
     r.case_timeout = Millis(at("case_timeout_ms").get<int64_t>());
     r.worker_timeout = Millis(at("worker_timeout_ms").get<int64_t>());
     r.startup_timeout = Millis(at("startup_timeout_ms").get<int64_t>());
+    // Absent from journals written before these were flags.
+    if (j.contains("plugin_build_timeout_ms"))
+      r.plugin_build_timeout = Millis(at("plugin_build_timeout_ms").get<int64_t>());
+    if (j.contains("cache_lock_timeout_ms"))
+      r.cache_lock_timeout = Millis(at("cache_lock_timeout_ms").get<int64_t>());
     r.max_worker_restarts = at("max_worker_restarts").get<int>();
     r.keep_core_dumps = at("keep_core_dumps").get<bool>();
     r.repeat = at("repeat").get<int>();

@@ -37,6 +37,8 @@ struct CheckOptions {
   double case_timeout_s = 0;
   double worker_timeout_s = 0;
   double startup_timeout_s = 60;
+  double plugin_build_timeout_s = 900;
+  double cache_lock_timeout_s = 120;
   int max_worker_restarts = 4;
   bool keep_core_dumps = false;
   std::string fail_on = "default";
@@ -59,7 +61,7 @@ struct CheckOptions {
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, shrink, shrink_budget, verify, progress_every_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, plugin_build_timeout_s, cache_lock_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, shrink, shrink_budget, verify, progress_every_s)
 
 using Millis = std::chrono::milliseconds;
 
@@ -80,6 +82,8 @@ struct CheckRequest {
   Millis case_timeout{0}; // 0: from each case's size
   Millis worker_timeout{0};
   Millis startup_timeout{60'000};
+  Millis plugin_build_timeout{900'000}; // the LibTorch plugin's compiler
+  Millis cache_lock_timeout{120'000};   // waiting for another check's lock of a cache folder
   int max_worker_restarts = 4;
   bool keep_core_dumps = false;
   int repeat = 3;

@@ -100,7 +100,8 @@ int run_pipeline(const CheckRequest& r, const Outputs& outputs,
   const run::Plan plan = checked_plan(r, report.inventory);
   exec.run_dir = checked_run_dir(r.run_dir);
   const run::RunDirLock lock = locked_run_dir(exec.run_dir, !r.run_dir.empty());
-  choose_torch_plugin(plan, python, outputs.quiet, exec, report.inventory);
+  const cache::FileInUse plugin_in_use =
+      choose_torch_plugin(r, plan, python, outputs.quiet, exec, report.inventory);
   // One start-up server for the check's Python workers, its shrinking and the advice's re-runs.
   if (std::any_of(plan.runs.begin(), plan.runs.end(),
                   [](const run::PlannedRun& p) { return p.probe == Probe::python; }))

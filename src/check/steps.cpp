@@ -116,6 +116,7 @@ run::ExecuteOptions execute_options(const CheckRequest& r, const Outputs& output
   exec.probe_server = r.probe_server;
   exec.oracle_cache_dir = r.oracle_cache_dir;
   exec.oracle_cache_bytes = r.oracle_cache_bytes;
+  exec.cache_lock_timeout = r.cache_lock_timeout;
   exec.progress = outputs.quiet                  ? run::ProgressMode::none
                   : ::isatty(STDERR_FILENO) != 0 ? run::ProgressMode::terminal
                                                  : run::ProgressMode::log;
@@ -152,15 +153,19 @@ run::Plan checked_plan(const CheckRequest& r, const DeviceInventory& inventory) 
   return plan;
 }
 
-void choose_torch_plugin(const run::Plan& plan, const run::PythonChoice& located, bool quiet,
-                         run::ExecuteOptions& exec, DeviceInventory& inventory) {
+cache::FileInUse choose_torch_plugin(const CheckRequest& r, const run::Plan& plan,
+                                     const run::PythonChoice& located, bool quiet,
+                                     run::ExecuteOptions& exec, DeviceInventory& inventory) {
   if (std::none_of(plan.runs.begin(), plan.runs.end(),
                    [](const run::PlannedRun& p) { return p.probe == Probe::torch; }))
-    return;
+    return {};
   run::PluginBuildOptions build;
   build.python = located.path;
   build.cache_dir = cache::folder("workers");
   build.scratch_dir = exec.run_dir;
+  build.deadline = r.plugin_build_timeout;
+  build.lock_deadline = r.cache_lock_timeout;
+  build.interrupted = exec.interrupted;
   if (!quiet)
     build.progress = [](const std::string& line) {
       fmt::print(stderr, "sdpa-doctor: {}\n", escape_to_one_line(line));
@@ -176,6 +181,7 @@ void choose_torch_plugin(const run::Plan& plan, const run::PythonChoice& located
   inventory.runtime["torch_plugin"] = plugin.path.empty() ? "none: " + plugin.why_not : plugin.path;
   if (!plugin.origin.empty()) inventory.runtime["torch_plugin_origin"] = plugin.origin;
   if (plugin.finding) inventory.findings.push_back(std::move(*plugin.finding));
+  return std::move(plugin.in_use);
 }
 
 std::string checked_run_dir(const std::string& named) {

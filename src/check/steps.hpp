@@ -4,6 +4,7 @@
 
 #include "check/outputs.hpp"
 #include "check/request.hpp"
+#include "core/cache.hpp"
 #include "core/model.hpp"
 #include "run/run.hpp"
 
@@ -39,8 +40,10 @@ run::Plan checked_plan(const CheckRequest& request, const DeviceInventory& inven
 // python probe tests, perhaps now (after the run directory, before any worker starts, apart from
 // their time-outs; its progress on stderr unless `quiet`). The inventory's runtime says which file
 // and why; no compiler or a failed build is a finding there and the libtorch cells say why.
-void choose_torch_plugin(const run::Plan& plan, const run::PythonChoice& located, bool quiet,
-                         run::ExecuteOptions& exec, DeviceInventory& inventory);
+// What it returns keeps a cached plugin from eviction by other checks while it lives.
+cache::FileInUse choose_torch_plugin(const CheckRequest& request, const run::Plan& plan,
+                                     const run::PythonChoice& located, bool quiet,
+                                     run::ExecuteOptions& exec, DeviceInventory& inventory);
 
 // The run's directory (journal, oracles, logs): the one named, or a new temporary one.
 std::string checked_run_dir(const std::string& named);

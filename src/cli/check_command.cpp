@@ -62,6 +62,16 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
                  "Seconds a worker may take to start (interpreter, import torch) and between cases")
       ->check(positive_seconds())
       ->default_str("60");
+  sub.add_option("--plugin-build-timeout", o.plugin_build_timeout_s,
+                 "Seconds the LibTorch plugin's compiler may take before it and its children are "
+                 "killed")
+      ->check(positive_seconds())
+      ->default_str("900");
+  sub.add_option("--cache-lock-timeout", o.cache_lock_timeout_s,
+                 "Seconds to wait for another check holding a cache folder's lock before going on "
+                 "without that cache")
+      ->check(positive_seconds())
+      ->default_str("120");
   sub.add_option("--max-worker-restarts", o.max_worker_restarts,
                  "Fresh workers after crashes, per variant, before the rest is skipped")
       ->check(CLI::Range(0, 1000))

@@ -45,11 +45,14 @@ struct SimpleRun {
   std::string out; // stdout, the last 16 MiB at most
   std::string err; // stderr, the last 16 MiB at most
   bool timed_out = false; // the deadline passed and the doctor killed the process group
+  bool stopped = false;   // `stop` was set and the doctor killed the process group
 };
 
-// Runs `cmd` to its end or until `deadline` (then SIGTERM to the group, 2 s grace, SIGKILL).
-// stdin is /dev/null. An error means the process could not be started (no such file, ...).
-Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds deadline);
+// Runs `cmd` to its end, until `deadline` or until `stop` is set (then SIGTERM to the group, 2 s
+// grace, SIGKILL: its children die with it). stdin is /dev/null. An error means the process
+// could not be started (no such file, ...).
+Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds deadline,
+                               const std::atomic<bool>* stop = nullptr);
 
 // ---- services -------------------------------------------------------------------------------
 

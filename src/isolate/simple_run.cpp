@@ -12,7 +12,8 @@ constexpr std::chrono::milliseconds k_kill_wait{10'000};
 constexpr std::chrono::milliseconds k_drain{1'000};
 } // namespace
 
-Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds deadline) {
+Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds deadline,
+                               const std::atomic<bool>* stop) {
   detail::SpawnSpec spec;
   spec.argv = cmd.argv;
   spec.env = child_environment(cmd, environ);
@@ -29,8 +30,9 @@ Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds dea
   while (!child.exited()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      run.timed_out = true;
+    run.stopped = stop && stop->load();
+    if (left.count() <= 0 || run.stopped) {
+      run.timed_out = !run.stopped;
       if (!child.terminate(k_grace, k_kill_wait, sink))
         return make_error("process survived SIGKILL (stuck in the kernel)");
       break;

@@ -8,6 +8,7 @@
 #include "run/journal.hpp"
 #include "run/launch.hpp"
 #include "run/oracle_feed.hpp"
+#include "workers/torch_worker.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -35,6 +36,7 @@ struct TargetOutput {
   std::map<size_t, WorkerInfo> workers; // by index into Plan::runs; one per run over all batches
   std::vector<Finding> findings;
   std::map<Probe, std::string> unstartable; // probe -> why its worker could not even start
+  std::string plugin_unusable; // why the libtorch worker could not use its plugin; empty: it could
   std::string write_error; // the first cases file that could not be written
 };
 
@@ -116,7 +118,9 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
       observer.on_unrun(r);
     } else if (!launch.command) {
       // An interpreter that cannot run the probe is the user's setup: nothing was measured.
-      const bool setup = run.probe == Probe::python && s.options.python_unusable;
+      // So is a LibTorch plugin that could not be had: nothing of a backend was measured.
+      const bool setup = (run.probe == Probe::python && s.options.python_unusable) ||
+                         (run.probe == Probe::torch && !s.options.torch_plugin_why_not.empty());
       r.status = setup ? Status::skipped : Status::unsupported;
       r.reason = launch.why_not;
       observer.on_unrun(r);
@@ -191,6 +195,32 @@ std::string unstartable_reason(const isolate::WorkerRunReport& report, const Run
     cases.results[index].reason = reason;
   }
   return reason;
+}
+
+// A libtorch worker that could not use its plugin refused every case saying so (its hello is the
+// handshake): nothing of a backend was measured, so its cells are skipped with that reason.
+std::string plugin_unusable_reason(const isolate::WorkerRunReport& report, const RunContext& ctx,
+                                   RunCases& cases) {
+  if (ctx.probe != Probe::torch || report.outcomes.empty()) return {};
+  for (const auto& o : report.outcomes)
+    if (o.status != Status::unsupported || !o.reason.starts_with(workers::k_plugin_unusable))
+      return {};
+  const std::string reason = report.outcomes.front().reason;
+  for (size_t index : cases.planned_index) {
+    cases.results[index].status = Status::skipped;
+    cases.results[index].reason = reason;
+  }
+  return reason;
+}
+
+Finding plugin_unusable_finding(const std::string& reason) {
+  Finding f;
+  f.id = "torch-plugin-unusable";
+  f.severity = Severity::warning;
+  f.message = reason;
+  f.remedy = "delete that file (the next check builds it again) or check that CXX names a "
+             "working C++ compiler; the other probes ran";
+  return f;
 }
 
 // The finding of a device that failed its health check or held on to a killed worker.
@@ -281,6 +311,11 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
     if (std::string why = unstartable_reason(report, ctx, cases); !why.empty() &&
         out.unstartable.try_emplace(run.probe, why).second)
       s.journal.append({{"event", "finding"}, {"finding", to_json(unstartable_finding(run.probe, why))}});
+    if (std::string why = plugin_unusable_reason(report, ctx, cases);
+        !why.empty() && out.plugin_unusable.empty()) {
+      out.plugin_unusable = why;
+      s.journal.append({{"event", "finding"}, {"finding", to_json(plugin_unusable_finding(why))}});
+    }
     if (report.hello && info.versions.empty()) {
       protocol::Hello hello = protocol::read_hello(*report.hello);
       info.versions = std::move(hello.versions);
@@ -386,6 +421,8 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   fo.on_progress = [&progress](size_t done, size_t total) { progress.oracle(done, total); };
   fo.cache_dir = options.oracle_cache_dir;
   fo.cache_bytes = options.oracle_cache_bytes;
+  fo.cache_lock_timeout = options.cache_lock_timeout;
+  fo.on_lock_wait = [](const std::string& line) { spdlog::warn("{}", line); };
   std::vector<TargetOutput> outputs(plan.targets.size());
   {
     // The oracle of the next batches is computed while the targets run this one.
@@ -414,6 +451,10 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   for (const auto& o : outputs) unstartable.insert(o.unstartable.begin(), o.unstartable.end());
   for (const auto& [probe, why] : unstartable)
     result.findings.push_back(unstartable_finding(probe, why));
+  std::set<std::string> plugin_unusable; // one finding, however many targets saw it
+  for (const auto& o : outputs)
+    if (!o.plugin_unusable.empty() && plugin_unusable.insert(o.plugin_unusable).second)
+      result.findings.push_back(plugin_unusable_finding(o.plugin_unusable));
   for (auto& o : outputs) {
     if (result.write_error.empty()) result.write_error = o.write_error;
     std::move(o.results.begin(), o.results.end(), std::back_inserter(result.results));

@@ -76,8 +76,10 @@ std::string oracle_cache_key(const Case& c, const HostInputs& inputs) {
 
 std::string default_oracle_cache_dir() { return cache::folder("oracle"); }
 
-OracleCache::OracleCache(std::string dir, int64_t max_bytes, fs::file_time_type run_started)
-    : m_dir(std::move(dir)), m_max_bytes(max_bytes), m_run_started(run_started) {}
+OracleCache::OracleCache(std::string dir, int64_t max_bytes, fs::file_time_type run_started,
+                         OracleCacheLocking locking)
+    : m_dir(std::move(dir)), m_max_bytes(max_bytes), m_run_started(run_started),
+      m_locking(std::move(locking)) {}
 
 bool OracleCache::fetch(const std::string& key, int64_t bytes, const std::string& dest) const {
   if (!enabled()) return false;
@@ -94,7 +96,13 @@ bool OracleCache::store(const std::string& key, const std::string& file) const {
   std::error_code ec;
   fs::create_directories(m_dir, ec);
   const fs::path added = fs::path(m_dir) / (key + ".f64");
-  const cache::FolderLock lock(m_dir); // one run at a time makes room
+  const cache::FolderLock lock(m_dir, m_locking.wait); // one run at a time makes room
+  using State = cache::FolderLock::State;
+  if (lock.state() == State::timed_out || lock.state() == State::interrupted) {
+    // Another run kept it past the deadline (or an interrupt came): this run goes on without.
+    if (m_locking.given_up) m_locking.given_up->store(true);
+    return false;
+  }
   if (ec || !place(file, added)) return false; // a cache, never an error
   cache::mark_used(added); // a link keeps the source's time
   if (cache::evict_least_recently_used(m_dir, ".f64", m_max_bytes, m_run_started)) return true;

@@ -79,7 +79,7 @@ void OracleFeed::compute_case(size_t index) {
   const std::string file = (fs::path(m_options.dir) / (id + ".f64")).string();
   // Only oracles that take a while are worth a file across runs (about 0.1 s and more).
   const OracleCache cache(c.flops() >= k_min_cached_flop ? m_options.cache_dir : std::string{},
-                          m_options.cache_bytes, m_started);
+                          m_options.cache_bytes, m_started, cache_locking());
   // Made once (they take seconds for big cases) and interruptible, like the oracle itself.
   const HostInputs inputs = make_inputs(c, m_options.interrupted);
   if (interrupted()) return; // incomplete: no file, the cases are skipped anyway
@@ -100,11 +100,23 @@ void OracleFeed::compute_case(size_t index) {
       return;
     }
     if (cache.enabled() && cache.store(key, file)) ++m_cache_stores;
+    else if (m_cache_given_up.load() && !interrupted() && !m_said_given_up.exchange(true))
+      spdlog::warn("the oracle cache {} is still locked: going on without it", m_options.cache_dir);
   } else {
     ++m_cache_hits;
   }
   std::lock_guard lock(m_mutex);
   m_paths[index] = file;
+}
+
+OracleCacheLocking OracleFeed::cache_locking() {
+  OracleCacheLocking locking;
+  locking.wait.doing = "storing float64 oracles";
+  locking.wait.deadline = m_options.cache_lock_timeout;
+  locking.wait.interrupted = m_options.interrupted;
+  locking.wait.on_wait = m_options.on_lock_wait;
+  locking.given_up = &m_cache_given_up;
+  return locking;
 }
 
 void OracleFeed::produce() {

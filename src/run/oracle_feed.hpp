@@ -7,8 +7,10 @@
 #pragma once
 
 #include "core/case.hpp"
+#include "run/oracle_cache.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +41,8 @@ public:
     std::function<void(size_t done, size_t total)> on_progress; // after each case (any thread)
     std::string cache_dir;      // oracles kept across runs (oracle_cache.hpp); empty = none
     int64_t cache_bytes = 0;    // the cache's bound
+    std::chrono::milliseconds cache_lock_timeout{120'000}; // then the run goes on without it
+    std::function<void(const std::string&)> on_lock_wait;  // who holds the cache's lock
   };
 
   OracleFeed(const std::vector<Case>& cases, std::vector<std::vector<size_t>> batches,
@@ -65,6 +69,7 @@ public:
 private:
   void produce();
   void compute_case(size_t index);
+  OracleCacheLocking cache_locking();
   bool interrupted() const { return m_options.interrupted && m_options.interrupted->load(); }
 
   const std::vector<Case>& m_cases;
@@ -77,7 +82,9 @@ private:
   size_t m_oldest = 0;        // first batch some consumer has not finished
   size_t m_done_cases = 0;
   bool m_stop = false;
-  bool m_write_failed = false; // an oracle file could not be written (the producer's own)
+  bool m_write_failed = false;
+  std::atomic<bool> m_cache_given_up{false}; // the cache's lock was not had: no cache from then on
+  std::atomic<bool> m_said_given_up{false}; // an oracle file could not be written (the producer's own)
   std::atomic<double> m_busy_ms{0};
   std::atomic<size_t> m_cache_hits{0}, m_cache_stores{0};
   // The cache never evicts what this run has used or stored since then.

@@ -249,6 +249,8 @@ struct ExecuteOptions {
   // Float64 oracles kept across runs (empty = none), up to this many bytes.
   std::string oracle_cache_dir;
   int64_t oracle_cache_bytes = int64_t{2} << 30;
+  // How long to wait for another run holding the oracle cache's lock; past it, no cache.
+  std::chrono::milliseconds cache_lock_timeout{120'000};
   ProgressMode progress = ProgressMode::none;
   std::chrono::milliseconds progress_interval{10'000}; // between log lines (ProgressMode::log)
   const std::atomic<bool>* interrupted = nullptr;

@@ -3,11 +3,15 @@
 // built for that torch by an earlier check (the cache's "workers" folder); else built now, with
 // one compiler call against that torch's headers and torch/lib, as PyTorch's C++ extensions are.
 // No compiler, or a build that fails: one finding, and the libtorch cells say why they did not run.
+// A cached plugin is verified before use (a regular ELF shared object for this machine whose
+// content hash is the one recorded when it was built) and built again once when it is not.
 #pragma once
 
+#include "core/cache.hpp"
 #include "core/expected.hpp"
 #include "core/model.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -53,11 +57,20 @@ std::vector<std::string> plugin_compile_command(const std::vector<std::string>& 
                                                 const std::string& source,
                                                 const std::string& output);
 
+// Why the plugin file at `path` must not be loaded: not a regular file, not an ELF shared object
+// for this machine, or content other than what its `.sum` file recorded when it was built (or no
+// such record). Empty when it may be loaded.
+std::string plugin_file_problem(const std::string& path);
+
+// Records the content hash of the plugin at `path` in `path`.sum; false when it cannot.
+bool record_plugin_sum(const std::string& path);
+
 struct TorchPlugin {
   std::string path;    // the plugin to load; empty when there is none
   std::string origin;  // "built with the doctor", "built earlier (cache)", "built now in 63 s"
   std::string why_not; // when path is empty: the reason of the libtorch cells
   std::optional<Finding> finding;
+  cache::FileInUse in_use; // a cached plugin no other check evicts while this one holds it
 };
 
 struct PluginBuildOptions {
@@ -65,7 +78,10 @@ struct PluginBuildOptions {
   std::string cache_dir;  // where built plugins are kept; empty: scratch_dir, for this run only
   std::string scratch_dir;
   std::function<void(const std::string&)> progress; // one line at a time; none = silent
-  std::chrono::seconds deadline{900};                // the compiler's, apart from any worker's
+  std::chrono::milliseconds deadline{900'000};       // the compiler's, apart from any worker's
+  // How long to wait for another check that holds the cache's lock before building privately.
+  std::chrono::milliseconds lock_deadline{120'000};
+  const std::atomic<bool>* interrupted = nullptr; // once set: no wait, the compiler killed
 };
 
 // The plugin for the torch whose torch/lib is `lib_dir`; empty `lib_dir` (no torch located): the

@@ -228,15 +228,15 @@ std::unique_ptr<CaseExecutor> make_torch_executor(const WorkerArgs& args) {
   if (!handle) {
     const char* why = ::dlerror();
     return std::make_unique<UnavailableExecutor>(
-        fmt::format("the LibTorch plugin {} did not load: {}", path, why ? why : "unknown error"));
+        fmt::format("{}{} did not load: {}", k_plugin_unusable, path, why ? why : "unknown error"));
   }
   const auto entry =
       reinterpret_cast<sdpa_torch_plugin_entry>(::dlsym(handle, SDPA_TORCH_PLUGIN_ENTRY));
   const sdpa_torch_plugin* plugin = entry ? entry() : nullptr;
   if (!plugin || plugin->version != SDPA_TORCH_PLUGIN_VERSION)
     return std::make_unique<UnavailableExecutor>(fmt::format(
-        "{} is not a LibTorch plugin of this doctor (interface {}, expected {}): a stale build",
-        path, plugin ? plugin->version : 0, SDPA_TORCH_PLUGIN_VERSION));
+        "{}{} is not a LibTorch plugin of this doctor (interface {}, expected {}): a stale build",
+        k_plugin_unusable, path, plugin ? plugin->version : 0, SDPA_TORCH_PLUGIN_VERSION));
   std::string flags;
   for (const auto& f : args.variant.flags) flags += (flags.empty() ? "" : ",") + f;
   const int gpu_index = cases::is_gpu_target(args.device) ? std::stoi(args.device.substr(5)) : -1;
@@ -244,7 +244,7 @@ std::unique_ptr<CaseExecutor> make_torch_executor(const WorkerArgs& args) {
                             args.variant.backend.c_str(), flags.c_str());
   if (!self)
     return std::make_unique<UnavailableExecutor>(
-        fmt::format("the LibTorch plugin {} could not start torch", path));
+        fmt::format("{}{} could not start torch", k_plugin_unusable, path));
   // The library stays loaded for the process: torch's static state lives in it.
   return std::make_unique<PluginExecutor>(plugin, self);
 }

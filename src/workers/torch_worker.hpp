@@ -8,11 +8,16 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace sdpa_doctor::workers {
 
 // The plugin a worker loads, when the doctor chose one (built for the torch under test).
 inline constexpr const char* k_torch_plugin_env = "SDPA_DOCTOR_TORCH_PLUGIN";
+
+// How the reason of every case opens when the worker could not use its plugin (it did not load,
+// is not this doctor's, or could not start torch): the doctor blames the plugin, not a backend.
+inline constexpr std::string_view k_plugin_unusable = "the LibTorch plugin cannot be used: ";
 
 // $SDPA_DOCTOR_TORCH_PLUGIN, else the plugin built with this worker (core built_in_torch_plugin);
 // empty when there is none.

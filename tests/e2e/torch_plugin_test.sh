@@ -2,8 +2,8 @@
 # The LibTorch plugin built on first use: an install that ships no plugin (as the .deb does, or a
 # doctor built for another torch) builds one against the --python's torch once, keeps it in the
 # cache and loads it from there next time; the worker links no torch, the plugin does. No C++
-# compiler, or a cached plugin that is garbage: the libtorch cells say why, nothing crashes, the
-# other probes run and the check exits 0.
+# compiler: the libtorch cells are skipped saying why, nothing crashes, the other probes run and
+# the check exits 0. A cached plugin that is garbage is seen before it is loaded and built again.
 # Usage: torch_plugin_test.sh BUILD_DIR PYTHON
 set -euo pipefail
 build=$1
@@ -57,19 +57,31 @@ echo "second check, from the cache: $(( SECONDS - start )) s"
 [ "$(field again "r['inventory']['runtime']['torch_plugin']")" = "$plugin" ] || fail "the second check loaded another plugin"
 field again "r['inventory']['runtime']['torch_plugin_origin']" | grep -q "^built earlier" || fail "second use: origin"
 
+# A torch under a folder with a comma, a space and a quote (a link to the same torch): the plugin
+# is built against it and links, the linker given that torch/lib whole.
+odd="$scratch/ft_c,omma and 'quote'/site"
+mkdir -p "$odd"
+ln -s "$(dirname "$torch_lib")" "$odd/torch"
+check odd SDPA_DOCTOR_CACHE_DIR="$scratch/cache-odd" PYTHONPATH="$odd"
+[ "$(statuses odd)" = "$(statuses first)" ] || fail "a torch under '$odd': $(statuses odd): $(cat "$scratch/odd.err")"
+odd_plugin=$(field odd "r['inventory']['runtime']['torch_plugin']")
+LC_ALL=C readelf -d "$odd_plugin" | grep -qF "[$odd/torch/lib]" \
+  || fail "the plugin built under '$odd' has another RUNPATH: $(LC_ALL=C readelf -d "$odd_plugin" | grep PATH)"
+
 # No C++ compiler: PATH holds none, CXX names none.
 mkdir -p "$scratch/no-compiler"
 check nocxx SDPA_DOCTOR_CACHE_DIR="$scratch/cache-nocxx" PATH="$scratch/no-compiler" CXX=
 [ "$(field nocxx "[f['id'] for f in r['inventory']['findings'] if 'compiler' in f['message']]")" = "['no-cxx-compiler']" ] \
   || fail "no compiler: no one finding: $(field nocxx "r['inventory']['findings']")"
-[ "$(statuses nocxx)" = "[('libtorch', 'unsupported'), ('reference', 'pass')]" ] || fail "no compiler: $(statuses nocxx)"
+[ "$(statuses nocxx)" = "[('libtorch', 'skipped'), ('reference', 'pass')]" ] || fail "no compiler: $(statuses nocxx)"
 field nocxx "{c['reason'] for c in r['results'] if c['probe'] == 'libtorch'}" | grep -q "no C++ compiler was found" \
   || fail "no compiler: the libtorch cells do not say why"
 
-# A cached plugin that is garbage: the worker says it did not load, nothing crashes.
+# A cached plugin that is garbage: seen before it is loaded, built again, nothing crashes.
 printf 'not an ELF file\n' >"$plugin"
 check garbage SDPA_DOCTOR_CACHE_DIR="$cache"
-[ "$(statuses garbage)" = "[('libtorch', 'unsupported'), ('reference', 'pass')]" ] || fail "garbage plugin: $(statuses garbage)"
-field garbage "{c['reason'] for c in r['results'] if c['probe'] == 'libtorch'}" | grep -q "did not load" \
-  || fail "garbage plugin: the libtorch cells do not say it did not load"
-echo "LibTorch plugin: built on first use, kept and reused; no compiler and a broken plugin are findings"
+grep -q "cannot be used (not an ELF file): building it again" "$scratch/garbage.err" \
+  || fail "garbage plugin: not said: $(cat "$scratch/garbage.err")"
+[ "$(statuses garbage)" = "$(statuses first)" ] || fail "garbage plugin: $(statuses garbage)"
+[ "$(field garbage "r['inventory']['runtime']['torch_plugin']")" = "$plugin" ] || fail "garbage plugin: another plugin loaded"
+echo "LibTorch plugin: built on first use, kept and reused; no compiler is a finding; a broken plugin is built again"

@@ -2,10 +2,12 @@
 #include "run/oracle_cache.hpp"
 #include "run/run.hpp"
 
+#include "support/lock_holder.hpp"
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -51,6 +53,36 @@ TEST(OracleCache, FetchNeedsTheExactSizeAndPlacesACopyOrLink) {
   EXPECT_FALSE(cache.fetch("other", 64, dir.file("a")));
   ASSERT_TRUE(cache.fetch("k", 64, dir.file("b")));
   EXPECT_EQ(sdpa_test::read_file(dir.file("b")), std::string(64, 'x'));
+}
+
+// Another run that holds the cache's lock past the deadline: this one says who, stores nothing
+// and from then on goes without the cache (its own oracles), never waiting again per file.
+TEST(OracleCache, ALockHeldPastTheDeadlineTurnsTheCacheOffForTheRun) {
+  sdpa_test::TempDir dir;
+  fs::create_directories(dir.file("cache"));
+  sdpa_test::write_file(dir.file("one"), std::string(64, 'x'));
+  const sdpa_test::LockHolder other_run(dir.file("cache/.lock"), "other-run");
+  ASSERT_TRUE(other_run.holding());
+  std::atomic<bool> given_up{false};
+  OracleCacheLocking locking;
+  locking.wait.deadline = std::chrono::milliseconds(300);
+  std::vector<std::string> said;
+  locking.wait.on_wait = [&said](const std::string& line) { said.push_back(line); };
+  locking.given_up = &given_up;
+  const OracleCache cache(dir.file("cache"), 1 << 20, fs::file_time_type::clock::now(), locking);
+  ASSERT_TRUE(cache.enabled());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(cache.store("k", dir.file("one")));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(given_up.load());
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_FALSE(fs::exists(dir.file("cache/k.f64")));
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said[0].find("pid " + std::to_string(other_run.pid()) + " (other-run)"),
+            std::string::npos)
+      << said[0];
+  const OracleCache next_case(dir.file("cache"), 1 << 20, fs::file_time_type::clock::now(), locking);
+  EXPECT_FALSE(next_case.enabled());
 }
 
 void later() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
