@@ -155,6 +155,17 @@ std::vector<std::string> rule_fails_only_in_backward(const DeviceIndex& d) {
   return ids;
 }
 
+// Cells whose later call gave another output than their first: a race or a buffer read before
+// it is written, which a model meets on any step, not only the first.
+std::vector<std::string> rule_later_call_differs(const DeviceIndex& d) {
+  std::vector<std::string> ids;
+  for (const ResultsByVariant* results : {&d.worst, &d.reference})
+    for (const auto& [name, cases] : *results)
+      for (const auto& [id, r] : cases)
+        if (r->differing_call > 0) add_unique(ids, id);
+  return ids;
+}
+
 // A cross-variant rule: what it detects (the proving case ids, empty when it does not hold)
 // and the finding it makes. In `message`, {0} is the device and {1} the number of cases ("3
 // cases").
@@ -185,6 +196,12 @@ const DeviceRule k_device_rules[] = {
      "{1} fail on {0} only in their backward: the forward of the same cases passes, so "
      "training breaks where inference works",
      "train under the training recommendation's flags; inference can keep the inference ones"},
+    {rule_later_call_differs, "nondeterministic", Severity::problem,
+     "{1} on {0} returned on a later call an output that differs from the first call's (the "
+     "inputs were the same): a race or a buffer read before it is written in the backend, "
+     "which a model meets on any step",
+     "use the recommended configuration for these shapes and report it to the backend: each "
+     "cell's result names the call that differed (differing_call)"},
     {rule_default_falls_back_to_math, "default-falls-back-to-math", Severity::warning,
      "the default dispatch on {0} chose math for {1}: no fused kernel accepted them, "
      "memory grows with L^2",

@@ -13,6 +13,7 @@
 #include "core/variant.hpp"
 #include "cases/tolerance.hpp"
 
+#include <array>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -184,6 +185,35 @@ Comparison judge_gradients(const TensorErrors& dq, const TensorErrors& dk, const
 // worse status, a reason that names the direction that failed ("backward: dk: ..."; both: "forward:
 // ...; backward: ..."; only the forward: its reason as a forward case has it), the worst metrics.
 Comparison combine_directions(const Comparison& forward, const Comparison& backward);
+
+// --- every call of a case ------------------------------------------------------------------------
+
+// Measures every later call of a case against its first, the checked one (RepeatStats): the
+// forward output bit for bit, each gradient as measure_tensor measures it against the first
+// call's with the gradient tolerance (bit for bit with `bitwise_gradients`, under deterministic
+// algorithms). A dropout case is not compared so: its calls draw other masks.
+class RepeatComparer {
+public:
+  explicit RepeatComparer(Tolerance gradient_tolerance, bool bitwise_gradients = false);
+  // The first call's output and, for a backward case, its gradients (else empty).
+  void first(std::vector<float> out, std::vector<float> dq = {}, std::vector<float> dk = {},
+             std::vector<float> dv = {});
+  void later(const std::vector<float>& out, const std::vector<float>& dq = {},
+             const std::vector<float>& dk = {}, const std::vector<float>& dv = {});
+  const RepeatStats& stats() const { return m_stats; }
+
+private:
+  Tolerance m_gradient_tolerance;
+  bool m_bitwise_gradients;
+  std::array<std::vector<float>, 4> m_first; // out, dq, dk, dv
+  RepeatStats m_stats;
+};
+
+// A later call that differs fails the case: nonfinite when that call has NaN or Inf, else
+// mismatch; the reason names the call ("call 3 of 5 differs from call 1: 12 elements, max
+// |delta| 0.31, 64 NaN"; a gradient: "... differs from call 1 in dq: 12 elements beyond the
+// gradient tolerance, ..."). The case's result carries calls and differing_call.
+Comparison judge_repeats(const RepeatStats& r);
 
 // The one judge: a case's verdict from what a worker measured, per direction and overall.
 struct Verdict {

@@ -175,16 +175,27 @@ Comparison combine_directions(const Comparison& forward, const Comparison& backw
   return out;
 }
 
+namespace {
+
+// A later call's difference added to a direction's verdict: the worse status, both reasons.
+void add_repeat_difference(Comparison& into, const Comparison& later) {
+  if (badness(later.status) > badness(into.status)) into.status = later.status;
+  into.reason += (into.reason.empty() ? "" : "; ") + later.reason;
+}
+
+} // namespace
+
 Verdict judge(const Measured& m) {
   Verdict v;
   const TensorErrors none;
   const TensorErrors& out = m.out ? *m.out : none;
   v.forward = m.dropout ? judge_dropout(out, *m.dropout) : judge_tensor(out);
-  v.all = v.forward;
-  if (m.dq && m.dk && m.dv) {
-    v.backward = judge_gradients(*m.dq, *m.dk, *m.dv);
-    v.all = combine_directions(v.forward, *v.backward);
+  if (m.dq && m.dk && m.dv) v.backward = judge_gradients(*m.dq, *m.dk, *m.dv);
+  if (m.repeats && m.repeats->differing_call > 0) {
+    const bool in_gradient = m.repeats->tensor != "out" && v.backward;
+    add_repeat_difference(in_gradient ? *v.backward : v.forward, judge_repeats(*m.repeats));
   }
+  v.all = v.backward ? combine_directions(v.forward, *v.backward) : v.forward;
   return v;
 }
 

@@ -18,8 +18,8 @@ using check::CheckOptions;
 // What trades measurement for time, and the caches and servers that save it.
 void add_speed_options(CLI::App& sub, CheckOptions& o) {
   sub.add_option("--time-budget", o.time_budget_s,
-                 "Seconds a case's runs may take before its warm-ups and repeats stop (one timed "
-                 "run always happens; 0 = no limit)")
+                 "Seconds a case's runs may take before its warm-ups and repeats stop (two timed "
+                 "runs always happen; 0 = no limit)")
       ->type_name("SECONDS")
       ->check(finite_number(0.0, 86'400.0))
       ->default_str("2");

@@ -137,6 +137,10 @@ struct CaseResult {
   std::optional<Status> backward_status;
   // A masked_rows case: what its oracle gave fully masked rows (the semantics of the torch run).
   std::optional<MaskedRowSemantics> masked_rows;
+  // The calls the worker compared with the first (the checked one included; 0: not compared,
+  // as a dropout case) and the first later call that differed from it (0: none).
+  int calls = 0;
+  int differing_call = 0;
 };
 
 // What one worker told about itself in `hello`, per (device, probe, variant).

@@ -234,6 +234,8 @@ json to_json(const CaseResult& r) {
     if (r.backward_status) j["directions"]["backward"] = std::string(to_string(*r.backward_status));
   }
   if (r.masked_rows) j["masked_rows"] = std::string(to_string(*r.masked_rows));
+  if (r.calls > 0) j["calls"] = r.calls;
+  if (r.differing_call > 0) j["differing_call"] = r.differing_call;
   if (r.process_end) {
     const ProcessEnd& e = *r.process_end;
     json pe{{"core_dumped", e.core_dumped}, {"killed_by_doctor", e.killed_by_doctor}};
@@ -308,6 +310,11 @@ Expected<CaseResult> case_result_from_json(const json& j) {
           status_from_string(value.get<std::string>());
   }
   r.masked_rows = masked_row_semantics_from_string(json_text(j, "masked_rows"));
+  r.calls = number<int>(j, "calls");
+  r.differing_call = number<int>(j, "differing_call");
+  if (r.calls < 0 || r.differing_call < 0 || (r.differing_call > 0 && r.differing_call > r.calls))
+    return make_error(fmt::format("result {}: differing_call {} is not one of its {} calls",
+                                  r.case_id, r.differing_call, r.calls));
   if (auto pe = j.find("process_end"); pe != j.end() && pe->is_object()) {
     ProcessEnd e;
     e.exit_code = optional_number<int>(*pe, "exit_code");

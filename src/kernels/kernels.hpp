@@ -11,6 +11,7 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -161,8 +162,17 @@ std::vector<float> output_from_layout(const Case& c, const std::vector<float>& l
 // Runs `kernel` on the CPU over inputs in the case layout: `warmup` untimed runs, then `repeat`
 // timed ones (at least one run happens). threads: 0 = all cores. budget_ms > 0: once the runs have
 // taken that long, the warm-ups left are skipped and no timed run starts after the first.
+// Called after every call of a case with its output (logical (B,Hq,Lq,D)), or its gradients dq,
+// dk and dv: the worker compares each later call with the first.
+using EachCall = std::function<void(const std::vector<float>& out)>;
+using EachBackwardCall = std::function<void(const std::vector<float>& dq,
+                                            const std::vector<float>& dk,
+                                            const std::vector<float>& dv)>;
+
+// Past `budget_ms` the warm-ups left are skipped and no timed call starts after the second.
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
-                            int repeat, int threads = 0, int budget_ms = 0);
+                            int repeat, int threads = 0, int budget_ms = 0,
+                            const EachCall& each_call = {});
 
 // One backward run over a case: dq (B,Hq,Lq,D), dk and dv (B,Hkv,Lkv,D), logical order,
 // rounded to the case dtype; the wall time of each timed backward in milliseconds.
@@ -178,7 +188,8 @@ struct KernelGradients {
 Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
                                            const HostInputs& inputs,
                                            const std::vector<float>& dout, int warmup = 0,
-                                           int repeat = 1, int threads = 0);
+                                           int repeat = 1, int threads = 0,
+                                           const EachBackwardCall& each_call = {});
 
 // --- GPU: the same kernels from one source (attention_gpu.cu), compiled at run time -----------
 // `device` is torch's N of cuda:N: the HIP runtime's device N where that runtime sees a GPU, else

@@ -151,7 +151,7 @@ std::vector<float> output_from_layout(const Case& c, const std::vector<float>& l
 }
 
 Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& inputs, int warmup,
-                            int repeat, int threads, int budget_ms) {
+                            int repeat, int threads, int budget_ms, const EachCall& each_call) {
   if (const std::string bad = validate(c); !bad.empty()) return make_error(bad);
   LaidOut laid = lay_out(c, inputs);
   const AttnParams& p = laid.p;
@@ -166,11 +166,12 @@ Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& i
     std::string refused =
         kernel == RefKernel::math ? cpu_math_attention(p, threads) : cpu_flash_attention(p, threads);
     if (timed) run.times_ms.push_back(ms_since(t0));
+    if (refused.empty() && each_call) each_call(output_from_layout(c, laid.o));
     return refused;
   };
   for (int r = 0; r < warmup && (r == 0 || !spent()); ++r)
     if (std::string refused = once(false); !refused.empty()) return make_error(refused);
-  for (int r = 0; r < std::max(repeat, 1) && (r == 0 || !spent()); ++r)
+  for (int r = 0; r < std::max(repeat, 1) && (r <= 1 || !spent()); ++r)
     if (std::string refused = once(true); !refused.empty()) return make_error(refused);
   run.out = output_from_layout(c, laid.o);
   return run;
@@ -179,7 +180,8 @@ Expected<KernelRun> run_cpu(RefKernel kernel, const Case& c, const HostInputs& i
 Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
                                            const HostInputs& inputs,
                                            const std::vector<float>& dout, int warmup,
-                                           int repeat, int threads) {
+                                           int repeat, int threads,
+                                           const EachBackwardCall& each_call) {
   if (const std::string bad = validate(c); !bad.empty()) return make_error(bad);
   if (dout.size() != size_t(c.q_elements()))
     return make_error("the upstream gradient has the wrong size for the case");
@@ -212,6 +214,11 @@ Expected<KernelGradients> run_cpu_backward(RefKernel kernel, const Case& c,
                                     : cpu_flash_attention_backward(p, g, threads);
     if (!refused.empty()) return make_error(refused);
     if (r >= warmup) run.times_ms.push_back(ms_since(t0));
+    if (each_call) {
+      const auto [lq_, lk_, lv_, lo_] = qkvo_layouts(c);
+      each_call(from_layout(c, lq_, dq, c.hq, c.lq), from_layout(c, lk_, dk, c.hkv, c.lkv),
+                from_layout(c, lv_, dv, c.hkv, c.lkv));
+    }
   }
   const auto [lq_, lk_, lv_, lo_] = qkvo_layouts(c);
   run.dq = from_layout(c, lq_, dq, c.hq, c.lq);

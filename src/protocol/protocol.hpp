@@ -38,7 +38,8 @@ struct CaseLine {
   int warmup = 1;          // untimed runs; the first of them is the checked run
   int repeat = 3;          // timed runs, the median is reported
   // Once the case's calls have taken this long, the warm-ups left are skipped and no timed run
-  // after the first starts (0 = none): a case of twenty seconds a call is timed once, not thrice.
+  // after the second starts (0 = none): a case of twenty seconds a call is called three times (the
+  // checked call and two timed ones, each compared with the first), not five.
   int budget_ms = 0;
 };
 

@@ -145,6 +145,10 @@ void apply_result(const nlohmann::json& r, CaseResult& out) {
   if (e.forward) out.forward_status = e.forward;
   if (e.backward) out.backward_status = e.backward;
   if (e.masked_rows) out.masked_rows = e.masked_rows;
+  if (e.measured && e.measured->repeats) {
+    out.calls = e.measured->repeats->calls;
+    out.differing_call = e.measured->repeats->differing_call;
+  }
   if (out.metrics.time_ms && *out.metrics.time_ms > 0)
     out.metrics.tflops = out.kase.flops() / (*out.metrics.time_ms * 1e-3) / 1e12;
   if (auto it = r.find("canary"); it != r.end() && it->is_string()) apply_canary(e.canary, out);

@@ -87,9 +87,16 @@ public:
         return run;
       }
     }
+    // Every call on the CPU compared with the first (our GPU kernels' calls are not yet).
+    cases::RepeatComparer repeats(line.gradient_tolerance);
+    int calls = 0;
+    const kernels::EachCall each_call = [&](const std::vector<float>& out) {
+      if (++calls == 1) repeats.first(out);
+      else repeats.later(out);
+    };
     auto result = m_device < 0
                       ? kernels::run_cpu(*m_kernel, line.kase, inputs, line.warmup, line.repeat,
-                                         0, line.budget_ms)
+                                         0, line.budget_ms, each_call)
                       : kernels::run_gpu(*m_kernel, m_device, line.kase, inputs, line.warmup,
                                          line.repeat);
     if (!result) {
@@ -103,6 +110,7 @@ public:
     run.output = std::move(result->out);
     run.times_ms = std::move(result->times_ms);
     run.backend_chosen = std::string(kernels::to_string(*m_kernel));
+    if (m_device < 0) run.repeats = repeats.stats();
     if (line.kase.backward) run_backward(line, inputs, entering_backward, run);
     return run;
   }
@@ -112,8 +120,18 @@ private:
   void run_backward(const protocol::CaseLine& line, const HostInputs& inputs,
                     const EnteringBackward& entering_backward, CaseRun& run) {
     entering_backward(run.output);
+    // The backward's calls compared with its first, where the forward's all agreed.
+    cases::RepeatComparer repeats(line.gradient_tolerance);
+    int calls = 0;
+    const kernels::EachBackwardCall each_call = [&](const std::vector<float>& dq,
+                                                    const std::vector<float>& dk,
+                                                    const std::vector<float>& dv) {
+      if (++calls == 1) repeats.first({}, dq, dk, dv);
+      else repeats.later({}, dq, dk, dv);
+    };
     auto grads = kernels::run_cpu_backward(*m_kernel, line.kase, inputs, inputs.grad_out,
-                                           std::max(line.warmup - 1, 0), std::max(line.repeat, 1));
+                                           std::max(line.warmup - 1, 0), std::max(line.repeat, 1),
+                                           0, each_call);
     if (!grads) {
       run.status = Status::error;
       run.reason = grads.error().message;
@@ -125,6 +143,8 @@ private:
     run.dv = std::move(grads->dv);
     for (size_t i = 0; i < run.times_ms.size() && i < grads->times_ms.size(); ++i)
       run.times_ms[i] += grads->times_ms[i];
+    if (run.repeats && run.repeats->differing_call == 0 && repeats.stats().differing_call > 0)
+      run.repeats = repeats.stats();
   }
 
   int m_device;

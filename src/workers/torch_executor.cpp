@@ -137,6 +137,23 @@ public:
       (*static_cast<const EnteringBackward*>(ctx))(std::vector<float>(output, output + count));
     };
 
+    // Every call to the comparer, the first (the checked call) included.
+    cases::RepeatComparer repeats(line.gradient_tolerance);
+    pc.call_ctx = &repeats;
+    pc.each_call = [](void* ctx, int call, const float* output, int64_t count, const float* dq,
+                      const float* dk, const float* dv, int64_t kv_count) {
+      auto& comparer = *static_cast<cases::RepeatComparer*>(ctx);
+      const auto values = [](const float* p, int64_t n) {
+        return p ? std::vector<float>(p, p + n) : std::vector<float>{};
+      };
+      if (call == 1)
+        comparer.first(values(output, count), values(dq, count), values(dk, kv_count),
+                       values(dv, kv_count));
+      else
+        comparer.later(values(output, count), values(dq, count), values(dk, kv_count),
+                       values(dv, kv_count));
+    };
+
     pc.dropout_p = c.dropout_p();
     pc.dropout_seed = cases::dropout_seed(c, 0);
     pc.dropout_other_seed = cases::dropout_seed(c, 1);
@@ -171,6 +188,7 @@ public:
     case SDPA_PLUGIN_RAN:
       times.resize(static_cast<size_t>(std::clamp(result.times_len, 0, line.repeat)));
       r.times_ms = std::move(times);
+      if (c.dropout_percent == 0) r.repeats = repeats.stats();
       return r;
     case SDPA_PLUGIN_THREW: return refused_or_failed(reason.str(), std::move(r.warnings));
     case SDPA_PLUGIN_UNSUPPORTED: r.status = Status::unsupported; break;

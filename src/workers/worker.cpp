@@ -186,11 +186,15 @@ Expected<Measured> measure_case(const protocol::CaseLine& line, const HostInputs
       forward ? *forward
               : measure_output(line, inputs, std::move(run.output), forward_corrupt, semantics);
   if (!out) return out.error();
-  if (!line.kase.backward) return output_only(*out);
+  Measured measured = output_only(*out);
+  measured.repeats = run.repeats;
+  if (!line.kase.backward) return measured;
   auto grads = measure_backward(line, inputs, run, backward_corrupt, semantics);
   if (!grads) return grads.error();
-  grads->out = *out;
-  return grads;
+  measured.dq = grads->dq;
+  measured.dk = grads->dk;
+  measured.dv = grads->dv;
+  return measured;
 }
 
 // The result of a case from what the executor reported.

@@ -51,6 +51,9 @@ struct CaseRun {
   // Dropout cases: a second run under the checked run's seed and one under another seed
   // (cases::dropout_seed), logical like `output`; empty unless they ran.
   std::vector<float> same_seed_output, other_seed_output;
+  // Every later call measured against the first (cases::RepeatComparer); empty when the executor
+  // does not compare its calls (a dropout case, our GPU kernels).
+  std::optional<RepeatStats> repeats;
 };
 
 // Called by an executor once a backward case's checked forward has run, with its output (logical

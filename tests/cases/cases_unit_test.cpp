@@ -756,3 +756,74 @@ TEST(JudgeEvent, MalformedMeasurementsAreTheWorkersErrorNamingTheField) {
   judge_worker_event(no_measure);
   EXPECT_EQ(no_measure["status"], "pass") << "an event without measurements is left as it is";
 }
+
+// --- every call of a case --------------------------------------------------------------------------
+
+TEST(Repeats, EqualCallsPassAndAreCounted) {
+  RepeatComparer r({1e-3, 1e-3});
+  r.first({0.5f, -0.25f});
+  r.later({0.5f, -0.25f});
+  r.later({0.5f, -0.25f});
+  EXPECT_EQ(r.stats().calls, 3);
+  EXPECT_EQ(r.stats().differing_call, 0);
+  EXPECT_EQ(judge_repeats(r.stats()).status, Status::pass);
+}
+
+// An output must equal the first bit for bit: one ulp is a difference, and the first call that
+// differs is the one described, however many follow.
+TEST(Repeats, AnOutputAnUlpAwayOnALaterCallFailsNamingTheCall) {
+  RepeatComparer r({1e-3, 1e-3});
+  r.first({0.5f, -0.25f, 1.0f});
+  r.later({0.5f, -0.25f, 1.0f});
+  r.later({0.5f, std::nextafter(-0.25f, 0.0f), 1.0f});
+  r.later({9.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f});
+  EXPECT_EQ(r.stats().calls, 4);
+  EXPECT_EQ(r.stats().differing_call, 3);
+  EXPECT_EQ(r.stats().tensor, "out");
+  EXPECT_EQ(r.stats().differing, 1);
+  const Comparison c = judge_repeats(r.stats());
+  EXPECT_EQ(c.status, Status::mismatch);
+  EXPECT_EQ(c.reason, "call 3 of 4 differs from call 1: 1 element, max |delta| 1.49e-08");
+}
+
+TEST(Repeats, ALaterCallWithNaNIsNonfinite) {
+  RepeatComparer r({1e-3, 1e-3});
+  r.first({0.5f, 0.5f});
+  r.later({std::numeric_limits<float>::quiet_NaN(), 0.5f});
+  const Comparison c = judge_repeats(r.stats());
+  EXPECT_EQ(c.status, Status::nonfinite);
+  EXPECT_EQ(c.reason, "call 2 of 2 differs from call 1: 1 element, max |delta| 0, 1 NaN");
+}
+
+// Backward kernels add with atomics: a gradient may differ within the gradient tolerance, unless
+// deterministic algorithms are asked for.
+TEST(Repeats, GradientsDifferWithinTheToleranceUnlessBitwiseIsAsked) {
+  const std::vector<float> out{0.5f}, dq{1.0f, 2.0f}, dk{3.0f}, dv{4.0f};
+  const std::vector<float> dq_close{1.0f, 2.0f + 1e-6f}, dq_far{1.0f, 2.5f};
+  for (bool bitwise : {false, true}) {
+    RepeatComparer r({1e-3, 1e-3}, bitwise);
+    r.first(out, dq, dk, dv);
+    r.later(out, dq_close, dk, dv);
+    EXPECT_EQ(r.stats().differing_call, bitwise ? 2 : 0) << bitwise;
+  }
+  RepeatComparer r({1e-3, 1e-3});
+  r.first(out, dq, dk, dv);
+  r.later(out, dq_far, dk, dv);
+  EXPECT_EQ(r.stats().tensor, "dq");
+  const Measured m = [&] {
+    Measured x = output_only(measure_tensor(out.data(), std::vector<double>{0.5}.data(), 1,
+                                            {1e-3, 1e-3}));
+    const std::vector<double> ref{1.0, 2.0}, one{3.0}, four{4.0};
+    const Measured g = measure_gradients({"dq", dq.data(), ref.data(), 2}, {"dk", dk.data(), one.data(), 1},
+                                         {"dv", dv.data(), four.data(), 1}, {1e-3, 1e-3});
+    x.dq = g.dq, x.dk = g.dk, x.dv = g.dv;
+    x.repeats = r.stats();
+    return x;
+  }();
+  const Verdict v = judge(m);
+  EXPECT_EQ(v.forward.status, Status::pass);
+  ASSERT_TRUE(v.backward);
+  EXPECT_EQ(v.backward->status, Status::mismatch);
+  EXPECT_EQ(v.all.reason, "backward: call 2 of 2 differs from call 1 in dq: 1 element beyond the "
+                          "gradient tolerance, max |delta| 0.5");
+}

@@ -236,4 +236,64 @@ TEST(MeasureCrossProbe, ReasonsGiveAnExampleOfTheKindTheyCount) {
                               "fully masked rows, where torch >= 2.5 returns 0");
 }
 
+// Every later call against the first: the Python probe's RepeatCompare and the C++ workers'
+// RepeatComparer describe the same call in the same numbers, so the judge says the same words.
+TEST(MeasureCrossProbe, BothProbesCompareLaterCallsAlike) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
+  struct Calls {
+    std::string name;
+    std::vector<std::vector<float>> outs, dqs; // dqs empty: a forward case
+    bool bitwise = false;
+  };
+  const float ulp_up = std::nextafter(0.25f, 1.0f);
+  const std::vector<Calls> sequences = {
+      {"equal", {{0.5f, 0.25f}, {0.5f, 0.25f}, {0.5f, 0.25f}}, {}},
+      {"ulp-then-nan", {{0.5f, 0.25f}, {0.5f, 0.25f}, {0.5f, ulp_up}, {k_nan, 0.25f}}, {}},
+      {"nan-first", {{0.5f, 0.25f}, {k_nan, -k_inf}}, {}},
+      {"gradient-within", {{0.5f}, {0.5f}}, {{1.0f, 2.0f}, {1.0f, 2.000001f}}},
+      {"gradient-bitwise", {{0.5f}, {0.5f}}, {{1.0f, 2.0f}, {1.0f, 2.000001f}}, true},
+      {"gradient-beyond", {{0.5f}, {0.5f}, {0.5f}}, {{1.0f, 2.0f}, {1.0f, 2.0f}, {1.0f, 2.5f}}},
+  };
+  std::string script = R"(
+import json, torch
+from sdpa_probe.oracle import RepeatCompare
+nan, inf = float("nan"), float("inf")
+def t(x): return torch.tensor(x, dtype=torch.float32)
+)";
+  for (const Calls& c : sequences) {
+    const bool grads = !c.dqs.empty();
+    auto grads_of = [&](size_t i) {
+      return grads ? fmt::format("[t({}), t([3.0]), t([4.0])]", py_list(c.dqs[i])) : "None";
+    };
+    script += fmt::format("r = RepeatCompare(torch, (0.002, 0.002), {})\n",
+                          c.bitwise ? "True" : "False");
+    script += fmt::format("r.set_first(t({}), {})\n", py_list(c.outs[0]), grads_of(0));
+    for (size_t i = 1; i < c.outs.size(); ++i)
+      script += fmt::format("r.later(t({}), {})\n", py_list(c.outs[i]), grads_of(i));
+    script += "print(json.dumps(r.stats))\n";
+  }
+  const auto r = sdpa_test::run_probe_snippet(script);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  for (const Calls& c : sequences) {
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line)) << c.name;
+    Measured from_python;
+    from_python.out = TensorErrors{};
+    nlohmann::json j = to_json(from_python);
+    j["repeats"] = nlohmann::json::parse(line);
+    auto py = measured_from_json(j);
+    ASSERT_TRUE(py) << c.name << ": " << py.error().message;
+    cases::RepeatComparer cc({0.002, 0.002}, c.bitwise);
+    const std::vector<float> dk{3.0f}, dv{4.0f}, none;
+    const bool grads = !c.dqs.empty();
+    cc.first(c.outs[0], grads ? c.dqs[0] : none, grads ? dk : none, grads ? dv : none);
+    for (size_t i = 1; i < c.outs.size(); ++i)
+      cc.later(c.outs[i], grads ? c.dqs[i] : none, grads ? dk : none, grads ? dv : none);
+    EXPECT_EQ(*py->repeats, cc.stats()) << c.name << "\n  python: " << line;
+    EXPECT_EQ(cases::judge_repeats(*py->repeats).reason, cases::judge_repeats(cc.stats()).reason)
+        << c.name;
+  }
+}
+
 } // namespace

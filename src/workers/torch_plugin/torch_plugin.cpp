@@ -523,6 +523,20 @@ private:
         return c.budget_ms > 0 && ms_since(start) >= static_cast<double>(c.budget_ms);
       };
       const bool dropout = c.dropout_p > 0;
+      int calls = 0;
+      // Each call's output (and gradients) to the worker, which compares them with the first's;
+      // a dropout case's calls draw other masks.
+      const auto called = [&](const at::Tensor& o) {
+        ++calls;
+        if (dropout || !c.each_call) return;
+        const std::vector<float> values = host_values(o.detach());
+        std::vector<float> grads[3];
+        if (backward)
+          for (int i = 0; i < 3; ++i) grads[i] = host_values((i == 0 ? q : i == 1 ? k : v).grad());
+        c.each_call(c.call_ctx, calls, values.data(), static_cast<int64_t>(values.size()),
+                    backward ? grads[0].data() : nullptr, backward ? grads[1].data() : nullptr,
+                    backward ? grads[2].data() : nullptr, static_cast<int64_t>(grads[1].size()));
+      };
       if (dropout) at::manual_seed(c.dropout_seed);
       out = forward(); // the checked run: its output is the one compared with the oracle
       synchronize();
@@ -533,7 +547,7 @@ private:
         r.other_seed_output = host_values(forward());
       }
       if (backward) {
-        // The forward is judged before the backward starts: a crash from here on is the backward's.
+        // The forward is measured before the backward starts: a crash from here on is the backward's.
         r.output = host_values(out.detach());
         c.entering_backward(c.hook_ctx, r.output.data(), static_cast<int64_t>(r.output.size()));
         out.backward(grad_out);
@@ -549,14 +563,17 @@ private:
         r.dk = host_values(k.grad());
         r.dv = host_values(v.grad());
       }
-      for (int i = 1; i < c.warmup && !spent(); ++i) (void)call();
+      called(out);
+      for (int i = 1; i < c.warmup && !spent(); ++i) called(call());
       synchronize();
-      for (int i = 0; i < c.repeat && (i == 0 || !spent()); ++i) {
+      // Two timed calls even past the budget: a case is called three times at least.
+      for (int i = 0; i < c.repeat && (i <= 1 || !spent()); ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        (void)call();
+        const at::Tensor o = call();
         synchronize();
         const auto t1 = std::chrono::steady_clock::now();
         r.times_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        called(o);
       }
     }
     // A trailing op on the device surfaces errors a kernel left behind without raising.
@@ -674,6 +691,6 @@ const sdpa_torch_plugin k_plugin = {SDPA_TORCH_PLUGIN_VERSION, plugin_open,     
 
 } // namespace
 
-extern "C" __attribute__((visibility("default"))) const sdpa_torch_plugin* sdpa_torch_plugin_v3() {
+extern "C" __attribute__((visibility("default"))) const sdpa_torch_plugin* sdpa_torch_plugin_v4() {
   return &k_plugin;
 }

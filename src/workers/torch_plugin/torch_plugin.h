@@ -14,8 +14,8 @@
 extern "C" {
 #endif
 
-#define SDPA_TORCH_PLUGIN_VERSION 3
-#define SDPA_TORCH_PLUGIN_ENTRY "sdpa_torch_plugin_v3"
+#define SDPA_TORCH_PLUGIN_VERSION 4
+#define SDPA_TORCH_PLUGIN_ENTRY "sdpa_torch_plugin_v4"
 
 enum sdpa_plugin_dtype { SDPA_PLUGIN_F16 = 0, SDPA_PLUGIN_BF16 = 1, SDPA_PLUGIN_F32 = 2 };
 enum sdpa_plugin_mask { SDPA_PLUGIN_MASK_NONE = 0, SDPA_PLUGIN_MASK_BOOL = 1, SDPA_PLUGIN_MASK_ADDITIVE = 2 };
@@ -68,6 +68,14 @@ typedef struct sdpa_plugin_case {
   double dropout_p;
   uint64_t dropout_seed;
   uint64_t dropout_other_seed;
+  /* Every call of a case but a dropout one, the checked call (1) included, after it and
+   * untimed: each_call(call_ctx, call, output, count, dq, dk, dv, kv_count) with its output
+   * (count floats, logical (B,Hq,Lq,D)) and, for a backward case, its dq (count floats), dk and
+   * dv (kv_count floats each; else NULL). The worker compares every later call with the first.
+   * NULL: not called. */
+  void (*each_call)(void* call_ctx, int call, const float* output, int64_t count,
+                    const float* dq, const float* dk, const float* dv, int64_t kv_count);
+  void* call_ctx;
 } sdpa_plugin_case;
 
 enum sdpa_plugin_outcome {

@@ -10,7 +10,7 @@ import warnings
 
 from .facts import gpu_truth_facts
 from .inputs import place_inputs
-from .oracle import dropout_seed
+from .oracle import RepeatCompare, dropout_seed
 from .protocol import one_line
 
 TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
@@ -247,12 +247,15 @@ class Probe(object):
             self.torch.cuda.synchronize(self.torch.device(self.device))
 
     def run(self, line, q, k, v, mask, grad_out=None, entering_backward=None):
-        """(output float32 CPU tensor, times_ms, backend_chosen, gradients, reruns). A backward
+        """(output float32 CPU tensor, times_ms, backend_chosen, gradients, reruns, repeats). A backward
         case (grad_out given) runs its checked forward, calls entering_backward(output), then its
         backward: gradients are dq, dk, dv as float32 CPU tensors in logical order (else None);
         its timed runs are forward and backward together. A dropout case seeds the generator with
         dropout_seed(c, 0) before its checked run and a second one, dropout_seed(c, 1) before a
-        third: reruns are the second and third outputs (else None)."""
+        third: reruns are the second and third outputs (else None). Every later call is
+        measured against the first (repeats: RepeatStats; None for a dropout case, whose calls
+        draw other masks), and at least two timed calls run past the budget, so that a case is
+        called three times."""
         torch = self.torch
         c = line["case"]
         q, k, v, mask = place_inputs(torch, c, q, k, v, mask, self.device)
@@ -276,11 +279,12 @@ class Probe(object):
 
         def call():
             o = forward()
-            if backward:
-                for t in (q, k, v):
-                    t.grad = None
-                o.backward(grad_out)
-            return o
+            if not backward:
+                return o, None
+            for t in (q, k, v):
+                t.grad = None
+            o.backward(grad_out)
+            return o, (q.grad, k.grad, v.grad)
 
         # Every SDPA call back to back in one pool block: a pool woken for the timed calls alone
         # would charge its wake-up (a scheduler tick on busy cores) to the first of them.
@@ -293,6 +297,13 @@ class Probe(object):
 
         grads = reruns = None
         dropout = c["dropout"] > 0
+        repeats = None if dropout else RepeatCompare(
+            torch, line["gradient_tolerance"], torch.are_deterministic_algorithms_enabled())
+
+        def compare(called):  # untimed: after the clock stopped
+            if repeats is not None:
+                repeats.later(*called)
+
         with torch.enable_grad() if backward else contextlib.nullcontext(), self.threads.sdpa():
             if dropout:
                 torch.manual_seed(dropout_seed(c, 0))
@@ -312,23 +323,26 @@ class Probe(object):
                 if any(t.grad is None or t.grad.shape != t.shape for t in (q, k, v)):
                     raise RuntimeError("the backward left a gradient undefined or of another shape")
                 grads = tuple(t.grad.float().cpu().contiguous() for t in (q, k, v))
+            if repeats is not None:
+                repeats.set_first(out, grads)
             for _ in range(1, line["warmup"]):
                 if spent():
                     break
-                call()
+                compare(call())
             self.sync()
             for i in range(line["repeat"]):
-                if i > 0 and spent():
+                if i > 1 and spent():
                     break
                 t0 = time.perf_counter()
-                call()
+                called = call()
                 self.sync()
                 times.append((time.perf_counter() - t0) * 1000.0)
+                compare(called)
         # A trailing op on the device surfaces errors a kernel left behind without raising.
         out = out.detach()
         float(out.float().sum().item())
         host = out.float().cpu().contiguous()
-        return host, times, chosen, grads, reruns
+        return host, times, chosen, grads, reruns, repeats.stats if repeats else None
 
 
 def classify(exc, captured):

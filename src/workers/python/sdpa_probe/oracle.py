@@ -212,3 +212,53 @@ def measure_dropout(torch, first, same_seed, other_seed, probs, p, tolerance):
             "differ_other_seed": differing(first, other_seed),
         },
     }
+
+
+class RepeatCompare(object):
+    """cases::RepeatComparer: every later call of a case measured against its first, the checked
+    one (RepeatStats, core/measure.hpp): the output bit for bit, each gradient as `measure`
+    measures it against the first call's with the gradient tolerance (bit for bit under
+    deterministic algorithms)."""
+
+    NAMES = ("out", "dq", "dk", "dv")
+
+    def __init__(self, torch, gradient_tolerance, bitwise_gradients=False):
+        self.torch = torch
+        self.gradient_tolerance = gradient_tolerance
+        self.bitwise_gradients = bitwise_gradients
+        self.first = []
+        self.stats = {"calls": 1, "differing_call": 0, "tensor": "", "differing": 0,
+                      "max_abs_delta": 0.0, "nan_count": 0, "inf_count": 0}
+
+    def set_first(self, out, grads=None):
+        self.first = [t.detach().float().cpu().reshape(-1).clone() for t in [out] + list(grads or [])]
+
+    def later(self, out, grads=None):
+        self.stats["calls"] += 1
+        if self.stats["differing_call"]:
+            return  # the first call that differs is the one described
+        now = [t.detach().float().cpu().reshape(-1) for t in [out] + list(grads or [])]
+        for name, tensor, first in zip(self.NAMES, now, self.first):
+            if name == "out" or self.bitwise_gradients:
+                found = self._bitwise(tensor, first)
+            else:
+                e = measure(self.torch, tensor, first.double(), self.gradient_tolerance,
+                            gradient=True)
+                found = {"differing": e["outside"], "max_abs_delta": e["max_abs_err"],
+                         "nan_count": e["nan_count"], "inf_count": e["inf_count"]}
+            if found["differing"]:
+                call = self.stats["calls"]
+                found.update(calls=call, differing_call=call, tensor=name)
+                self.stats.update(found)
+                return
+
+    def _bitwise(self, now, first):
+        torch = self.torch
+        a, b = now.contiguous(), first.contiguous()
+        differ = a.view(torch.int32) != b.view(torch.int32)
+        both = torch.isfinite(a) & torch.isfinite(b)
+        delta = torch.where(both & differ, (a.double() - b.double()).abs(),
+                            torch.zeros_like(a, dtype=torch.float64))
+        return {"differing": int(differ.sum()),
+                "max_abs_delta": float(delta.max()) if delta.numel() else 0.0,
+                "nan_count": int(torch.isnan(a).sum()), "inf_count": int(torch.isinf(a).sum())}

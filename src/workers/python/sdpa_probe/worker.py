@@ -183,7 +183,7 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
         else:
             with warnings.catch_warnings(record=True) as captured:
                 warnings.simplefilter("always")
-                host = reruns = None
+                host = reruns = repeats = None
                 q = k = v = mask = grad_out = None
 
                 def entering_backward(output):
@@ -198,8 +198,8 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                     q, k, v, mask = make_inputs(torch, line["case"])
                     if backward:
                         grad_out = make_upstream_gradient(torch, line["case"])
-                    host, times, chosen, grads, reruns = probe.run(line, q, k, v, mask, grad_out,
-                                                           entering_backward)
+                    host, times, chosen, grads, reruns, repeats = probe.run(
+                        line, q, k, v, mask, grad_out, entering_backward)
                     result["backend_chosen"] = chosen
                 except Exception as e:
                     texts = [str(w.message) for w in captured]
@@ -225,6 +225,8 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                     if backward:
                         measured.update(measure_backward(torch, line, grads, q, k, v, mask,
                                                          grad_out, backward_fault))
+                    if repeats is not None:
+                        measured["repeats"] = repeats
                     metrics["time_ms"], metrics["time_min_ms"], metrics["timed_runs"] = \
                         timing(times)
                     result["status"], result["measured"] = "measured", finite_numbers(measured)
