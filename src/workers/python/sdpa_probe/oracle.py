@@ -237,7 +237,8 @@ class RepeatCompare(object):
         self.stats["calls"] += 1
         if self.stats["differing_call"]:
             return  # the first call that differs is the one described
-        now = [t.detach().float().cpu().reshape(-1) for t in [out] + list(grads or [])]
+        now = [t.detach().to("cpu", self.torch.float32).reshape(-1)
+               for t in [out] + list(grads or [])]
         for name, tensor, first in zip(self.NAMES, now, self.first):
             if name == "out" or self.bitwise_gradients:
                 found = self._bitwise(tensor, first)
@@ -255,6 +256,8 @@ class RepeatCompare(object):
     def _bitwise(self, now, first):
         torch = self.torch
         a, b = now.contiguous(), first.contiguous()
+        if torch.equal(a.view(torch.int32), b.view(torch.int32)):
+            return {"differing": 0}  # the common case, in one op
         differ = a.view(torch.int32) != b.view(torch.int32)
         both = torch.isfinite(a) & torch.isfinite(b)
         delta = torch.where(both & differ, (a.double() - b.double()).abs(),
