@@ -310,6 +310,11 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     return {};
   }
   if (key == "causal") {
+    // torch's is_causal aligns the diagonal top-left: causal=top_left names it.
+    if (has_value && value == "top_left") return c.causal = true, std::string{};
+    if (has_value && value == "bottom_right")
+      return "'causal=bottom_right' (the alignment decoding uses, torch's causal_lower_right) is "
+             "not planned by this doctor yet: causal, causal=1 and causal=top_left align top-left";
     auto f = parse_flag(key, value, has_value);
     if (!f) return f.error().message;
     c.causal = *f;

@@ -260,9 +260,12 @@ Expected<TorchBuildFacts> ask_torch_facts(const Recipe& recipe, const PluginBuil
   ask.argv = {options.python, (recipe.data / k_facts_script).string()};
   auto asked = isolate::run_simple(ask, std::chrono::seconds(120), options.interrupted);
   if (asked && asked->stopped) return make_error(k_interrupted);
-  const auto facts = asked && asked->end.exit_code == 0 ? parse_torch_facts(asked->out)
-                                                         : std::nullopt;
-  if (facts) return *facts;
+  if (asked && asked->end.exit_code == 0) {
+    auto facts = parse_torch_facts(asked->out);
+    if (facts) return *facts;
+    return make_error(fmt::format("{} could not say how to build against its torch: {}",
+                                  options.python, facts.error().message));
+  }
   const std::string said = asked ? log_tail(asked->err.empty() ? asked->out : asked->err)
                                  : asked.error().message;
   return make_error(fmt::format("{} could not say how to build against its torch: {}",
@@ -307,18 +310,25 @@ std::optional<TorchIdentity> identity_from_sidecar(const std::string& json_text)
   return id;
 }
 
-std::optional<TorchBuildFacts> parse_torch_facts(const std::string& text) {
+Expected<TorchBuildFacts> parse_torch_facts(const std::string& text) {
+  if (text.size() > k_max_torch_facts_bytes)
+    return make_error(fmt::format("its build facts are {}, more than {} can be",
+                                  format_bytes(int64_t(text.size())),
+                                  format_bytes(int64_t(k_max_torch_facts_bytes))));
+  if (text.find('\0') != std::string::npos) return make_error("its build facts hold a NUL byte");
   TorchBuildFacts facts;
   bool have_include = false;
+  std::string abi;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     const auto eq = line.find('=');
     if (eq == std::string::npos) continue;
     const std::string key = line.substr(0, eq);
     const std::string value = line.substr(eq + 1);
     if (key == "version") facts.version = value;
     else if (key == "lib") facts.lib_dir = value;
-    else if (key == "abi" && (value == "0" || value == "1")) facts.abi = value == "1" ? 1 : 0;
+    else if (key == "abi") abi = value;
     else if (key == "include") {
       have_include = true;
       std::istringstream dirs(value);
@@ -326,9 +336,16 @@ std::optional<TorchBuildFacts> parse_torch_facts(const std::string& text) {
         if (!dir.empty()) facts.include_dirs.push_back(dir);
     }
   }
-  if (facts.version.empty() || facts.lib_dir.empty() || facts.abi < 0 || !have_include ||
-      facts.include_dirs.empty())
-    return std::nullopt;
+  for (const auto& [key, missing] : {std::pair{"version", facts.version.empty()},
+                                     std::pair{"lib", facts.lib_dir.empty()},
+                                     std::pair{"include", !have_include},
+                                     std::pair{"abi", abi.empty()}})
+    if (missing) return make_error(fmt::format("its build facts have no {}= line", key));
+  if (facts.include_dirs.empty()) return make_error("its build facts' include= line names no folder");
+  if (abi != "0" && abi != "1")
+    return make_error(fmt::format("its build facts say abi={}, which is neither 0 nor 1",
+                                  escape_to_one_line(excerpt(abi, 40))));
+  facts.abi = abi == "1" ? 1 : 0;
   return facts;
 }
 

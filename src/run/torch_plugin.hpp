@@ -46,8 +46,11 @@ struct TorchBuildFacts {
   std::string lib_dir;
   int abi = -1; // _GLIBCXX_USE_CXX11_ABI
 };
-// nullopt unless every key is there and the ABI is 0 or 1.
-std::optional<TorchBuildFacts> parse_torch_facts(const std::string& text);
+// The facts torch_facts.py prints, one key=value a line (a trailing CR is dropped). An error, one
+// line, says what in them was wrong: a NUL byte, more than k_max_torch_facts_bytes, a missing
+// key, an include line naming no folder, an ABI that is neither 0 nor 1.
+inline constexpr size_t k_max_torch_facts_bytes = 64 << 10;
+Expected<TorchBuildFacts> parse_torch_facts(const std::string& text);
 
 // The one compiler call that builds the plugin: C++20, optimised, position-independent, only the
 // entry point exported, that torch's headers as system headers and its ABI, libtorch, torch_cpu

@@ -192,12 +192,19 @@ TEST(BadCliMessages, EmptyOnOffValueSaysSo) {
 // What an on/off key took before still means what it meant.
 TEST(BadCliMessages, OnOffValuesStillRead) {
   for (const auto& [spec, causal] : std::vector<std::pair<std::string, bool>>{
-           {"causal", true}, {"causal=1", true}, {"causal=true", true}, {"causal=yes", true},
+           {"causal", true}, {"causal=1", true}, {"causal=top_left", true},
+           {"causal=true", true}, {"causal=yes", true},
            {"causal=0", false}, {"causal=false", false}, {"causal=no", false}}) {
     const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8," + spec});
     EXPECT_EQ(run.exit_code, 0) << spec << ": " << run.err;
     EXPECT_EQ(run.out.find("-causal") != std::string::npos, causal) << spec << ": " << run.out;
   }
+}
+
+TEST(BadCliMessages, BottomRightCausalIsRefusedSayingWhatRuns) {
+  const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8,causal=bottom_right"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("causal=top_left align top-left"), std::string::npos) << run.err;
 }
 
 // ---- outputs that cannot be written: exit 4, one line ------------------------------------------

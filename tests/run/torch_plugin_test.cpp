@@ -97,9 +97,25 @@ TEST(TorchBuildFacts, ParsedFromTheScriptsLines) {
             (std::vector<std::string>{"/t/include", "/t/include/torch/csrc/api/include"}));
   EXPECT_EQ(facts->lib_dir, "/t/lib");
   EXPECT_EQ(facts->abi, 0);
-  EXPECT_FALSE(parse_torch_facts("version=2.13.0\ninclude=/t/include\nlib=/t/lib\n")); // no ABI
-  EXPECT_FALSE(parse_torch_facts("version=2.13.0\ninclude=/t/include\nlib=/t/lib\nabi=2\n"));
-  EXPECT_FALSE(parse_torch_facts("version=2.13.0\nlib=/t/lib\nabi=1\n")); // no includes
+  // What was wrong is said.
+  const std::string good_start = "version=2.13.0\nlib=/t/lib\n";
+  for (const auto& [text, words] : std::vector<std::pair<std::string, std::string>>{
+           {good_start + "include=/t/include\n", "no abi= line"},
+           {good_start + "include=/t/include\nabi=2\n", "abi=2, which is neither 0 nor 1"},
+           {good_start + "abi=1\n", "no include= line"},
+           {good_start + "abi=1\ninclude=\n", "include= line names no folder"},
+           {good_start + "abi=1\ninclude=/t/i" + std::string(1, '\0') + "nclude\n", "NUL byte"},
+           {good_start + "abi=1\ninclude=/t/include\n" + std::string(70'000, 'x'), "more than"},
+           {"lib=/t/lib\nabi=1\ninclude=/t/include\n", "no version= line"}}) {
+    const auto parsed = parse_torch_facts(text);
+    ASSERT_FALSE(parsed) << text.substr(0, 80);
+    EXPECT_NE(parsed.error().message.find(words), std::string::npos) << parsed.error().message;
+  }
+  // Windows line ends are read as line ends.
+  const auto crlf = parse_torch_facts("version=2.13.0\r\nlib=/t/lib\r\nabi=1\r\ninclude=/t/i\r\n");
+  ASSERT_TRUE(crlf) << crlf.error().message;
+  EXPECT_EQ(crlf->include_dirs, std::vector<std::string>{"/t/i"});
+  EXPECT_EQ(crlf->abi, 1);
 }
 
 TEST(PluginCompileCommand, BuildsAgainstThatTorchAsItsExtensionsAre) {

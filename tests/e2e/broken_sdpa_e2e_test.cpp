@@ -1,0 +1,142 @@
+// Failures that live only where users call attention, end to end: torch's SDPA wrapped in the
+// Python probe's interpreter (support/wrapped_sdpa.hpp) so that the flash backend breaks in one
+// way only, and the default check, with no flag but the interpreter, finds it exactly there: only
+// the Python probe's flash cells of those cases fail, the cause is said once, and the advice
+// around it is verified by its re-run.
+//  - one later call of a case returns an output a few ulps away from the first call's (a race);
+//  - only scores near 1e4 in fp16 and bf16 give Inf;
+//  - only an fp32 additive mask under fp16 queries gives wrong values.
+#include "support/run_binary.hpp"
+#include "support/torch_probes.hpp"
+#include "support/wrapped_sdpa.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
+using nlohmann::json;
+
+namespace {
+
+struct Checked {
+  sdpa_test::RunResult run;
+  json report;
+};
+
+Checked default_check(const std::string& broken) {
+  sdpa_test::TempDir dir;
+  sdpa_test::RunOptions o;
+  o.set_env = {{"NO_COLOR", "1"}};
+  o.timeout_s = 600;
+  Checked c;
+  c.run = sdpa_test::run_binary({sdpa_test::doctor(), "check", "--python",
+                                 sdpa_test::python_with_broken_flash(dir, broken), "--json",
+                                 dir.file("r.json"), "--run-dir", dir.file("run")},
+                                o);
+  c.report = json::parse(sdpa_test::read_file(dir.file("r.json")));
+  return c;
+}
+
+// Every cell passes or is refused but the Python probe's flash cells of `broken_cases`, which
+// have `status` and a reason containing `words`; the advice is verified. Returns those cells.
+std::vector<json> expect_failures_only_at(const Checked& c, const std::set<std::string>& broken_cases,
+                                          const std::string& status, const std::string& words) {
+  EXPECT_EQ(c.run.exit_code, 1) << c.run.out << c.run.err;
+  std::vector<json> failed;
+  std::set<std::string> seen;
+  for (const json& res : c.report.at("results")) {
+    const std::string id = res.at("case_id");
+    if (res.at("probe") == "python" && res.at("variant") == "flash" && broken_cases.count(id)) {
+      seen.insert(id);
+      failed.push_back(res);
+      EXPECT_EQ(res.at("status"), status) << res;
+      EXPECT_NE(res.at("reason").get<std::string>().find(words), std::string::npos) << res;
+    } else if (res.at("status") != "unsupported") {
+      EXPECT_EQ(res.at("status"), "pass") << res;
+    }
+  }
+  EXPECT_EQ(seen, broken_cases) << "each broken case is run by the default check";
+  EXPECT_FALSE(c.report.at("recommendations").empty());
+  for (const json& rec : c.report.at("recommendations"))
+    EXPECT_TRUE(rec.at("verified").get<bool>()) << rec;
+  return failed;
+}
+
+TEST(RepeatedCallsCheck, OneLaterCallAFewUlpsAwayIsFoundWhereItLivesByTheDefaultCheck) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
+  const Checked c = default_check(R"(
+_calls = [0]
+
+def broken(torch, q, k, v, kwargs, out):
+    if q.dtype != torch.float32 or tuple(q.shape) != (1, 2, 77, 128):
+        return out
+    _calls[0] += 1
+    if _calls[0] != 3:  # the third call of the case alone
+        return out
+    out = out.clone(memory_format=torch.contiguous_format)
+    flat = out.view(-1)
+    for _ in range(3):  # a few ulps up
+        flat[0] = torch.nextafter(flat[0], torch.tensor(float("inf")))
+    return out
+)");
+  const std::string id = "fp32-b1-h2-q77-k77-d128";
+  for (const json& res : expect_failures_only_at(c, {id}, "mismatch",
+                                                 " differs from call 1: 1 element, ")) {
+    EXPECT_EQ(res.at("differing_call"), 3) << res;
+    EXPECT_EQ(res.at("reason").get<std::string>().rfind("call 3 of ", 0), 0u) << res;
+  }
+  int compared = 0;
+  for (const json& res : c.report.at("results")) {
+    compared += res.contains("calls");
+    if (res.at("case_id") != id || res.at("variant") != "flash" || res.at("probe") != "python") {
+      EXPECT_FALSE(res.contains("differing_call")) << res;
+    }
+  }
+  EXPECT_GT(compared, 0) << "results carry the calls compared";
+  // The cause said once: one finding names exactly that case.
+  int found = 0;
+  for (const json& f : c.report.at("findings")) {
+    if (f.at("id") != "nondeterministic") continue;
+    ++found;
+    EXPECT_EQ(f.at("case_ids"), json::array({id})) << f;
+  }
+  EXPECT_EQ(found, 1) << c.report.at("findings").dump(1);
+  EXPECT_NE(c.run.out.find("differs from call 1"), std::string::npos) << c.run.out;
+}
+
+TEST(LargeScoresCheck, InfOnlyWhereScoresNear1e4IsFoundByTheDefaultCheck) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
+  const Checked c = default_check(R"(
+def broken(torch, q, k, v, kwargs, out):
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        return out
+    d = q.shape[-1]  # a bound on every score, whatever the heads' grouping
+    if float(q.float().abs().max() * k.float().abs().max()) * d ** 0.5 < 1000:
+        return out
+    out = out.clone()
+    out.view(-1)[0] = float("inf")  # the overflow a kernel without rescaling makes
+    return out
+)");
+  const auto failed = expect_failures_only_at(
+      c, {"bf16-b1-h2-q32-k32-d64-large", "fp16-b1-h2-q32-k32-d64-large"}, "nonfinite",
+      "0 NaN and 1 Inf of 4096 output elements");
+  EXPECT_EQ(failed.size(), 2u);
+}
+
+TEST(MaskDtypeCheck, WrongValuesOnlyUnderAnFp32MaskWithFp16QueriesAreFoundByTheDefaultCheck) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
+  const Checked c = default_check(R"(
+def broken(torch, q, k, v, kwargs, out):
+    mask = kwargs.get("attn_mask")
+    if q.dtype != torch.float16 or mask is None or mask.dtype != torch.float32:
+        return out
+    return out + 0.05  # a mask read in the wrong precision shifts every output
+)");
+  const auto failed = expect_failures_only_at(c, {"fp16-b1-h2-q32-k32-d64-mask_add-mask_fp32"},
+                                              "mismatch", "4096 of 4096 elements outside");
+  EXPECT_EQ(failed.size(), 1u);
+}
+
+} // namespace
