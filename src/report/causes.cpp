@@ -193,7 +193,9 @@ std::vector<Cause> skip_causes(const Report& report) {
   std::map<std::string, size_t> index;
   for (const CaseResult& r : report.results) {
     if (r.status != Status::skipped || explained.count(&r)) continue;
-    auto [it, fresh] = index.emplace(r.device + "\n" + reason_shape(r.reason), causes.size());
+    const std::string key =
+        fmt::format("{}\n{}\n{}", r.device, to_string(r.cause), reason_shape(r.reason));
+    auto [it, fresh] = index.emplace(key, causes.size());
     if (fresh) causes.emplace_back();
     causes[it->second].results.push_back(&r);
     add_variant(causes[it->second], r.variant);

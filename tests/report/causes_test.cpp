@@ -110,6 +110,20 @@ TEST(Causes, WordsAreNotReadWhereACauseIsRecorded) {
   EXPECT_EQ(skipped[0].results.size(), 3u);
 }
 
+// Cells skipped for different causes are told apart even where their words look alike.
+TEST(Causes, SkipsOfTwoCausesAreTwoBlocks) {
+  Report r = sdpa_fixtures::no_gpu();
+  for (size_t i : {0, 1, 2}) {
+    r.results[i].status = Status::skipped;
+    r.results[i].reason = "not run";
+    r.results[i].cause = i == 0 ? SkipCause::memory_guard : SkipCause::interrupted;
+  }
+  const auto skipped = report::detail::skip_causes(r);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_EQ(skipped[0].results.size(), 1u);
+  EXPECT_EQ(skipped[1].results.size(), 2u);
+}
+
 // The same report with and without the data reads the same to a user.
 TEST(Causes, ARunsCausesRenderAsTheirWordsDid) {
   Report old = sdpa_fixtures::budget_spent();
