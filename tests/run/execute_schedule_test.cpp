@@ -292,3 +292,20 @@ TEST(ExecuteSchedule, ACpuTargetSkipsAGpuOnlyCaseThatItsGpuTargetRuns) {
     EXPECT_EQ(has, call.name.rfind("cpu", 0) != 0) << call.name;
   }
 }
+
+// What `check --resume` runs again: cells an interrupt skipped, known by their cause, or by the
+// word alone in a journal written before results carried one.
+TEST(ExecuteSchedule, AResumeRunsAgainWhatAnInterruptSkipped) {
+  CaseResult r;
+  r.status = Status::skipped;
+  r.cause = SkipCause::interrupted;
+  EXPECT_FALSE(is_measured(r));
+  r.cause = SkipCause::none;
+  r.reason = "interrupted";
+  EXPECT_FALSE(is_measured(r));
+  r.cause = SkipCause::memory_guard;
+  EXPECT_TRUE(is_measured(r));
+  r.status = Status::pass;
+  r.cause = SkipCause::none;
+  EXPECT_TRUE(is_measured(r));
+}
