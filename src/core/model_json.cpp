@@ -270,7 +270,8 @@ namespace {
 // The v1.6 "cause" and "culprit" of a result; both absent in a report written before them.
 std::string read_cause(const json& j, CaseResult& r) {
   if (auto c = j.find("cause"); c != j.end() && !c->is_null()) {
-    const auto cause = c->is_string() ? skip_cause_from_string(c->get<std::string>()) : std::nullopt;
+    const auto cause =
+        c->is_string() ? skip_cause_from_string(c->get<std::string>()) : std::nullopt;
     if (!cause)
       return fmt::format("result {} has an unknown cause {}", r.case_id,
                          escape_to_one_line(shortened(c->dump())));

@@ -49,8 +49,8 @@ Culprit budget_culprit(const Report& r) {
 }
 
 Report read_golden(const std::string& name) {
-  const auto doc =
-      nlohmann::json::parse(sdpa_test::read_file(sdpa_test::source_path("tests/report/golden/" + name)));
+  const std::string path = sdpa_test::source_path("tests/report/golden/" + name);
+  const auto doc = nlohmann::json::parse(sdpa_test::read_file(path));
   auto report = report::read_measured_report(doc);
   if (!report) throw std::runtime_error(report.error().message);
   return *report;
@@ -143,8 +143,9 @@ TEST(Causes, ARunsCausesRenderAsTheirWordsDid) {
 // Golden reports written before results carried a cause: grouped as before, by their words.
 TEST(Causes, AnOldReportGroupsByItsReasonsWords) {
   const Report budget = read_golden("budget_spent.json");
-  EXPECT_TRUE(std::none_of(budget.results.begin(), budget.results.end(),
-                           [](const CaseResult& x) { return x.cause != SkipCause::none || x.culprit; }));
+  EXPECT_TRUE(std::none_of(budget.results.begin(), budget.results.end(), [](const CaseResult& x) {
+    return x.cause != SkipCause::none || x.culprit;
+  }));
   const auto spent = cause_with_skips(budget);
   ASSERT_TRUE(spent);
   EXPECT_EQ(spent->budget_skipped.size(), 3u);
@@ -155,7 +156,8 @@ TEST(Causes, AnOldReportGroupsByItsReasonsWords) {
   ASSERT_TRUE(crashed);
   EXPECT_EQ(crashed->unhealthy_skipped.size(), 3u);
   EXPECT_EQ(report::detail::not_run_lines(*crashed),
-            std::vector<std::string>{"the device was unhealthy after it: 3 cells not run (flash[ck])"});
+            std::vector<std::string>{
+                "the device was unhealthy after it: 3 cells not run (flash[ck])"});
 }
 
 } // namespace
