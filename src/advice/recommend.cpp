@@ -366,21 +366,28 @@ Recommendation recommendation_for(const Chain& c, const Evaluation& e, const Dev
   return rec;
 }
 
+// Skipped because the run was interrupted or its journal ended first; a report written before
+// results carried their cause says so in words only.
+bool unmeasured(const CaseResult& r) {
+  if (r.status != Status::skipped) return false;
+  if (r.cause != SkipCause::none)
+    return r.cause == SkipCause::interrupted || r.cause == SkipCause::not_measured;
+  return r.reason == "interrupted" || r.reason.starts_with("not measured");
+}
+
 // An interrupted run with nothing failed has no failures to point at: say what is missing.
 std::string no_configuration_remedy(const Report& report, const std::string& device) {
-  size_t unmeasured = 0, cells = 0, failed = 0;
+  size_t unmeasured_cells = 0, cells = 0, failed = 0;
   for (const CaseResult& r : report.results) {
     if (r.device != device) continue;
     ++cells;
-    if (r.status == Status::skipped &&
-        (r.reason == "interrupted" || r.reason.rfind("not measured", 0) == 0))
-      ++unmeasured;
+    if (unmeasured(r)) ++unmeasured_cells;
     if (is_failure_by_default(r.status)) ++failed;
   }
   if (report.interrupted && failed == 0)
     return fmt::format("interrupted: {} of {} cells not measured; `sdpa-doctor check --resume "
                        "RUN-DIR` measures only them (the journal keeps what finished)",
-                       unmeasured, cells);
+                       unmeasured_cells, cells);
   return "nothing to recommend from measurements; see the failures and known issues";
 }
 

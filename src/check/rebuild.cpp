@@ -40,6 +40,7 @@ std::vector<CaseResult> every_planned_cell(const run::JournalContents& journal,
       r.tolerance = tolerances.for_dtype(c.dtype);
       r.status = Status::skipped;
       r.reason = k_not_measured;
+      r.cause = SkipCause::not_measured;
       out.push_back(std::move(r));
     }
   run::sort_by_plan(journal.plan, out);
@@ -50,7 +51,8 @@ std::vector<CaseResult> every_planned_cell(const run::JournalContents& journal,
 std::optional<Finding> incomplete_run_finding(const std::vector<CaseResult>& results,
                                               const std::string& path) {
   const size_t missing = size_t(std::count_if(results.begin(), results.end(), [](const CaseResult& r) {
-    return r.status == Status::skipped && (r.reason == k_not_measured || !run::is_measured(r));
+    return r.status == Status::skipped &&
+           (r.cause == SkipCause::not_measured || !run::is_measured(r));
   }));
   if (missing == 0) return std::nullopt;
   std::error_code ec;

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sdpa_doctor {
@@ -111,6 +112,36 @@ struct Metrics {
   std::optional<double> tflops;         // from Case::flops() and time_ms
 };
 
+// Why a cell was not run, or failed without running, where the runner or the scheduler decided
+// it rather than a worker's own verdict. Written as data so reports group by it, not by words.
+enum class SkipCause {
+  none,                 // not recorded: a worker's own verdict, or a report older than the field
+  interrupted,          // the user stopped the run (runner, scheduler)
+  restart_budget_spent, // the worker was restarted too often (runner)
+  device_unhealthy,     // the health check failed after a crash or timeout (runner, scheduler)
+  device_wedged,        // a worker survived SIGKILL (runner, scheduler)
+  run_dir_unwritable,   // a cases file could not be written (runner)
+  worker_spawn_failed,  // the worker process could not be created (runner)
+  worker_failed_at_start, // the worker ended before its first case (runner)
+  worker_left_case,     // the worker said bye without running the case (runner)
+  worker_unstartable,   // the worker exited 127 before its hello: loader or exec (scheduler)
+  worker_missing,       // no worker for this probe beside the doctor (scheduler)
+  python_unusable,      // no interpreter whose torch imports (scheduler)
+  plugin_unusable,      // the LibTorch plugin could not be had or used (scheduler)
+  target_guard,         // a GPU-only case on a CPU target (scheduler)
+  memory_guard,         // more memory than the target has (scheduler)
+  host_memory_guard,    // an oracle bigger than the host's memory (scheduler)
+  not_measured,         // the journal stops before the cell ran (report JOURNAL); keep it last
+};
+std::string_view to_string(SkipCause cause); // "restart_budget_spent", ...
+std::optional<SkipCause> skip_cause_from_string(std::string_view text);
+
+// The cell whose failure caused another's skip. `variant` is empty where unknown.
+struct Culprit {
+  std::string variant;
+  std::string case_id;
+};
+
 struct CaseResult {
   std::string case_id;
   Case kase;
@@ -141,6 +172,9 @@ struct CaseResult {
   // as a dropout case) and the first later call that differed from it (0: none).
   int calls = 0;
   int differing_call = 0;
+  // Why the runner or scheduler skipped or failed it, and the cell that caused it, where known.
+  SkipCause cause = SkipCause::none;
+  std::optional<Culprit> culprit;
 };
 
 // What one worker told about itself in `hello`, per (device, probe, variant).

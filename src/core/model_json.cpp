@@ -236,6 +236,8 @@ json to_json(const CaseResult& r) {
   if (r.masked_rows) j["masked_rows"] = std::string(to_string(*r.masked_rows));
   if (r.calls > 0) j["calls"] = r.calls;
   if (r.differing_call > 0) j["differing_call"] = r.differing_call;
+  if (r.cause != SkipCause::none) j["cause"] = std::string(to_string(r.cause));
+  if (r.culprit) j["culprit"] = {{"variant", r.culprit->variant}, {"case", r.culprit->case_id}};
   if (r.process_end) {
     const ProcessEnd& e = *r.process_end;
     json pe{{"core_dumped", e.core_dumped}, {"killed_by_doctor", e.killed_by_doctor}};
@@ -262,6 +264,28 @@ std::string directions_problem(const json& directions) {
   }
   return {};
 }
+
+namespace {
+
+// The v1.6 "cause" and "culprit" of a result; both absent in a report written before them.
+std::string read_cause(const json& j, CaseResult& r) {
+  if (auto c = j.find("cause"); c != j.end() && !c->is_null()) {
+    const auto cause =
+        c->is_string() ? skip_cause_from_string(c->get<std::string>()) : std::nullopt;
+    if (!cause)
+      return fmt::format("result {} has an unknown cause {}", r.case_id,
+                         escape_to_one_line(shortened(c->dump())));
+    r.cause = *cause;
+  }
+  if (auto c = j.find("culprit"); c != j.end() && !c->is_null()) {
+    if (!c->is_object() || json_text(*c, "case").empty())
+      return fmt::format("result {}: 'culprit' must be an object naming a case", r.case_id);
+    r.culprit = Culprit{json_text(*c, "variant"), json_text(*c, "case")};
+  }
+  return {};
+}
+
+} // namespace
 
 Expected<CaseResult> case_result_from_json(const json& j) {
   if (!j.is_object()) return make_error("a result must be a JSON object");
@@ -315,6 +339,7 @@ Expected<CaseResult> case_result_from_json(const json& j) {
   if (r.calls < 0 || r.differing_call < 0 || (r.differing_call > 0 && r.differing_call > r.calls))
     return make_error(fmt::format("result {}: differing_call {} is not one of its {} calls",
                                   r.case_id, r.differing_call, r.calls));
+  if (auto problem = read_cause(j, r); !problem.empty()) return make_error(problem);
   if (auto pe = j.find("process_end"); pe != j.end() && pe->is_object()) {
     ProcessEnd e;
     e.exit_code = optional_number<int>(*pe, "exit_code");

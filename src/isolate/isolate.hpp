@@ -167,6 +167,9 @@ struct CaseOutcome {
   std::string stderr_tail;                 // last ~40 lines / 8 KiB relevant to this case
   int attempt = 0;                         // which worker process (0 = first) ran it
   double elapsed_ms = 0;                   // from `begin` to the outcome; 0 if never begun
+  // Set where the runner, not the worker, decided it (a skip, the worker's failure to start)
+  SkipCause cause = SkipCause::none;
+  std::string culprit; // the case that caused it (budget, health); empty where none is known
 };
 
 struct WorkerRunReport {

@@ -107,13 +107,14 @@ public:
     while (std::size_t remaining = count_remaining()) {
       (void)remaining;
       if (interrupted()) {
-        skip_rest("interrupted");
+        skip_rest("interrupted", SkipCause::interrupted);
         break;
       }
       if (!run_attempt(attempt)) break;
       if (count_remaining() == 0) break;
       if (m_report.restarts >= m_options.max_restarts) {
-        skip_rest(fmt::format("restart budget spent after {}", m_last_culprit));
+        skip_rest(fmt::format("restart budget spent after {}", m_last_culprit),
+                  SkipCause::restart_budget_spent, m_last_culprit);
         break;
       }
       ++m_report.restarts;
@@ -141,24 +142,28 @@ private:
     if (m_observer) m_observer->on_outcome(m_report.outcomes[index]);
   }
 
-  void skip_rest(const std::string& reason) {
+  void skip_rest(const std::string& reason, SkipCause cause, const std::string& culprit = {}) {
     for (std::size_t i = 0; i < m_cases.size(); ++i) {
       if (m_done[i]) continue;
       CaseOutcome o;
       o.status = Status::skipped;
       o.reason = reason;
+      o.cause = cause;
+      o.culprit = culprit;
       record(i, std::move(o));
     }
   }
 
   // Every remaining case gets the same verdict: the worker failed before it could run any.
-  void fail_rest(Status status, const std::string& reason, const std::optional<ProcessEnd>& end,
-                 const std::vector<std::string>& signatures, const std::string& tail, int attempt) {
+  void fail_rest(Status status, const std::string& reason, SkipCause cause,
+                 const std::optional<ProcessEnd>& end, const std::vector<std::string>& signatures,
+                 const std::string& tail, int attempt) {
     for (std::size_t i = 0; i < m_cases.size(); ++i) {
       if (m_done[i]) continue;
       CaseOutcome o;
       o.status = status;
       o.reason = reason;
+      o.cause = cause;
       o.process_end = end;
       o.signatures = signatures;
       o.stderr_tail = tail;
@@ -183,8 +188,9 @@ private:
   // Runs one worker process over the remaining cases. false: stop, nothing more will be started.
   bool run_attempt(int attempt);
 
-  // false: the device is unhealthy and the remaining cases were skipped.
-  bool check_health(const std::string& after) {
+  // false: the device is unhealthy and the remaining cases were skipped. `culprit` is the case
+  // that crashed or timed out; empty: the worker's start.
+  bool check_health(const std::string& culprit) {
     if (!m_options.health_check) return true;
     auto run = run_simple(*m_options.health_check, m_options.health_deadline);
     const bool healthy = run && !run->timed_out && !run->end.signal &&
@@ -192,7 +198,8 @@ private:
                           run->end.exit_code == exit_code::health_unknown);
     if (healthy) return true;
     m_report.device_unhealthy = true;
-    skip_rest(fmt::format("device unhealthy after {}", after));
+    skip_rest(fmt::format("device unhealthy after {}", culprit.empty() ? "worker start" : culprit),
+              SkipCause::device_unhealthy, culprit);
     return false;
   }
 
@@ -239,7 +246,7 @@ public:
     if (m_accepting) m_splitter.finish(m_handler);
     if (cause == StopCause::exited && !m_broken_problem.empty()) cause = StopCause::broken_line;
     if (cause == StopCause::interrupted) {
-      m_runner.skip_rest("interrupted");
+      m_runner.skip_rest("interrupted", SkipCause::interrupted);
       return false;
     }
     m_cause = cause;
@@ -421,7 +428,8 @@ private:
       m_runner.record(*m_running,
                       running_outcome(Status::timeout, "no result; the worker did not die after "
                                                        "SIGKILL (stuck in the driver?)"));
-    m_runner.skip_rest(fmt::format("device wedged after {}", what));
+    m_runner.skip_rest(fmt::format("device wedged after {}", what), SkipCause::device_wedged,
+                       m_running ? what : std::string());
   }
 
   // A deadline is a timeout; a signal the doctor did not send is a crash.
@@ -492,12 +500,15 @@ private:
   void fail_remaining() {
     const std::string all = m_err.str();
     const Status status = status_by_end(Status::error);
-    const std::string reason = m_finished_here == 0
+    const bool at_start = m_finished_here == 0;
+    const std::string reason = at_start
                                    ? fmt::format("worker failed before its first case: {}", why())
                                    : "worker said bye without running this case";
-    m_runner.fail_rest(status, reason, m_end, match_signatures(all), tail_lines(all), m_attempt);
+    m_runner.fail_rest(status, reason,
+                       at_start ? SkipCause::worker_failed_at_start : SkipCause::worker_left_case,
+                       m_end, match_signatures(all), tail_lines(all), m_attempt);
     if ((status == Status::crash || status == Status::timeout) && m_options.health_check)
-      m_runner.check_health(m_finished_here == 0 ? std::string("worker start") : m_last_finished);
+      m_runner.check_health(at_start ? std::string() : m_last_finished);
   }
 
   Runner& m_runner;
@@ -539,7 +550,7 @@ bool Runner::run_attempt(int attempt) {
   if (!cases) {
     // The doctor's own disk, not the worker: nothing ran, nothing is blamed on it.
     m_report.write_error = cases.error().message;
-    skip_rest(cases.error().message);
+    skip_rest(cases.error().message, SkipCause::run_dir_unwritable);
     return false;
   }
   const std::string& cases_path = *cases;
@@ -553,7 +564,7 @@ bool Runner::run_attempt(int attempt) {
   auto spawned = detail::Child::spawn(spec);
   if (!spawned) {
     fail_rest(Status::error, fmt::format("cannot start worker: {}", spawned.error().message),
-              std::nullopt, {}, {}, attempt);
+              SkipCause::worker_spawn_failed, std::nullopt, {}, {}, attempt);
     return false;
   }
   detail::Child& child = *spawned.value();

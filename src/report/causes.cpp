@@ -1,5 +1,6 @@
 // The failing and skipped cells grouped by what caused them, so the console and the Markdown say
-// each cause once however many cells it explains.
+// each cause once however many cells it explains. A skipped cell names its cause and culprit as
+// data (CaseResult::cause, culprit); only a report written before them is read by its words.
 #include "report/common.hpp"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 namespace sdpa_doctor::report::detail {
 
@@ -58,23 +60,47 @@ std::string failure_key(const CaseResult& r) {
                      reason_shape(r.reason));
 }
 
-// The words the runner writes for cells it skipped (isolate/runner.cpp, run/execute.cpp).
-constexpr std::string_view k_budget = "restart budget spent after ";
-constexpr std::string_view k_unhealthy = "device unhealthy after ";
+// What a culprit stopped: the rest of its worker (restart budget) or of its device (health).
+enum class Stopped { budget, unhealthy };
 
-struct Culprit {
-  std::string variant; // empty: the skipped cell's own
-  std::string case_id;
+struct Blame {
+  Stopped kind;
+  Culprit culprit; // its variant is never empty here
 };
 
-// The case a skip reason blames: "restart budget spent after CASE", "device unhealthy after
+std::optional<Blame> blame_from_cause(const CaseResult& skipped) {
+  if (!skipped.culprit) return std::nullopt;
+  Culprit culprit = *skipped.culprit;
+  if (culprit.variant.empty()) culprit.variant = skipped.variant;
+  switch (skipped.cause) {
+  case SkipCause::restart_budget_spent: return Blame{Stopped::budget, culprit};
+  case SkipCause::device_unhealthy:
+  case SkipCause::device_wedged: return Blame{Stopped::unhealthy, culprit};
+  default: return std::nullopt;
+  }
+}
+
+// A report written before results carried their cause says it in the reason only, in the words
+// the runner and the scheduler wrote: "restart budget spent after CASE", "device unhealthy after
 // CASE" or "device unhealthy after VARIANT CASE".
-std::optional<Culprit> culprit_of(const CaseResult& skipped, std::string_view prefix) {
-  if (skipped.reason.rfind(prefix, 0) != 0) return std::nullopt;
-  const std::string rest = skipped.reason.substr(prefix.size());
-  const size_t space = rest.rfind(' ');
-  if (space == std::string::npos) return Culprit{skipped.variant, rest};
-  return Culprit{rest.substr(0, space), rest.substr(space + 1)};
+std::optional<Blame> blame_from_words(const CaseResult& skipped) {
+  constexpr std::pair<Stopped, std::string_view> k_openings[] = {
+      {Stopped::budget, "restart budget spent after "},
+      {Stopped::unhealthy, "device unhealthy after "}};
+  for (const auto& [kind, opening] : k_openings) {
+    if (!skipped.reason.starts_with(opening)) continue;
+    const std::string rest = skipped.reason.substr(opening.size());
+    const size_t space = rest.rfind(' ');
+    if (space == std::string::npos) return Blame{kind, {skipped.variant, rest}};
+    return Blame{kind, {rest.substr(0, space), rest.substr(space + 1)}};
+  }
+  return std::nullopt;
+}
+
+// The failing cell a skipped cell blames, and what it stopped; nullopt: none.
+std::optional<Blame> blame_of(const CaseResult& skipped) {
+  if (skipped.cause != SkipCause::none) return blame_from_cause(skipped);
+  return blame_from_words(skipped);
 }
 
 bool same_worker(const CaseResult& a, const CaseResult& b) {
@@ -141,18 +167,17 @@ std::vector<Cause> failure_causes(const Report& report) {
   }
   for (const CaseResult& r : report.results) {
     if (r.status != Status::skipped) continue;
-    for (std::string_view prefix : {k_budget, k_unhealthy}) {
-      const auto culprit = culprit_of(r, prefix);
-      if (!culprit) continue;
-      auto cause = std::find_if(causes.begin(), causes.end(), [&](const Cause& c) {
-        return c.example().device == r.device && has_case(c, *culprit) &&
-               (prefix == k_unhealthy || c.example().probe == r.probe);
-      });
-      if (cause == causes.end()) continue;
-      auto& skipped = prefix == k_budget ? cause->budget_skipped : cause->unhealthy_skipped;
-      if (prefix == k_budget && skipped.empty()) cause->in_a_row = failures_in_a_row(report, r);
-      skipped.push_back(&r);
-    }
+    const auto blame = blame_of(r);
+    if (!blame) continue;
+    const bool budget = blame->kind == Stopped::budget;
+    auto cause = std::find_if(causes.begin(), causes.end(), [&](const Cause& c) {
+      return c.example().device == r.device && has_case(c, blame->culprit) &&
+             (!budget || c.example().probe == r.probe);
+    });
+    if (cause == causes.end()) continue;
+    auto& skipped = budget ? cause->budget_skipped : cause->unhealthy_skipped;
+    if (budget && skipped.empty()) cause->in_a_row = failures_in_a_row(report, r);
+    skipped.push_back(&r);
   }
   for (Cause& c : causes) c.finding = finding_for(report, c);
   return causes;
@@ -168,7 +193,9 @@ std::vector<Cause> skip_causes(const Report& report) {
   std::map<std::string, size_t> index;
   for (const CaseResult& r : report.results) {
     if (r.status != Status::skipped || explained.count(&r)) continue;
-    auto [it, fresh] = index.emplace(r.device + "\n" + reason_shape(r.reason), causes.size());
+    const std::string key =
+        fmt::format("{}\n{}\n{}", r.device, to_string(r.cause), reason_shape(r.reason));
+    auto [it, fresh] = index.emplace(key, causes.size());
     if (fresh) causes.emplace_back();
     causes[it->second].results.push_back(&r);
     add_variant(causes[it->second], r.variant);

@@ -113,8 +113,8 @@ std::string markdown_link(std::string_view text, std::string_view url);
 
 // The cells one cause explains: the failing cells of one (device, probe, variant) that ended the
 // same way (status, process end, signatures, reason up to its numbers), with the cells that were
-// not run because of them; or, for cells skipped with no failure to blame, the cells of one
-// device skipped for one reason.
+// not run because of them (by their `cause` and `culprit`); or, for cells skipped with no failure
+// to blame, the cells of one device skipped for one cause and reason (up to its numbers).
 struct Cause {
   std::vector<const CaseResult*> results; // report order; results.front() is the example
   std::vector<std::string> variants;      // the variants of `results`, first seen first

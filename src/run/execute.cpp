@@ -71,15 +71,41 @@ CaseResult make_result(const Case& c, const RunContext& ctx, Tolerance tol) {
   return r;
 }
 
-// Why `c` is not run at all on this worker; empty when it is.
-std::string skip_reason(size_t index, const PlannedRun& run, const SharedState& s,
-                        const std::string& unhealthy_reason, int64_t budget) {
-  if (s.options.interrupted && s.options.interrupted->load()) return "interrupted";
-  if (!unhealthy_reason.empty()) return unhealthy_reason;
+// Why a cell is not run, in words and as data; an empty reason: it is run.
+struct Skip {
+  std::string reason;
+  SkipCause cause = SkipCause::none;
+  std::optional<Culprit> culprit;
+};
+
+void mark_skipped(CaseResult& r, const Skip& skip) {
+  r.status = Status::skipped;
+  r.reason = skip.reason;
+  r.cause = skip.cause;
+  r.culprit = skip.culprit;
+}
+
+// Why `c` is not run at all on this worker; an empty reason when it is.
+Skip skip_reason(size_t index, const PlannedRun& run, const SharedState& s,
+                 const Skip& unhealthy, int64_t budget) {
+  if (s.options.interrupted && s.options.interrupted->load())
+    return {"interrupted", SkipCause::interrupted, {}};
+  if (!unhealthy.reason.empty()) return unhealthy;
   if (std::string guard = cases::target_guard(s.plan.cases[index], run.target); !guard.empty())
-    return guard;
-  if (std::string host = s.feed.host_skip(index); !host.empty()) return host;
-  return cases::memory_guard(s.plan.cases[index], budget, uses_math_scores(run.variant));
+    return {guard, SkipCause::target_guard, {}};
+  if (std::string host = s.feed.host_skip(index); !host.empty())
+    return {host, SkipCause::host_memory_guard, {}};
+  return {cases::memory_guard(s.plan.cases[index], budget, uses_math_scores(run.variant)),
+          SkipCause::memory_guard, {}};
+}
+
+// Why a worker could not be launched for the probe: its cells are skipped or unsupported.
+Skip unlaunchable(const PlannedRun& run, const WorkerLaunch& launch, const ExecuteOptions& o) {
+  if (run.probe == Probe::python && o.python_unusable)
+    return {launch.why_not, SkipCause::python_unusable, {}};
+  if (run.probe == Probe::torch && !o.torch_plugin_why_not.empty())
+    return {launch.why_not, SkipCause::plugin_unusable, {}};
+  return {launch.why_not, SkipCause::worker_missing, {}};
 }
 
 isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const SharedState& s) {
@@ -97,7 +123,7 @@ isolate::PlannedCase planned_case(size_t index, Tolerance tol, bool gpu, const S
 }
 
 RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, const RunContext& ctx,
-                    const WorkerLaunch& launch, const std::string& unhealthy_reason,
+                    const WorkerLaunch& launch, const Skip& unhealthy,
                     RunJournal& observer, SharedState& s) {
   RunCases out;
   const bool gpu = cases::is_gpu_target(run.target);
@@ -112,17 +138,15 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
     }
     const Tolerance tol = s.options.tolerances.for_dtype(c.dtype);
     CaseResult r = make_result(c, ctx, tol);
-    if (std::string skip = skip_reason(index, run, s, unhealthy_reason, budget); !skip.empty()) {
-      r.status = Status::skipped;
-      r.reason = skip;
+    if (Skip skip = skip_reason(index, run, s, unhealthy, budget); !skip.reason.empty()) {
+      mark_skipped(r, skip);
       observer.on_unrun(r);
     } else if (!launch.command) {
       // An interpreter that cannot run the probe is the user's setup: nothing was measured.
       // So is a LibTorch plugin that could not be had: nothing of a backend was measured.
-      const bool setup = (run.probe == Probe::python && s.options.python_unusable) ||
-                         (run.probe == Probe::torch && !s.options.torch_plugin_why_not.empty());
-      r.status = setup ? Status::skipped : Status::unsupported;
-      r.reason = launch.why_not;
+      const Skip why = unlaunchable(run, launch, s.options);
+      mark_skipped(r, why);
+      if (why.cause == SkipCause::worker_missing) r.status = Status::unsupported;
       observer.on_unrun(r);
     } else {
       out.planned.push_back(planned_case(index, tol, gpu, s));
@@ -149,7 +173,8 @@ isolate::RunnerOptions runner_options(const RunContext& ctx, const ExecuteOption
   return ro;
 }
 
-void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
+void apply_outcomes(const isolate::WorkerRunReport& report, const RunContext& ctx,
+                    RunCases& cases) {
   for (size_t i = 0; i < report.outcomes.size() && i < cases.planned_index.size(); ++i) {
     const isolate::CaseOutcome& o = report.outcomes[i];
     CaseResult& r = cases.results[cases.planned_index[i]];
@@ -160,6 +185,8 @@ void apply_outcomes(const isolate::WorkerRunReport& report, RunCases& cases) {
     r.stderr_tail = o.stderr_tail;
     r.attempt = o.attempt;
     r.wall_ms = o.elapsed_ms;
+    r.cause = o.cause;
+    if (!o.culprit.empty()) r.culprit = Culprit{ctx.variant, o.culprit};
     if (o.result) protocol::apply_result(*o.result, r);
     if (o.phase) { // ended inside its backward: the forward was judged before it began
       r.forward_status = protocol::read_phase(*o.phase).forward;
@@ -190,10 +217,8 @@ std::string unstartable_reason(const isolate::WorkerRunReport& report, const Run
   const std::string reason =
       fmt::format("the {} worker cannot start: {}", to_string(ctx.probe),
                   said.empty() ? "it exited with code 127 before saying hello" : said);
-  for (size_t index : cases.planned_index) {
-    cases.results[index].status = Status::skipped;
-    cases.results[index].reason = reason;
-  }
+  for (size_t index : cases.planned_index)
+    mark_skipped(cases.results[index], {reason, SkipCause::worker_unstartable, {}});
   return reason;
 }
 
@@ -206,10 +231,8 @@ std::string plugin_unusable_reason(const isolate::WorkerRunReport& report, const
     if (o.status != Status::unsupported || !o.reason.starts_with(workers::k_plugin_unusable))
       return {};
   const std::string reason = report.outcomes.front().reason;
-  for (size_t index : cases.planned_index) {
-    cases.results[index].status = Status::skipped;
-    cases.results[index].reason = reason;
-  }
+  for (size_t index : cases.planned_index)
+    mark_skipped(cases.results[index], {reason, SkipCause::plugin_unusable, {}});
   return reason;
 }
 
@@ -279,9 +302,9 @@ Finding unwritable_run_dir_finding(const std::string& why) {
   return f;
 }
 
-// Runs one planned run's worker over one batch of cases; `unhealthy_reason` is set when the
-// device must not be used again.
-void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& unhealthy_reason,
+// Runs one planned run's worker over one batch of cases; `unhealthy` is set when the device must
+// not be used again.
+void run_one(size_t run_index, size_t batch_index, SharedState& s, Skip& unhealthy,
              TargetOutput& out) {
   const PlannedRun& run = s.plan.runs[run_index];
   const RunContext ctx{run.target, run.probe, run.variant.name()};
@@ -292,7 +315,7 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
 
   const WorkerLaunch launch = worker_launch(run, s.options, s.probe_server);
   RunJournal observer(s.journal, s.progress, ctx);
-  RunCases cases = sort_cases(run, s.feed.batches()[batch_index], ctx, launch, unhealthy_reason,
+  RunCases cases = sort_cases(run, s.feed.batches()[batch_index], ctx, launch, unhealthy,
                               observer, s);
   if (!launch.command) info.available = launch.why_not;
 
@@ -306,7 +329,7 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
     WorkerRunner& runner = s.options.runner ? *s.options.runner : process_runner();
     const isolate::WorkerRunReport report = runner.run(
         *launch.command, cases.planned, runner_options(ctx, s.options, s.inventory), &observer);
-    apply_outcomes(report, cases);
+    apply_outcomes(report, ctx, cases);
     if (out.write_error.empty()) out.write_error = report.write_error;
     if (std::string why = unstartable_reason(report, ctx, cases); !why.empty() &&
         out.unstartable.try_emplace(run.probe, why).second)
@@ -326,7 +349,10 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
       std::string culprit;
       for (const auto& o : report.outcomes)
         if (o.status == Status::crash || o.status == Status::timeout) culprit = o.case_id;
-      unhealthy_reason = fmt::format("device unhealthy after {} {}", ctx.variant, culprit);
+      unhealthy = {fmt::format("device unhealthy after {} {}", ctx.variant, culprit),
+                   report.device_wedged ? SkipCause::device_wedged : SkipCause::device_unhealthy,
+                   culprit.empty() ? std::nullopt
+                                   : std::optional<Culprit>(Culprit{ctx.variant, culprit})};
       out.findings.push_back(unhealthy_device_finding(report, run.target, culprit));
       s.journal.append({{"event", "finding"}, {"finding", to_json(out.findings.back())}});
     }
@@ -342,11 +368,11 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, std::string& 
 // the next; the feed may drop a batch's oracle files once every target is past it.
 TargetOutput run_target(const std::string& target, SharedState& s) {
   TargetOutput out;
-  std::string unhealthy_reason;
+  Skip unhealthy;
   for (size_t b = 0; b < s.feed.batches().size(); ++b) {
     s.feed.wait_ready(b);
     for (size_t i = 0; i < s.plan.runs.size(); ++i)
-      if (s.plan.runs[i].target == target) run_one(i, b, s, unhealthy_reason, out);
+      if (s.plan.runs[i].target == target) run_one(i, b, s, unhealthy, out);
     s.feed.finished(b);
   }
   return out;

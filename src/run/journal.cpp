@@ -216,7 +216,10 @@ void journal_verified_advice(ExecuteResult& run, const VerifiedAdvice& verified)
 }
 
 bool is_measured(const CaseResult& r) {
-  return !(r.status == Status::skipped && r.reason == "interrupted");
+  // A journal written before results carried their cause says "interrupted" in words only.
+  const bool interrupted = r.cause == SkipCause::interrupted ||
+                           (r.cause == SkipCause::none && r.reason == "interrupted");
+  return !(r.status == Status::skipped && interrupted);
 }
 
 namespace {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace sdpa_doctor;
 using namespace sdpa_doctor::advice;
 
@@ -74,6 +76,26 @@ TEST(Recommend, KeepsDefaultsWhenFlashPassesEverything) {
   EXPECT_NE(r->summary.find("default dispatch (flash"), std::string::npos);
   EXPECT_EQ(r->case_ids.size(), 4u);
   EXPECT_TRUE(r->cost.empty()) << "math served nothing: " << r->cost;
+}
+
+// What an interrupt left unmeasured is counted by its cause; a report written before results
+// carried one, by its reason's words.
+TEST(Recommend, AnInterruptedRunCountsItsUnmeasuredCellsByTheirCause) {
+  Builder b;
+  b.all("math", Status::skipped);
+  b.report.interrupted = true;
+  std::vector<CaseResult>& cells = b.report.results;
+  cells[0].cause = cells[1].cause = SkipCause::interrupted;
+  cells[2].reason = "interrupted";
+  cells[3].cause = SkipCause::memory_guard;
+  cells[3].reason = "interrupted"; // words a recorded cause outranks
+  const AdviceResult a = advise(b.report, {}, {});
+  const auto said = std::find_if(a.findings.begin(), a.findings.end(), [](const Finding& f) {
+    return f.id == "no-working-configuration";
+  });
+  ASSERT_NE(said, a.findings.end());
+  EXPECT_NE(said->remedy.find("interrupted: 3 of 4 cells not measured"), std::string::npos)
+      << said->remedy;
 }
 
 TEST(Recommend, PrefersFlashOverFasterMath) {

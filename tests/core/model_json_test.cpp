@@ -40,6 +40,56 @@ TEST(ModelJson, ACaseResultComesBackAsItWasWritten) {
   EXPECT_FALSE(back->process_end->exit_code);
 }
 
+TEST(ModelJson, ASkipsCauseAndCulpritComeBack) {
+  CaseResult r;
+  r.kase = *parse_case_spec("dtype=fp32,b=1,h=2,l=16,d=32");
+  r.case_id = r.kase.id();
+  r.device = "cpu";
+  r.variant = "flash";
+  r.reason = "restart budget spent after fp16-b1-h8-q128-k128-d64";
+  r.cause = SkipCause::restart_budget_spent;
+  r.culprit = Culprit{"flash", "fp16-b1-h8-q128-k128-d64"};
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j.at("cause"), "restart_budget_spent");
+  EXPECT_EQ(j.at("culprit"), nlohmann::json({{"variant", "flash"},
+                                             {"case", "fp16-b1-h8-q128-k128-d64"}}));
+  auto back = case_result_from_json(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->cause, SkipCause::restart_budget_spent);
+  ASSERT_TRUE(back->culprit);
+  EXPECT_EQ(back->culprit->variant, "flash");
+  EXPECT_EQ(back->culprit->case_id, "fp16-b1-h8-q128-k128-d64");
+  EXPECT_EQ(to_json(*back), j);
+}
+
+TEST(ModelJson, AResultWithoutACauseWritesNoneAndReadsAsBefore) {
+  CaseResult r;
+  r.kase = *parse_case_spec("dtype=fp32,b=1,h=2,l=16,d=32");
+  r.device = "cpu";
+  r.variant = "math";
+  const nlohmann::json j = to_json(r);
+  EXPECT_FALSE(j.contains("cause"));
+  EXPECT_FALSE(j.contains("culprit"));
+  auto back = case_result_from_json(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->cause, SkipCause::none);
+  EXPECT_FALSE(back->culprit);
+  for (const char* bad : {R"({"cause":"bad luck"})", R"({"cause":3})", R"({"culprit":"x"})",
+                          R"({"culprit":{"variant":"math"}})"}) {
+    nlohmann::json broken = j;
+    broken.update(nlohmann::json::parse(bad));
+    EXPECT_FALSE(case_result_from_json(broken)) << bad;
+  }
+}
+
+TEST(ModelJson, EveryCauseNameReadsBackAsItsValue) {
+  for (int i = 0; i <= int(SkipCause::not_measured); ++i) {
+    const auto cause = SkipCause(i);
+    EXPECT_EQ(skip_cause_from_string(to_string(cause)), cause) << to_string(cause);
+  }
+  EXPECT_FALSE(skip_cause_from_string("restart budget spent"));
+}
+
 TEST(ModelJson, WorkersFindingsAndInventoryComeBack) {
   WorkerInfo w{"cpu", Probe::torch, "math", {{"torch", "2.13.0"}}, {{"threads", "2"}}, 1, ""};
   auto wb = worker_info_from_json(to_json(w));

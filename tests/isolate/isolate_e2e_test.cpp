@@ -200,6 +200,12 @@ TEST(Runner, RestartBudgetSkipsTheRest) {
   EXPECT_EQ(report.outcomes[2].status, Status::skipped);
   EXPECT_EQ(report.outcomes[2].reason, "restart budget spent after a2");
   EXPECT_EQ(report.outcomes[3].reason, "restart budget spent after a2");
+  // The cause is data too, so a report groups the skipped cells under a2 without reading words.
+  for (size_t i : {2u, 3u}) {
+    EXPECT_EQ(report.outcomes[i].cause, SkipCause::restart_budget_spent);
+    EXPECT_EQ(report.outcomes[i].culprit, "a2");
+  }
+  EXPECT_EQ(report.outcomes[1].cause, SkipCause::none); // the worker's crash, not a skip
   EXPECT_EQ(report.restarts, 1);
   EXPECT_TRUE(strays(report.worker_pgids).empty());
 }
@@ -215,6 +221,10 @@ TEST(Runner, UnhealthyDeviceSkipsTheRest) {
   EXPECT_EQ(report.outcomes[1].status, Status::crash);
   EXPECT_EQ(report.outcomes[2].status, Status::skipped);
   EXPECT_EQ(report.outcomes[2].reason, "device unhealthy after boom");
+  EXPECT_EQ(report.outcomes[2].cause, SkipCause::device_unhealthy);
+  EXPECT_EQ(report.outcomes[2].culprit, "boom");
+  EXPECT_EQ(report.outcomes[0].cause, SkipCause::none);
+  EXPECT_TRUE(report.outcomes[0].culprit.empty());
   EXPECT_TRUE(report.device_unhealthy);
   EXPECT_EQ(report.restarts, 0);
 }
@@ -249,6 +259,8 @@ TEST(Runner, InterruptStopsWithinMilliseconds) {
   EXPECT_EQ(report.outcomes[1].status, Status::skipped);
   EXPECT_EQ(report.outcomes[1].reason, "interrupted");
   EXPECT_EQ(report.outcomes[2].reason, "interrupted");
+  EXPECT_EQ(report.outcomes[2].cause, SkipCause::interrupted);
+  EXPECT_TRUE(report.outcomes[2].culprit.empty());
   EXPECT_LT(took, 1.2);
   EXPECT_TRUE(strays(report.worker_pgids).empty());
 }
@@ -279,11 +291,13 @@ TEST(Runner, WorkerThatCannotStartFailsEveryCase) {
   for (const auto& o : missing.outcomes) {
     EXPECT_EQ(o.status, Status::error);
     EXPECT_NE(o.reason.find("cannot start worker"), std::string::npos);
+    EXPECT_EQ(o.cause, SkipCause::worker_spawn_failed);
   }
   auto dies = run_with({"/bin/false"}); // exits 1 before any begin
   for (const auto& o : dies.outcomes) {
     EXPECT_EQ(o.status, Status::error);
     EXPECT_NE(o.reason.find("before its first case"), std::string::npos) << o.reason;
+    EXPECT_EQ(o.cause, SkipCause::worker_failed_at_start);
   }
   EXPECT_EQ(dies.restarts, 0);
 }

@@ -173,6 +173,8 @@ TEST(ExecuteSchedule, CellsTheRunnerSkippedAfterMaxRestartsStaySkippedWithTheirR
     report.outcomes.push_back(outcome(call.case_ids[0], Status::timeout, "no result within 60 s"));
     report.outcomes.push_back(
         outcome(call.case_ids[1], Status::skipped, "skipped: the worker was restarted 0 times"));
+    report.outcomes.back().cause = SkipCause::restart_budget_spent;
+    report.outcomes.back().culprit = call.case_ids[0];
     return report;
   });
   ExecuteOptions options = setup.options(runner);
@@ -183,6 +185,11 @@ TEST(ExecuteSchedule, CellsTheRunnerSkippedAfterMaxRestartsStaySkippedWithTheirR
   const CaseResult* skipped = find(r, "cpu", "ref-math", plan.cases[1].id());
   EXPECT_EQ(skipped->status, Status::skipped);
   EXPECT_EQ(skipped->reason, "skipped: the worker was restarted 0 times");
+  // The runner names the culprit's case; the scheduler adds the variant it ran.
+  EXPECT_EQ(skipped->cause, SkipCause::restart_budget_spent);
+  ASSERT_TRUE(skipped->culprit);
+  EXPECT_EQ(skipped->culprit->variant, "ref-math");
+  EXPECT_EQ(skipped->culprit->case_id, plan.cases[0].id());
 }
 
 TEST(ExecuteSchedule, AnUnhealthyDeviceStopsItsTargetButNotTheOthers) {
@@ -207,6 +214,9 @@ TEST(ExecuteSchedule, AnUnhealthyDeviceStopsItsTargetButNotTheOthers) {
   for (const PlannedRun& run : plan.runs) cpu_runs += run.target == "cpu";
   EXPECT_EQ(calls_per_target["cpu"], cpu_runs);
   ASSERT_EQ(r.results.size(), plan.cases.size() * plan.runs.size());
+  const auto crashed = std::find_if(r.results.begin(), r.results.end(),
+                                    [](const CaseResult& c) { return c.status == Status::crash; });
+  ASSERT_NE(crashed, r.results.end());
   int skipped_on_gpu = 0;
   for (const CaseResult& c : r.results) {
     if (c.device == "cpu") {
@@ -215,6 +225,10 @@ TEST(ExecuteSchedule, AnUnhealthyDeviceStopsItsTargetButNotTheOthers) {
     if (c.device == "cuda:0" && c.status == Status::skipped) {
       ++skipped_on_gpu;
       EXPECT_NE(c.reason.find("device unhealthy"), std::string::npos) << c.reason;
+      EXPECT_EQ(c.cause, SkipCause::device_unhealthy);
+      ASSERT_TRUE(c.culprit);
+      EXPECT_EQ(c.culprit->variant, crashed->variant);
+      EXPECT_EQ(c.culprit->case_id, crashed->case_id);
     }
   }
   int gpu_runs = static_cast<int>(plan.runs.size()) - cpu_runs;
@@ -277,4 +291,21 @@ TEST(ExecuteSchedule, ACpuTargetSkipsAGpuOnlyCaseThatItsGpuTargetRuns) {
                      call.case_ids.end();
     EXPECT_EQ(has, call.name.rfind("cpu", 0) != 0) << call.name;
   }
+}
+
+// What `check --resume` runs again: cells an interrupt skipped, known by their cause, or by the
+// word alone in a journal written before results carried one.
+TEST(ExecuteSchedule, AResumeRunsAgainWhatAnInterruptSkipped) {
+  CaseResult r;
+  r.status = Status::skipped;
+  r.cause = SkipCause::interrupted;
+  EXPECT_FALSE(is_measured(r));
+  r.cause = SkipCause::none;
+  r.reason = "interrupted";
+  EXPECT_FALSE(is_measured(r));
+  r.cause = SkipCause::memory_guard;
+  EXPECT_TRUE(is_measured(r));
+  r.status = Status::pass;
+  r.cause = SkipCause::none;
+  EXPECT_TRUE(is_measured(r));
 }
