@@ -1,5 +1,6 @@
 """The probe's numbers: each tensor against its float64 oracle (measure), dropout's statistics,
 the repeated calls' comparison, and the oracle itself against torch's math SDPA."""
+import struct
 
 import pytest
 
@@ -231,3 +232,39 @@ def test_the_oracle_gradients_are_float64_autograd_and_nan_in_masked_dq_rows(cas
                                                                       dtype=torch.float64))
     dq_nan = oracle_gradients(torch, c, q, k, v, mask, dout, semantics="nan")[0]
     assert torch.isnan(dq_nan).sum() == 2 * 2 * 4  # rows 3 and 7 of two heads
+
+
+def oracle_line(c, path=""):
+    return {"case": c, "oracle": path}
+
+
+def test_the_doctors_oracle_file_is_read_as_little_endian_float64(case, tmp_path):
+    from sdpa_probe.oracle import load_oracle
+    c = case(l=2, d=2, h=1)
+    q, k, v, mask = make_inputs(torch, c)
+    path = tmp_path / "oracle.bin"
+    values = [0.5, -1.25, 1e-300, 2.0 ** 60]
+    path.write_bytes(struct.pack("<4d", *values))
+    assert load_oracle(torch, oracle_line(c, str(path)), q, k, v, mask).tolist() == values
+    path.write_bytes(b"\0" * 8)
+    with pytest.raises(RuntimeError, match="has 8 bytes, expected 32"):
+        load_oracle(torch, oracle_line(c, str(path)), q, k, v, mask)
+
+
+def test_without_a_file_or_under_nan_semantics_the_oracle_is_computed_here(case, tmp_path):
+    from sdpa_probe.oracle import load_oracle
+    c = case(l=4, d=2, h=1, mask="bool", masked_rows=True)
+    q, k, v, mask = make_inputs(torch, c)
+    own = oracle_attention(torch, c, q, k, v, mask).reshape(-1)
+    assert torch.equal(load_oracle(torch, oracle_line(c), q, k, v, mask), own)
+    path = tmp_path / "zeros.bin"  # the doctor's file: ignored for a masked_rows case under "nan"
+    path.write_bytes(b"\0" * 8 * 8)
+    got = load_oracle(torch, oracle_line(c, str(path)), q, k, v, mask, semantics="nan")
+    assert torch.isnan(got).sum() == 2 and torch.equal(got[:6], own[:6])
+
+
+def test_finite_numbers_turns_every_non_finite_float_into_none():
+    from sdpa_probe.worker import finite_numbers
+    assert finite_numbers({"out": {"max_abs_err": float("nan"), "n": 3, "all_zero": False},
+                           "time_ms": float("inf"), "rel": 0.5}) == \
+        {"out": {"max_abs_err": None, "n": 3, "all_zero": False}, "time_ms": None, "rel": 0.5}
