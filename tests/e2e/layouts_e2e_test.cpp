@@ -16,11 +16,8 @@
 #include <set>
 
 using nlohmann::json;
-using sdpa_test::run_binary;
 
 namespace {
-
-const std::string k_python = sdpa_test::k_test_python;
 
 constexpr const char* k_v_alone = "when=v_layout,when=q_layout=0,when=k_layout=0";
 
