@@ -177,7 +177,8 @@ else
       pip_install "$python" "torch" "torch==$torch_version" "${torch_from[@]}"
     fi
   fi
-  for module in jsonschema:jsonschema yaml:pyyaml; do # report validation, deploy manifest checks
+  # report validation, deploy manifest checks, the Python probe's own tests (tests/python)
+  for module in jsonschema:jsonschema yaml:pyyaml pytest:pytest==8.3.4; do
     if ! "$python" -c "import ${module%%:*}" 2>/dev/null && would "install ${module#*:} into .venv (the tests use it)"; then
       pip_install "$python" "the tests use it" "${module#*:}"
     fi

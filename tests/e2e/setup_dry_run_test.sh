@@ -40,6 +40,7 @@ for fixture in debian-12 debian-13 ubuntu-22.04 ubuntu-24.04; do
   expect "$fixture" "^setup: packages: .*build-essential .*ninja-build"
   expect "$fixture" "^setup: packages: .* slurmctld slurmd slurm-client munge"
   expect "$fixture" "^setup: would install torch==2\.13\.0 into \.venv, from pip's configured index"
+  expect "$fixture" "^setup: would install pytest==[0-9.]+ into \.venv \(the tests use it\)"
   expect "$fixture" "^setup: would configure: cmake --preset default"
   expect "$fixture" "^setup: would build: cmake --build --preset default"
   echo "ok $fixture: $(grep -m1 '^setup: distro:' <<<"$out")"
