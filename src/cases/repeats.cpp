@@ -15,8 +15,8 @@ namespace {
 RepeatStats bitwise_difference(const std::vector<float>& later, const std::vector<float>& first) {
   RepeatStats d;
   if (later.size() == first.size() &&
-      std::memcmp(later.data(), first.data(), later.size() * sizeof(float)) == 0)
-    return d; // the common case, at memory speed
+      (later.empty() || std::memcmp(later.data(), first.data(), later.size() * sizeof(float)) == 0))
+    return d; // the common case, at memory speed (an empty vector's data() may be null)
 
   for (size_t i = 0; i < later.size() && i < first.size(); ++i) {
     const float a = later[i], b = first[i];

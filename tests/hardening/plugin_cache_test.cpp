@@ -348,9 +348,7 @@ TEST_F(PluginCache, ABadCachedPluginIsBuiltAgainOnceAndThenIsOneFindingBlamingNo
 // is the handshake, its refusal of every case is the plugin's, and nothing of a backend.
 TEST_F(PluginCache, APluginThatDoesNotLoadIsOneFindingAndSkippedCells) {
   const std::string cxx = fake_cxx("cxx", "other");
-  Dl_info libc{};
-  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&::puts), &libc), 0);
-  fs::copy_file(libc.dli_fname, m_dir.file("cxx/other.so"));
+  fs::copy_file(SDPA_TEST_NOT_A_PLUGIN, m_dir.file("cxx/other.so"));
   sdpa_test::RunResult run;
   const json r = check("other", env(cxx, cache()), run);
   EXPECT_EQ(crash_problem(run), "") << run.err;
