@@ -127,6 +127,8 @@ std::optional<std::string> gfx_target_from_override(std::string_view value) {
     rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
     if (i == 2 && dot != std::string_view::npos) return std::nullopt;
   }
+  // from_chars takes a sign: a negative field is no version (and would overflow below).
+  if (parts[0] < 0 || parts[1] < 0 || parts[2] < 0) return std::nullopt;
   if (parts[0] > 99 || parts[1] > 15 || parts[2] > 15) return std::nullopt;
   return gfx_target_from_version(int64_t{parts[0]} * 10000 + parts[1] * 100 + parts[2]);
 }
