@@ -33,7 +33,7 @@ TEST(GfxTargetFromOverride, ParsesHsaOverrideSyntax) {
   EXPECT_EQ(dev::gfx_target_from_override("9.0.10"), "gfx90a");
   EXPECT_EQ(dev::gfx_target_from_override("12.0.1"), "gfx1201");
   for (const char* bad : {"", "11", "11.0", "11.0.0.1", "a.b.c", "11.0.x", "11..0", "11.0.16",
-                          " 11.0.0"})
+                          " 11.0.0", "9.-954296362.0", "-1.0.0", "11.0.-1"})
     EXPECT_EQ(dev::gfx_target_from_override(bad), std::nullopt) << bad;
 }
 
