@@ -2,6 +2,7 @@
 // from the inventory; what torch can run comes from the workers' hello facts (arch_list,
 // aotriton_images, ck_sdpa, ARCHITECTURE.md). Pure functions over the Report.
 #include "advice/advice.hpp"
+#include "core/text.hpp"
 
 #include <fmt/format.h>
 
@@ -10,11 +11,6 @@
 namespace sdpa_doctor::advice {
 
 namespace {
-
-std::string lookup(const std::map<std::string, std::string>& m, const std::string& key) {
-  auto it = m.find(key);
-  return it == m.end() ? std::string{} : it->second;
-}
 
 // "gfx90a:sramecc+:xnack-,gfx942" -> {gfx90a, gfx942}; "n/a", "none" and blanks give nothing.
 std::vector<std::string> split_archs(const std::string& text) {
@@ -92,11 +88,11 @@ std::string wheel_for(const std::string& arch) {
 // The answer when torch gave no arch list.
 void judge_unknown(GfxTruth& g, const std::map<std::string, std::string>& facts) {
   g.verdict = "unknown";
-  const std::string list = lookup(facts, "arch_list");
+  const std::string list = value_at(facts, "arch_list");
   if (list == "n/a") {
     g.detail = "this torch is a CPU-only build: it has no GPU kernels at all";
     g.remedy = "install a ROCm build of torch: " + wheel_for(g.effective);
-  } else if (const std::string err = lookup(facts, "arch_list_error"); !err.empty()) {
+  } else if (const std::string err = value_at(facts, "arch_list_error"); !err.empty()) {
     g.detail = "torch could not tell which GPU architectures it was built for: " + err;
   } else if (g.source.empty()) {
     g.detail = "no torch worker ran, so nothing says which GPU architectures torch was built for";
@@ -189,9 +185,9 @@ GfxTruth gfx_truth(const Device& d, const std::map<std::string, std::string>& fa
     if (auto eff = gfx->second.find("effective"); eff != gfx->second.end())
       g.effective = base_gfx(eff->second);
   if (!override_value.empty()) g.override_env = "HSA_OVERRIDE_GFX_VERSION=" + override_value;
-  g.compiled_for = split_archs(lookup(facts, "arch_list"));
-  g.aotriton_images = split_archs(lookup(facts, "aotriton_images"));
-  g.ck_sdpa = lookup(facts, "ck_sdpa");
+  g.compiled_for = split_archs(value_at(facts, "arch_list"));
+  g.aotriton_images = split_archs(value_at(facts, "aotriton_images"));
+  g.ck_sdpa = value_at(facts, "ck_sdpa");
   if (g.ck_sdpa.empty()) g.ck_sdpa = "unknown";
   g.source = source;
   judge(g, facts);
@@ -200,7 +196,7 @@ GfxTruth gfx_truth(const Device& d, const std::map<std::string, std::string>& fa
 
 GfxSettlement settle_gfx_truth(const Report& report) {
   GfxSettlement settlement;
-  const std::string override_value = lookup(report.environment, "HSA_OVERRIDE_GFX_VERSION");
+  const std::string override_value = value_at(report.environment, "HSA_OVERRIDE_GFX_VERSION");
   for (size_t i = 0; i < report.inventory.devices.size(); ++i) {
     const Device& d = report.inventory.devices[i];
     if (!is_amd_gpu(d)) continue; // no gfx target to build for
@@ -209,7 +205,7 @@ GfxSettlement settle_gfx_truth(const Report& report) {
     static const std::map<std::string, std::string> k_none;
     const std::string source =
         w ? fmt::format("{} torch {}", w->probe == Probe::python ? "python" : "libtorch",
-                        lookup(w->versions, "torch"))
+                        value_at(w->versions, "torch"))
           : std::string();
     settlement.verdicts.emplace_back(i,
                                      gfx_truth(d, w ? w->facts : k_none, source, override_value));

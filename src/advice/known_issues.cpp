@@ -494,11 +494,6 @@ const WorkerInfo* worker_for(const Report& report, const CaseResult& r) {
   return nullptr;
 }
 
-std::string lookup(const std::map<std::string, std::string>& m, std::string_view key) {
-  auto it = m.find(std::string(key));
-  return it == m.end() ? std::string{} : it->second;
-}
-
 std::string base_target(std::string_view arch_name) {
   std::string out(arch_name.substr(0, arch_name.find(':')));
   return out.rfind("gfx", 0) == 0 ? out : std::string{};
@@ -518,14 +513,14 @@ CaseFacts facts_for(const Report& report, const CaseResult& r) {
         break;
       }
     }
-    if (f.arch.empty() && w) f.arch = base_target(lookup(w->facts, "gcnArchName"));
+    if (f.arch.empty() && w) f.arch = base_target(value_at(w->facts, "gcnArchName"));
   }
   if (w) {
-    f.torch = lookup(w->versions, "torch");
-    f.aotriton = lookup(w->versions, "aotriton");
+    f.torch = value_at(w->versions, "torch");
+    f.aotriton = value_at(w->versions, "aotriton");
   }
-  if (f.torch.empty()) f.torch = lookup(report.versions, "torch");
-  if (f.aotriton.empty()) f.aotriton = lookup(report.versions, "aotriton");
+  if (f.torch.empty()) f.torch = value_at(report.versions, "torch");
+  if (f.aotriton.empty()) f.aotriton = value_at(report.versions, "aotriton");
   return f;
 }
 

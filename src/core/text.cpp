@@ -61,6 +61,11 @@ std::string clean(std::string_view text, bool keep_newlines) {
 
 } // namespace
 
+std::string value_at(const std::map<std::string, std::string>& map, std::string_view key) {
+  const auto it = map.find(std::string(key));
+  return it == map.end() ? std::string{} : it->second;
+}
+
 std::string_view trim_blanks(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);

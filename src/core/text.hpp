@@ -2,6 +2,7 @@
 // Text helpers for what reaches a terminal: user input and worker output are arbitrary bytes.
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,9 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
 // overrides (which some terminals obey and which reorder what is shown) become \uNNNN, so an
 // error message shows what was typed without breaking the line or driving the terminal.
 std::string escape_to_one_line(std::string_view text);
+
+// The value at `key` in a map of facts, versions or environment variables, or "" where it has none.
+std::string value_at(const std::map<std::string, std::string>& map, std::string_view key);
 
 // `s` without leading and trailing spaces and tabs (the items of a flag such as --case).
 std::string_view trim_blanks(std::string_view s);

@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <cstring>
+#include <string>
 #include <string_view>
 
 namespace sdpa_doctor::devices::enum_worker {
@@ -25,6 +28,11 @@ nlohmann::json query_smi(const loader::SearchContext& where);
 // library names the file and where it was found: "<mark><path>\t<why>".
 inline constexpr std::string_view k_calling_mark = "sdpa-doctor-enum-worker: calling ";
 void say_calling(const loader::Opened& library);
+
+// NUL-terminated text from a buffer a runtime filled (it may forget the terminator).
+template <std::size_t N> std::string text_of(const std::array<char, N>& buffer) {
+  return std::string(buffer.data(), strnlen(buffer.data(), N));
+}
 
 // {"path","soname","why","tried":[...]} of an opened library, or {"error": why none opened,
 // "found": [files of that name in the search places, which then exist but do not load]}.

@@ -44,11 +44,6 @@ std::string error_name(const Api& api, Error error) {
   return name ? name : "hipError" + std::to_string(error);
 }
 
-// NUL-terminated text from a buffer a runtime filled (it may forget the terminator).
-template <std::size_t N> std::string text_of(const std::array<char, N>& buffer) {
-  return std::string(buffer.data(), strnlen(buffer.data(), N));
-}
-
 nlohmann::json device_json(const Api& api, int index,
                            const std::optional<hip_abi::PropsLayout>& layout) {
   nlohmann::json device = {{"index", index}};

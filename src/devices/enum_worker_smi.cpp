@@ -27,10 +27,6 @@ struct Resolver {
   }
 };
 
-template <std::size_t N> std::string text_of(const std::array<char, N>& buffer) {
-  return std::string(buffer.data(), strnlen(buffer.data(), N));
-}
-
 // Failures other than "not supported" are kept under "errors", so a reader can tell "this card
 // has no sensor" from "the call failed".
 template <typename Status> struct Recorder {

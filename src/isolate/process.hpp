@@ -17,6 +17,10 @@
 
 namespace sdpa_doctor::isolate::detail {
 
+// How long finish() drains the pipes of a child that has exited: what its grandchildren still
+// write after that is theirs, not its.
+inline constexpr std::chrono::milliseconds k_drain{1'000};
+
 // Keeps the last `capacity` bytes of a stream in memory, however much was written.
 class TailBuffer {
 public:

@@ -28,7 +28,6 @@ namespace fs = std::filesystem;
 constexpr std::size_t k_capture = 64 * 1024;
 constexpr std::size_t k_tail_bytes = 8 * 1024;
 constexpr int k_tail_lines = 40;
-constexpr milliseconds k_drain{1'000};
 constexpr milliseconds k_tick{100}; // the longest the runner sleeps: interrupts are seen this fast
 
 std::string seconds(milliseconds d) { return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0); }
@@ -242,7 +241,7 @@ public:
       give_up_wedged();
       return false;
     }
-    m_end = m_child.finish(k_drain, m_sink);
+    m_end = m_child.finish(detail::k_drain, m_sink);
     if (m_accepting) m_splitter.finish(m_handler);
     if (cause == StopCause::exited && !m_broken_problem.empty()) cause = StopCause::broken_line;
     if (cause == StopCause::interrupted) {

@@ -9,7 +9,6 @@ namespace {
 constexpr std::size_t k_simple_capture = std::size_t{16} << 20;
 constexpr std::chrono::milliseconds k_grace{2'000};
 constexpr std::chrono::milliseconds k_kill_wait{10'000};
-constexpr std::chrono::milliseconds k_drain{1'000};
 } // namespace
 
 Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds deadline,
@@ -39,7 +38,7 @@ Expected<SimpleRun> run_simple(const Command& cmd, std::chrono::milliseconds dea
     }
     child.pump(std::min(left, std::chrono::milliseconds(100)), sink);
   }
-  run.end = child.finish(k_drain, sink);
+  run.end = child.finish(detail::k_drain, sink);
   run.out = out.str();
   run.err = err.str();
   return run;

@@ -11,11 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 using sdpa_hardening::crash_problem;
@@ -55,13 +58,6 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
   ::mkfifo(dir.file("fifo").c_str(), 0644);
   fs::create_directories(dir.file("fifo-run"));
   ::mkfifo(dir.file("fifo-run/journal.jsonl").c_str(), 0644);
-  // journals whose request no command line could give, or that name an interpreter from a run
-  // directory anyone can write
-  sdpa_test::edited_run(dir.file("run-startup-negative"),
-                        [](nlohmann::json& r) { r["startup_timeout_ms"] = -5; });
-  sdpa_test::edited_run(dir.file("run-repeat-zero"), [](nlohmann::json& r) { r["repeat"] = 0; });
-  sdpa_test::edited_run(dir.file("run-open"), [](nlohmann::json& r) { r["python"] = "/bin/true"; });
-  ::chmod(dir.file("run-open").c_str(), 0777);
 
   put("issues-notjson.json", "not json at all");
   put("issues-object.json", "{\"id\":\"x\"}");
@@ -108,6 +104,24 @@ void write_fixtures(const sdpa_test::TempDir& dir) {
 const std::string& fixture_dir() {
   static const sdpa_hardening::FixtureDir dir(write_fixtures);
   return dir.path();
+}
+
+// Journals whose request no command line could give, or that name an interpreter from a run
+// directory anyone can write. Each takes a real check to make, so only the row that names one
+// makes it (each row runs in a process of its own).
+void make_edited_runs_named_in(const std::vector<std::string>& argv) {
+  using Edit = std::function<void(nlohmann::json&)>;
+  const std::vector<std::pair<std::string, Edit>> runs = {
+      {"run-startup-negative", [](nlohmann::json& r) { r["startup_timeout_ms"] = -5; }},
+      {"run-repeat-zero", [](nlohmann::json& r) { r["repeat"] = 0; }},
+      {"run-open", [](nlohmann::json& r) { r["python"] = "/bin/true"; }}};
+  for (const auto& [name, edit] : runs) {
+    const std::string dir = fixture_dir() + "/" + name;
+    if (std::find(argv.begin(), argv.end(), "@/" + name) == argv.end() || fs::exists(dir)) continue;
+    const std::string problem = sdpa_test::edited_run(dir, edit);
+    ASSERT_EQ(problem, "") << name;
+    if (name == "run-open") ::chmod(dir.c_str(), 0777);
+  }
 }
 
 std::vector<Row> rows() {
@@ -309,6 +323,7 @@ class BadInput : public ::testing::TestWithParam<Row> {};
 
 TEST_P(BadInput, IsOneLineUsageErrorWithExit2) {
   const Row& row = GetParam();
+  make_edited_runs_named_in(row.argv);
   const auto [run, seconds, shown] =
       run_row(row_argv(row.argv, fixture_dir(), row.small_plan), row.env);
   EXPECT_EQ(usage_error_problem(run), "") << shown << "\nexit " << run.exit_code << "\nstderr:\n"
