@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -38,12 +37,6 @@ std::vector<Case> proven_cases(const Recommendation& rec, const std::vector<Case
   return out;
 }
 
-bool write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(text.data(), std::streamsize(text.size()));
-  return bool(f.flush());
-}
-
 // One re-run; `statuses` collects what its cases ended in.
 Verification verify_one(const Recommendation& rec, const std::vector<Case>& cases,
                         const DeviceInventory& inventory, ExecuteOptions exec,
@@ -63,7 +56,7 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path snippet = dir / "snippet.py";
-  if (ec || !write_file(snippet, rec.python)) {
+  if (ec || !write_file_atomically(snippet.string(), rec.python)) {
     v.note = fmt::format("cannot write {}", snippet.string());
     return v;
   }
