@@ -11,7 +11,7 @@ import re
 import sys
 
 ROW = re.compile(r"^\|\s*`src/([a-z_]+)/`\s*\|")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([a-z_]+)/')
 
 
 def read_map(path):
@@ -56,7 +56,7 @@ def main(map_path, src):
     for part, may in allowed.items():
         for root, _, files in os.walk(os.path.join(src, part)):
             for name in sorted(files):
-                if not name.endswith((".cpp", ".hpp", ".hip", ".inc")):
+                if not name.endswith((".cpp", ".hpp", ".h", ".cu", ".hip", ".inc")):
                     continue
                 path = os.path.join(root, name)
                 with open(path, encoding="utf-8", errors="replace") as f:
