@@ -1,6 +1,9 @@
 // Verified advice: each recommendation re-run in a fresh python worker under exactly its printed
 // flags, through execute_plan like any other cases (crashes included); while a re-run fails, the
-// next configuration the advice ranked for that device is tried.
+// next configuration the advice ranked for that device is tried. A re-run with environment lines
+// starts an interpreter of its own (torch latches them at start-up); one without forks from the
+// check's start-up server, which never ran an SDPA call, so its fork is as fresh. The snippet is
+// written to RUN-DIR/verify/NAME/snippet.py through core's atomic write.
 #include "core/io.hpp"
 #include "run/launch.hpp"
 #include "run/run.hpp"

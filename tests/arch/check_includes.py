@@ -14,20 +14,27 @@ ROW = re.compile(r"^\|\s*`src/([a-z_]+)/`\s*\|")
 INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([a-z_]+)/')
 
 
-def read_map(path):
-    """{room: rooms it may include} from the table's rows: the last cell is a comma-separated list
-    of rooms, `everything` or `none`; text in parentheses is a note."""
+def read_cells(path):
+    """{room: the words of its last cell}, notes in parentheses dropped."""
     cells = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
             m = ROW.match(line)
             if m:
-                cells[m.group(1)] = line.rstrip().rstrip("|").split("|")[-1]
+                cell = line.rstrip().rstrip("|").split("|")[-1]
+                cells[m.group(1)] = [w.strip() for w in re.sub(r"\([^)]*\)", "", cell).split(",")
+                                     if w.strip()]
     if not cells:
         raise ValueError("%s: no row of the room table (| `src/NAME/` | ... |)" % path)
+    return cells
+
+
+def read_map(path):
+    """{room: rooms it may include} from the table's rows: the last cell is a comma-separated list
+    of rooms, `everything` or `none`; text in parentheses is a note."""
+    cells = read_cells(path)
     allowed = {}
-    for room, cell in cells.items():
-        words = [w.strip() for w in re.sub(r"\([^)]*\)", "", cell).split(",") if w.strip()]
+    for room, words in cells.items():
         if words == ["everything"]:
             allowed[room] = set(cells)
         elif words == ["none"]:
@@ -36,22 +43,13 @@ def read_map(path):
             unknown = [w for w in words if w not in cells]
             if unknown or not words:
                 raise ValueError("%s: the row of src/%s/ may depend on %r, which is no room" %
-                                 (path, room, ", ".join(unknown) or cell.strip()))
+                                 (path, room, ", ".join(unknown) or "nothing"))
             allowed[room] = set(words) | {room}
     return allowed
 
 
-def main(map_path, src):
-    try:
-        allowed = read_map(map_path)
-    except (OSError, ValueError) as e:
-        print("check_includes: %s" % e)
-        return 2
-    unmapped = sorted(d for d in os.listdir(src)
-                      if os.path.isdir(os.path.join(src, d)) and d not in allowed)
-    if unmapped:
-        print("check_includes: %s has no row for %s" % (map_path, ", ".join(unmapped)))
-        return 2
+def wrong_includes(allowed, src):
+    """Every include of a room's files that its row does not allow, as "path:line: A includes B/"."""
     wrong = []
     for part, may in allowed.items():
         for root, _, files in os.walk(os.path.join(src, part)):
@@ -65,6 +63,21 @@ def main(map_path, src):
                         if m and m.group(1) in allowed and m.group(1) not in may:
                             wrong.append("%s:%d: %s includes %s/" %
                                          (os.path.relpath(path, src), number, part, m.group(1)))
+    return wrong
+
+
+def main(map_path, src):
+    try:
+        allowed = read_map(map_path)
+    except (OSError, ValueError) as e:
+        print("check_includes: %s" % e)
+        return 2
+    unmapped = sorted(d for d in os.listdir(src)
+                      if os.path.isdir(os.path.join(src, d)) and d not in allowed)
+    if unmapped:
+        print("check_includes: %s has no row for %s" % (map_path, ", ".join(unmapped)))
+        return 2
+    wrong = wrong_includes(allowed, src)
     for w in wrong:
         print(w)
     print("%d include(s) against the arrows" % len(wrong))
