@@ -24,8 +24,8 @@
 // probability matrix, measured by cases::measure_dropout and never against the oracle.
 //
 // Events on fd N, one JSON object a line, each with "v":1, in this order:
-//   hello   worker, device, variant, versions, facts (a flat string map; arch_list,
-//           aotriton_images and ck_sdpa feed advice's gfx verdict)
+//   hello   worker, device, variant, versions, facts (a flat string map, lists comma-separated;
+//           arch_list, aotriton_images and ck_sdpa feed advice's gfx verdict)
 //   begin   {case}, flushed before the case is touched
 //   phase   {case, "phase":"backward", measured:{out}}: a backward case's forward ran; a crash or
 //           hang from here on is the backward's (the runner's reason opens "in backward: ")
