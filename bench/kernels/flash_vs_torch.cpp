@@ -11,6 +11,7 @@
 // wall time at the default thread count).
 // usage: kernels_flash_vs_torch [--python PATH] [--threads N] [--repeat N] [--cpu-time]
 //          [--dtype fp32,bf16,fp16] [--causal 0,1] [--l 1024,2048,4096] [--d 64,128]
+#include "kernels/cpu_isa.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
 
@@ -126,9 +127,9 @@ Peak machine_peak(int threads) {
   Peak peak;
   peak.threads = threads;
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  // The same answer the kernels dispatch on, so the peak is that of the path that runs.
+  const bool avx512 = sdpa_doctor::kernels::cpu_isa().avx512;
+  const bool bf16 = sdpa_doctor::kernels::cpu_isa().avx512_bf16;
   std::vector<double> ghz, fma, dot;
   std::vector<std::vector<double>> per(size_t(threads) * 3);
   std::vector<std::thread> pool;

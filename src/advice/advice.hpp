@@ -1,7 +1,10 @@
 // advice: pure functions from a Report's results (+ device facts + known-issue data) to findings,
-// recommended flags and known-issue matches, and from results to the process exit code.
-// Depends on core only (and nlohmann-json inside the known-issues loader, the one function here
-// that reads a file). Must not depend on isolate, devices, probes, report, HIP or torch.
+// recommended flags and known-issue matches, each with a stable id and the case ids that prove
+// it, and which statuses fail a check (--fail-on; the exit code itself is check::exit_code_for's).
+// The one I/O is reading a known-issues file (load_known_issues: data/known_issues.json, each
+// entry with its source link, its rules and the verbatim text a test feeds to its own rules).
+// Depends on core only (and nlohmann-json inside that loader). Must not depend on isolate,
+// devices, workers, report, HIP or torch.
 #pragma once
 
 #include "core/case.hpp"

@@ -1,6 +1,9 @@
-// The gfx verdict: is the probed torch built for this GPU? Physical and effective targets come
-// from the inventory; what torch can run comes from the workers' hello facts (arch_list,
-// aotriton_images, ck_sdpa, ARCHITECTURE.md). Pure functions over the Report.
+// The gfx verdict (settle_gfx_truth, JSON inventory.devices[].gfx): is the probed torch built for
+// this GPU? Physical and effective targets come from the inventory; what torch can run from the
+// torch workers' hello facts: arch_list (torch.cuda.get_arch_list(), Python worker only, LibTorch
+// has no API for it; n/a on a CPU-only torch), aotriton_images (the torch/lib/aotriton.images/
+// amd-gfx* folders, e.g. gfx942,gfx110x; none, or n/a off ROCm) and ck_sdpa (yes|no|unknown|n/a).
+// Pure functions over the Report.
 #include "advice/advice.hpp"
 #include "core/text.hpp"
 

@@ -1,8 +1,14 @@
 // cases: what a check plans and how it judges it, as plain data: the case suites and case files,
-// model configs, the planned cases, tolerances, the comparison with the oracle, deadlines and the
-// memory guard, targets, which variants to plan and the backends' refusal texts.
+// model configs (check --model), the planned cases (plan_cases; a suite's GPU-only cases kept
+// apart for GPU targets), tolerances (tolerance.hpp), the measurements of outputs, gradients,
+// dropout and repeated calls against the oracle (the C++ workers' numbers, core/measure.hpp), and
+// the one judge of what any worker measured (judge; judge_worker_event writes its verdict into a
+// worker's `result` and `phase` events, the runner's judge hook, before anything reads a status).
+// Also deadlines, the memory guard and the target guard (limits.cpp), targets, the variants each
+// probe runs (plan_variants) and the backends' refusal texts (generated from
+// data/backend_refusals.json, which the Python probe reads too).
 // Depends on core only. Must not depend on kernels, protocol, torch, HIP, isolate or report: the
-// doctor and every worker read the same plan data.
+// doctor and every worker read the same plan data and the same rules.
 #pragma once
 
 #include "core/case.hpp"

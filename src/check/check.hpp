@@ -1,7 +1,15 @@
 // check: the check pipeline, between the CLI (which declares the flags) and the scheduler:
-// request -> devices -> plan -> execute -> shrink -> advise -> verify -> exit code -> reports.
-// The journal keeps the request and the measured header facts, so a killed check is resumed
-// (`check --resume`) or its reports rebuilt (`report JOURNAL`) deciding exactly as it would have.
+// request -> devices -> plan -> execute -> shrink -> advise -> verify -> exit code -> reports
+// (run_check.cpp). Its parts: the flags parsed once into a typed CheckRequest (request.hpp); the
+// case-planning flags `check` and `cases` share (case_plan.hpp, declared once by cli's
+// case_plan_options.cpp); the steps before the workers (steps.hpp: the Python located, the
+// header facts and inventory, the LibTorch plugin chosen, the plan checked against the devices,
+// the run directory claimed through run::claim_run_dir, here for check and --resume and for
+// cli's self-test --run-dir); the advice over results (advise.hpp); the one exit-code rule
+// (exit_code.hpp); the reports written (outputs.hpp); `report JOURNAL` (rebuild.cpp). The journal
+// keeps the request and the measured header facts (journal_header.hpp, format 1; the earlier
+// format still read), so a killed check is resumed (`check --resume`) or its reports rebuilt
+// (`report JOURNAL`) deciding exactly as it would have.
 #pragma once
 
 #include "check/outputs.hpp"

@@ -2,6 +2,8 @@
 // kernels, workers built against a torch). One root under the user's cache directory, a folder per
 // kind, a lock per folder, and a size bound kept by evicting what earlier runs used least
 // recently. A cache never fails a run: a folder that cannot be made or written is simply not used.
+// A check that waits for a folder's lock says who holds it (lock_holder) at once and every 15 s,
+// stops waiting on an interrupt, and past --cache-lock-timeout goes on without that cache.
 #pragma once
 
 #include <atomic>

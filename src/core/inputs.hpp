@@ -26,6 +26,12 @@
 // heads. So every shape reduces to the (B,Lq,Lkv) form HostInputs holds and the oracle and our
 // kernels read. Every factor is a power of two, so every value is exact in fp16, bf16 and fp32
 // before the final rounding.
+// A case's tensors reach torch in their own layouts (contiguous, transposed, strided or offset;
+// the mask in its dtype, shape and layout): workers hand over these logical values and the
+// LibTorch plugin (laid_out, to_mask) and the probe's inputs.place_inputs lay them out on the
+// device itself, since .to(device) of a strided or offset view makes it contiguous. Our kernels
+// read the same layouts through AttnParams strides (kernels::placement); the oracle reads logical
+// values.
 #pragma once
 
 #include "core/case.hpp"

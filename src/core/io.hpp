@@ -1,5 +1,10 @@
-// core/io: the few POSIX I/O loops every part needs, written once. Depends on the standard
-// library and POSIX only.
+// core/io: the few POSIX I/O loops every part needs, written once. write_file_atomically is the
+// one temporary-file-and-rename write of bytes (reports, cases files, oracle files, compiled GPU
+// kernels, verify snippets); a file that already exists elsewhere is linked, copied or compiled
+// under a temporary name and renamed into place by its one user (an oracle into its cache,
+// run/oracle_cache.cpp; a LibTorch plugin, run/torch_plugin.cpp).
+// Reads of what a user or the environment hands in are size-capped and refuse a FIFO or a device.
+// Depends on the standard library and POSIX only.
 #pragma once
 
 #include "core/expected.hpp"

@@ -1,7 +1,9 @@
 // core/model_json: the measured parts of the model as JSON and back. One form for the report's
 // JSON (report/json.cpp writes it), the run's journal (each result the moment it is known; the
 // shrinking and the verified advice once decided) and the readers that rebuild a Report from
-// either (`report JOURNAL`, `check --resume`).
+// either (`report JOURNAL`, `check --resume`); check's journal header reuses it too. The report
+// JSON document itself is built in report/; elsewhere nlohmann-json is used only where JSON is
+// the wire format (case files, the worker protocol, known issues).
 // A non-finite number is written as null with its key in the object's "nonfinite_fields", and
 // read back as the NaN or infinity it was only when that list says so.
 #pragma once

@@ -1,9 +1,13 @@
-// devices: GPU enumeration. Asks the HIP runtime and AMD SMI / ROCm SMI (opened at run time in the
-// isolated sdpa-doctor-enum-worker child, never in this process), reads the KFD topology and
-// PCI/DRM facts from sysfs, checks device nodes, groups and environment variables, and joins what
-// each source saw into one DeviceInventory by PCI address. Also the gfx arch table (family, wave
-// size, marketing names, matrix instructions) as compiled-in data. Depends on core and isolate
-// only; must never include HIP, AMD/ROCm SMI, torch, probes or report.
+// devices: GPU enumeration. Asks the HIP runtime and AMD SMI / ROCm SMI in the isolated
+// sdpa-doctor-enum-worker child (`--hip` and `--smi`, two runs so a hang in one loses nothing of
+// the other), never in this process: the child opens them through the loader, the diagnosed
+// torch's folders first (`--torch-lib`), with the few entry points of hip_abi.hpp / smi_abi.hpp
+// and no vendor header, and says which file it opened and why (inventory.runtime). Reads the KFD
+// topology and PCI/DRM facts from sysfs, checks device nodes, groups and environment variables,
+// and joins what each source saw into one DeviceInventory by PCI address (sources.hpp). Also the
+// gfx arch table (family, wave size, marketing names, matrix instructions) as compiled-in data,
+// and the host facts. Depends on core, isolate (the enum worker is run_simple's) and loader (in
+// the enum worker only); must never include HIP, AMD/ROCm SMI, torch, workers or report.
 #pragma once
 
 #include "core/model.hpp"

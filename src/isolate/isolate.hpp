@@ -1,11 +1,23 @@
 // isolate: child processes. Spawns argv vectors (never a shell) in their own process group with a
-// clean environment, drains their output without deadlock, enforces deadlines, kills whole groups,
-// decodes wait statuses and matches known stderr signatures; the runner reads the worker's
-// `begin`, `result` and `bye` events (protocol v1, through protocol/), attributes a dead worker to
-// the case it was running and resumes the rest in a fresh one.
+// clean environment (the forwarded variables, environment.cpp), drains their output without
+// deadlock, enforces deadlines, kills whole groups, decodes wait statuses once (wait_status.cpp)
+// and matches known stderr signatures (signatures.cpp). Its parts:
+//  - run_simple (simple_run.cpp): one command to its end, for the enum worker, a pre-flight, a
+//    compiler call;
+//  - the runner (runner.cpp), one worker's supervisor: has the caller's judge write the verdict
+//    into each `result` and `phase` (RunnerOptions::judge), reads `begin`, `phase`, `result` and
+//    `bye` through protocol/ to attribute and time cases, keeps each worker's logs (the first and
+//    last halves of log_cap_bytes), restarts a fresh worker after a crash and runs the health
+//    check; a dead worker is attributed to the case it was running;
+//  - Service (service.cpp): a helper process for the length of a run (the Python probe's start-up
+//    server), dying with the doctor;
+//  - /proc scans (proc_scan.cpp): the processes left in a group, a process's children (self-test
+//    proves that nothing outlives a check);
+//  - the fault-injection worker (fault_worker.cpp, `sdpa-doctor __fault-worker`): speaks protocol
+//    v1 and makes a real crash, hang or exit happen per case line.
 // Depends on core and protocol only. It knows nothing of attention: cases are opaque JSON lines,
 // workers argv, and a result's metrics and canary are read by whoever asked for the run. It must
-// never include probes, kernels, devices or HIP/torch headers.
+// never include cases, kernels, workers, devices or HIP/torch headers.
 #pragma once
 
 #include "core/expected.hpp"
@@ -111,7 +123,7 @@ std::vector<std::string> match_signatures(std::string_view text);
 
 // ---- the worker runner ---------------------------------------------------------------------
 
-// A worker is started as `argv... --results-fd N --cases FILE` (protocol v1, ARCHITECTURE.md).
+// A worker is started as `argv... --results-fd N --cases FILE` (protocol v1, protocol.hpp).
 using WorkerCommand = Command;
 
 struct PlannedCase {

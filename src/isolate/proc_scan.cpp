@@ -1,3 +1,6 @@
+// isolate/proc_scan: what /proc says of live processes, the members of a process group and the
+// children of a process (isolate.hpp, process diagnostics), for self-test and the tests to prove
+// that nothing a check started outlives it.
 #include "isolate/isolate.hpp"
 
 #include <dirent.h>

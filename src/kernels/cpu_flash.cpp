@@ -2,24 +2,12 @@
 // (cpu_flash_path_for): AVX-512 intrinsics in fp32 (cpu_flash_avx512.cpp), the same with
 // AVX512_BF16 dot products when the values are bf16-exact (cpu_flash_avx512_bf16.cpp), and
 // portable loops for every other CPU and as a check on the other two (cpu_flash_portable.cpp).
-// This file asks the CPU once what it supports and dispatches.
+// This file dispatches on what the CPU supports (cpu_isa()).
 #include "kernels/cpu_flash_paths.hpp"
+#include "kernels/cpu_isa.hpp"
 #include "kernels/parallel_for.hpp"
 
 namespace sdpa_doctor::kernels {
-namespace {
-
-#ifdef SDPA_X86_PATHS
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("fma");
-}
-bool cpu_has_avx512_bf16() { return cpu_has_avx512() && __builtin_cpu_supports("avx512bf16"); }
-#endif
-
-} // namespace
 
 std::string_view to_string(CpuFlashPath path) {
   switch (path) {
@@ -33,10 +21,9 @@ std::string_view to_string(CpuFlashPath path) {
 
 CpuFlashPath cpu_flash_path_for(const AttnParams& p) {
 #ifdef SDPA_X86_PATHS
-  static const bool avx512 = cpu_has_avx512();
-  static const bool avx512_bf16 = cpu_has_avx512_bf16();
-  if (avx512_bf16 && p.values_rounded_to == ElemType::bf16) return CpuFlashPath::avx512_bf16;
-  if (avx512) return CpuFlashPath::avx512_f32;
+  if (cpu_isa().avx512_bf16 && p.values_rounded_to == ElemType::bf16)
+    return CpuFlashPath::avx512_bf16;
+  if (cpu_isa().avx512) return CpuFlashPath::avx512_f32;
 #else
   (void)p;
 #endif
@@ -50,9 +37,9 @@ std::string cpu_flash_attention(const AttnParams& p, int threads, CpuFlashPath p
   if (path == CpuFlashPath::avx512_bf16 && p.values_rounded_to != ElemType::bf16)
     return "the avx512-bf16 path needs bf16-exact values (values_rounded_to bf16)";
 #ifdef SDPA_X86_PATHS
-  if (path == CpuFlashPath::avx512_bf16 && !cpu_has_avx512_bf16())
+  if (path == CpuFlashPath::avx512_bf16 && !cpu_isa().avx512_bf16)
     return "this CPU has no AVX512_BF16";
-  if (path == CpuFlashPath::avx512_f32 && !cpu_has_avx512()) return "this CPU has no AVX-512";
+  if (path == CpuFlashPath::avx512_f32 && !cpu_isa().avx512) return "this CPU has no AVX-512";
 #else
   if (path != CpuFlashPath::portable) return "AVX-512 paths are built for x86-64 only";
 #endif

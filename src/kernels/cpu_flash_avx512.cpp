@@ -13,7 +13,7 @@
 // and 53-78% of the vdpbf16ps peak (kernels_flash_vs_torch --cpu-time, BENCHMARKS.md).
 //
 // Every function here carries its own target attribute and is reached only after
-// __builtin_cpu_supports said yes, so one binary still runs on CPUs without AVX-512.
+// cpu_isa() said yes, so one binary still runs on CPUs without AVX-512.
 #include "kernels/attention_core.hpp"
 #include "kernels/cpu_flash_avx512.hpp"
 #include "kernels/parallel_for.hpp"

@@ -1,7 +1,7 @@
 // ref-flash on the CPU, the AVX512_BF16 half of the AVX-512 path: K and V packed as bf16 pairs
 // and the Q.K^T and P.V products with vdpbf16ps (fp32 accumulation); the loop, the softmax and
 // the fp32 accumulator are cpu_flash_avx512.cpp's. Every function carries the AVX512_BF16 target
-// attribute and is reached only after __builtin_cpu_supports("avx512bf16") said yes.
+// attribute and is reached only after cpu_isa().avx512_bf16 said yes.
 #include "kernels/cpu_flash_avx512.hpp"
 
 #ifdef SDPA_X86_PATHS

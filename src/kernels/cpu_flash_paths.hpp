@@ -1,8 +1,8 @@
-// The three CPU flash paths behind cpu_flash_attention (cpu_flash.cpp: run-time ISA detection and
-// dispatch): portable loops (cpu_flash_portable.cpp), AVX-512 fp32 (cpu_flash_avx512.cpp) and its
+// The three CPU flash paths behind cpu_flash_attention (cpu_flash.cpp: the dispatch on
+// cpu_isa()): portable loops (cpu_flash_portable.cpp), AVX-512 fp32 (cpu_flash_avx512.cpp) and its
 // AVX512_BF16 products (cpu_flash_avx512_bf16.cpp). Private to kernels; no ISA flags on any file:
 // each AVX-512 function carries its own target attribute and is reached only after
-// __builtin_cpu_supports said yes, so one binary still runs on CPUs without AVX-512.
+// cpu_isa() said yes, so one binary still runs on CPUs without AVX-512.
 #pragma once
 
 #include "kernels/attention_core.hpp"
@@ -39,7 +39,7 @@ void portable_tile_gemm(const float* a, int64_t lda, const float* b, int64_t ldb
 
 #ifdef SDPA_X86_PATHS
 // The same with AVX-512 intrinsics; bf16: vdpbf16ps products over bf16-exact values. Call only
-// when cpu_has_avx512() (and, for bf16, cpu_has_avx512_bf16()) said yes.
+// when cpu_isa().avx512 (and, for bf16, cpu_isa().avx512_bf16) said yes.
 void x86_flash(const AttnParams& p, bool bf16, int threads);
 #endif
 

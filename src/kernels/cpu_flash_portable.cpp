@@ -6,6 +6,7 @@
 // once per process from the CPU's ISA.
 #include "kernels/attention_core.hpp"
 #include "kernels/cpu_flash_paths.hpp"
+#include "kernels/cpu_isa.hpp"
 #include "kernels/parallel_for.hpp"
 
 #include <algorithm>
@@ -104,9 +105,8 @@ void tile_gemm_base(const float* a, int64_t lda, const float* b, int64_t ldb, in
 
 TileGemm pick_tile_gemm() {
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return tile_gemm_v4;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return tile_gemm_v3;
+  if (cpu_isa().avx512) return tile_gemm_v4;
+  if (cpu_isa().x86_64_v3) return tile_gemm_v3;
 #endif
   return tile_gemm_base;
 }

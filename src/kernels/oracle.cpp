@@ -10,6 +10,7 @@
 // item is one (batch, query head, block of 96 query rows), so a single head still spreads over
 // every core; keys go by 128 at a time with a running max per row, so the item's buffers stay in
 // L2 whatever Lkv; the exp is a vector polynomial instead of a libm call per score.
+#include "kernels/cpu_isa.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/oracle_blocked.hpp"
 #include "kernels/oracle_simd.hpp"
@@ -203,8 +204,8 @@ struct Level {
 std::vector<Level> levels() {
   std::vector<Level> out;
 #ifdef SDPA_ORACLE_X86_LEVELS
-  if (cpu_runs_v4()) out.push_back({"x86-64-v4", item_v4});
-  if (cpu_runs_v3()) out.push_back({"x86-64-v3", item_v3});
+  if (cpu_isa().avx512) out.push_back({"x86-64-v4", item_v4});
+  if (cpu_isa().x86_64_v3) out.push_back({"x86-64-v3", item_v3});
 #endif
   out.push_back({"generic", item_generic});
   return out;

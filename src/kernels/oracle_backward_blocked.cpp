@@ -12,6 +12,7 @@
 //  - (batch, query head, block of 64 rows): dQ of those rows over every key block they see.
 // Each recomputes the tile's scores and dP = dO.V^T (the price of having no atomics); every
 // product is the micro-kernel over operands packed as doubles, 64 x 64 tiles.
+#include "kernels/cpu_isa.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/oracle_blocked.hpp"
 #include "kernels/oracle_simd.hpp"
@@ -275,8 +276,8 @@ bool item_generic(const Context& x, int64_t it, Scratch& w) {
 
 ItemFn item_for(std::string_view level) {
 #ifdef SDPA_ORACLE_X86_LEVELS
-  if (level == "x86-64-v4" && cpu_runs_v4()) return item_v4;
-  if (level == "x86-64-v3" && cpu_runs_v3()) return item_v3;
+  if (level == "x86-64-v4" && cpu_isa().avx512) return item_v4;
+  if (level == "x86-64-v3" && cpu_isa().x86_64_v3) return item_v3;
 #endif
   (void)level;
   return item_generic;

@@ -1,7 +1,7 @@
 // kernels/oracle_simd: the float64 oracle's vector pieces, shared by its forward (oracle.cpp)
 // and its backward (oracle_backward_blocked.cpp): one register of doubles of the clone's ISA, the
-// register-blocked micro-kernel, the vector exp and max over a row, and which ISA levels this
-// CPU runs. Internal to kernels; every function is inline and always_inline, so each caller's
+// register-blocked micro-kernel, the vector exp and max over a row (which level this CPU runs is
+// cpu_isa.hpp's). Internal to kernels; every function is inline and always_inline, so each caller's
 // target attribute decides the instructions (no ISA flag on any file). Files that include it
 // need -O3 -ffp-contract=fast -fno-trapping-math (kernels/CMakeLists.txt).
 #pragma once
@@ -143,18 +143,10 @@ inline __attribute__((always_inline)) double max_row(const double* s, int64_t n)
   return out;
 }
 
-// Whether this CPU runs the x86-64-v4 (AVX-512) and x86-64-v3 (AVX2, FMA) clones.
+// Whether the x86-64-v4 (AVX-512) and x86-64-v3 (AVX2, FMA) clones are built; which of them
+// this CPU runs is cpu_isa()'s answer.
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
 #define SDPA_ORACLE_X86_LEVELS 1
-inline bool cpu_runs_v4() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-}
-inline bool cpu_runs_v3() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
 #endif
 
 } // namespace sdpa_doctor::kernels::oracle_simd

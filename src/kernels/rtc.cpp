@@ -15,10 +15,8 @@
 #include <cstdlib>
 #include <dlfcn.h>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <type_traits>
-#include <unistd.h>
 
 namespace sdpa_doctor::kernels::rtc {
 
@@ -206,24 +204,14 @@ std::optional<std::string> read_file(const fs::path& path) {
   return std::move(*bytes);
 }
 
-// A temporary file beside `path`, renamed over it: readers see the whole image or none.
+// Through core's one atomic write: readers see the whole image or none.
 bool store_file(const fs::path& path, const std::string& bytes) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   // An empty directory where the image goes (never the user's files: the name is a hash of ours)
   // would make the rename fail; a FIFO or a link is replaced by the rename itself.
   if (fs::is_directory(fs::symlink_status(path, ec))) fs::remove(path, ec);
-  const fs::path tmp = path.string() + fmt::format(".tmp{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out.write(bytes.data(), std::streamsize(bytes.size())) || !out.flush()) {
-      fs::remove(tmp, ec);
-      return false;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
-  return !ec;
+  return write_file_atomically(path.string(), bytes).has_value();
 }
 
 } // namespace

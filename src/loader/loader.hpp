@@ -3,8 +3,12 @@
 // TheRock's _rocm_sdk_* packages), then $ROCM_PATH and /opt/rocm*, then the system's library path,
 // and says which file it opened and why. A library that is missing, broken or of an unknown ABI is
 // an Error for the caller to turn into a finding, never a crash.
-// Used by the workers only (the enumeration worker, the reference worker and its run-time kernel
-// compiler); the doctor process never opens a GPU library. Depends on core only.
+// Opens the HIP runtime, AMD SMI / ROCm SMI, hipRTC, NVRTC and the CUDA driver, each by its
+// sonames newest first, and lists the files a process has mapped (two HIP runtimes at once).
+// Included by devices (the enum worker), kernels (the reference worker's runtime and compiler)
+// and workers (the case loop); used in worker processes only, the doctor process never opens a
+// GPU library (tests/e2e/linkage_test.sh runs readelf -d over every built and installed file).
+// Depends on core only.
 #pragma once
 
 #include "core/expected.hpp"

@@ -1,9 +1,54 @@
-// protocol: worker protocol v1 (ARCHITECTURE.md), both directions and both sides, in one place:
-// the case lines the doctor writes for a worker and the worker reads, and the events a worker
-// writes on its results fd (`hello`, `begin`, `result`, `bye`) and the runner reads, with the
-// canary rule and the TFLOP/s a result implies. Parsing never throws: a malformed event is a
-// `broken` event, a malformed case line an error naming why.
-// Depends on core only (nlohmann-json for the wire format); never on isolate, probes or torch.
+// protocol: worker protocol v1, both directions and both sides, in one place: the case lines the
+// doctor writes for a worker and the worker reads, the events a worker writes on its results fd and
+// the runner reads, the canary rule and the TFLOP/s a result implies. Parsing never throws: a
+// malformed event is a `broken` event, a malformed case line an error naming why. Used by isolate
+// (the runner, the fault worker), workers (the C++ case loop), run (a result folded into its
+// CaseResult) and check (the repeat bounds). The Python side is workers/python/sdpa_probe/
+// protocol.py, kept in step by the golden lines of tests/protocol/golden/ that both read and write.
+// Depends on core only (nlohmann-json for the wire format); never on isolate, workers or torch.
+//
+// A worker starts as `argv... --results-fd N --cases FILE`: stdin /dev/null, stdout and stderr
+// captured, its own process group. FILE holds one case line per case, in order:
+//   {"v":1,"id":"fp16-b1-h8-q128-k128-d64","case":{...core::to_json(Case)...},
+//    "tolerance":{"atol":..,"rtol":..},"oracle":"/run/dir/oracle/...f64","warmup":1,"repeat":3,
+//    "budget_ms":2000}
+// `budget_ms` (check --time-budget; 0 or absent: none): once a case's calls took that long, the
+// warm-ups left are skipped and no timed run starts after the first (`timed_runs` says how many).
+// `oracle`: raw little-endian float64 in logical (B,Hq,Lq,D) order, computed once per case by the
+// doctor for every variant; null: the worker computes it. Masked rows (`-mrows`: every query row
+// i % 4 == 3) are 0 there; a worker whose torch gives NaN (before 2.5) computes its own oracle with
+// those rows NaN (kernels::apply_masked_row_semantics) and says which in the result's
+// "masked_rows". A backward case (`-bwd`) carries its forward's oracle; the worker computes the
+// float64 gradients itself (never cached) and measures dq, dk, dv with the line's
+// gradient_tolerance. A dropout case (`drop0.25`) has V the identity, so its output is the dropped
+// probability matrix, measured by cases::measure_dropout and never against the oracle.
+//
+// Events on fd N, one JSON object a line, each with "v":1, in this order:
+//   hello   worker, device, variant, versions, facts (a flat string map, lists comma-separated;
+//           arch_list, aotriton_images and ck_sdpa feed advice's gfx verdict)
+//   begin   {case}, flushed before the case is touched
+//   phase   {case, "phase":"backward", measured:{out}}: a backward case's forward ran; a crash or
+//           hang from here on is the backward's (the runner's reason opens "in backward: ")
+//   result  {case, "status":"measured", measured:{out,dq,dk,dv,dropout,repeats}, metrics:{time_ms,
+//           time_min_ms,timed_runs}, tolerance, backend_chosen, warnings, canary}: numbers only
+//           (core/measure.hpp); cases::judge_worker_event writes the status, reason, error
+//           metrics and directions before anything reads them. A case that did not run to its
+//           end says its own status (unsupported, error) and reason.
+//   bye     a clean end.
+// A worker reports pass, mismatch, nonfinite, unsupported or error; the runner alone assigns
+// crash, timeout and skipped. Anything else (a broken line, an unknown event, EOF without bye, an
+// exit or a signal) is evidence about the case that was running, never a reason to lose the rest.
+//
+// The canary: after each case the LibTorch and Python workers run a 16x16 matmul of ones on the
+// device and report "canary":"ok" or "failed: <why>". A failed canary means the case poisoned the
+// device: the worker exits 5 without bye (canary_failed), the runner resumes the rest in a fresh
+// worker, and apply_result turns that case's pass into error ("poisoned the device: ..."). The
+// reference worker runs no canary.
+//
+// A recommendation's re-run (run/verify.cpp) is a python worker started with `--variant default
+// --verify ID --snippet FILE` under exactly the recommendation's environment: it runs FILE (the
+// printed Python, byte for byte) before its cases and says `verify` and `snippet_sha256` in its
+// hello facts; a snippet that raises makes every case error.
 #pragma once
 
 #include "core/case.hpp"

@@ -46,7 +46,7 @@ Metrics read_metrics(const nlohmann::json& m) {
   return out;
 }
 
-// The canary rule (ARCHITECTURE.md): a failed canary after a case means the case left the device
+// The canary rule (protocol.hpp): a failed canary after a case means the case left the device
 // poisoned, whatever the case itself reported.
 void apply_canary(const std::string& canary, CaseResult& out) {
   out.canary = excerpt(canary, 600);

@@ -1,9 +1,15 @@
 // report: pure renderers from one in-memory Report to text (console, JSON, Markdown, JUnit XML,
 // a standalone Python repro per case), the environment allow-list and redaction that decide what
-// may reach a report, and the atomic file write. Each format lives in its own file; adding one
-// touches one file plus a declaration here.
+// may reach a report. Each failure is said once with the cells it kept from running (causes.cpp:
+// a skipped cell joins its failure by its cause and culprit, core::SkipCause, as the runner and
+// run set them; only a report written before those fields is read by its reasons' words).
+// Reports are written to stdout, a device in place, else through core::write_file_atomically
+// (write.cpp), and read back into a Report (read_measured_report, for repro and report JOURNAL)
+// with the schema and size checks every reader of reports makes. Each format lives in its own
+// file; adding one touches one file plus a declaration here. The repro script embeds the probe's
+// inputs.py as text at configure time, so report links nothing of workers.
 // Depends on core (and nlohmann-json for the JSON form) only; must not depend on isolate,
-// devices, probes, advice, HIP or torch.
+// devices, workers, advice, HIP or torch.
 #pragma once
 
 #include "core/expected.hpp"

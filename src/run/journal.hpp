@@ -1,6 +1,13 @@
-// run/journal: what a run leaves as it goes. The journal (journal.jsonl in the run directory),
-// appended the moment each event is known; the progress line; the runner observer that feeds
-// both. Internal to run.
+// run/journal: what a run leaves as it goes. The journal (journal.jsonl in the run directory, one
+// line an event with `t_ms` since the start), appended the moment each event is known; the
+// progress line; the runner observer that feeds both. It is the run's durable record: `start`
+// carries the plan (run::to_json(Plan)) and a header opaque to run (check/journal_header.hpp),
+// each cell's final `result` is the report's own result JSON (core/model_json), `worker` and
+// `finding` events carry the rest; after the run check appends `shrinks` and `verified-advice`,
+// which a new `start` clears. read_journal reads it back (the last word on a cell wins, a torn
+// last line is ignored): all that `report JOURNAL` and `check --resume` (which appends to it)
+// need. Under --redact every string it keeps has the host and user names replaced
+// (ExecuteOptions::journal_redactions). Internal to run.
 #pragma once
 
 #include "core/model.hpp"

@@ -68,7 +68,7 @@ OracleFeed::~OracleFeed() {
 
 void OracleFeed::compute_case(size_t index) {
   // A backward case's file holds its forward's oracle; its gradients the worker computes itself
-  // (they are not cached: see ARCHITECTURE.md).
+  // (they are not cached: see protocol.hpp).
   const Case c = m_cases[index].forward_only();
   const std::string id = m_cases[index].id();
   if (auto guard = cases::memory_guard(c, m_options.host_budget, false); !guard.empty()) {

@@ -2,8 +2,10 @@
 // cases are cut into batches (small first, so the first probe starts within seconds); a producer
 // thread computes each batch's oracle files while the targets run the batch before, at most
 // `window` batches ahead of the slowest target, and deletes a batch's files once every target has
-// finished it: memory and disk stay bounded by a few batches, however long the suite. Internal to
-// run.
+// finished it: memory and disk stay bounded by a few batches, however long the suite. The first
+// batch is about 2 GFLOP of oracle work and each next one twice as big (at most an eighth of the
+// plan and 256 MiB of oracle output); the quick suite is one batch. SIGINT stops the oracle within
+// one step of its loop. Internal to run.
 #pragma once
 
 #include "core/case.hpp"

@@ -1,9 +1,25 @@
 // run: the scheduler of a `check`. Builds the Plan (pure data: targets x probes x variants x
-// cases), then executes it: the shared float64 oracles, one worker process per (target, probe,
-// variant) through the isolation runner (targets in parallel, one worker per target at a time),
-// the journal of every outcome as it lands, the progress line, and the CaseResults.
-// Depends on core, isolate and probes. Knows nothing of the CLI (no CLI11, no argv) and nothing of
-// advice or reports; nothing below cli includes it.
+// cases), then executes it: one worker process per (target, probe, variant) through the isolation
+// runner (targets in parallel, one worker per target at a time; `WorkerRunner`: process_runner()
+// over isolate::run_worker in a check, a scripted fake in the scheduling test), each outcome
+// folded into its CaseResult (protocol::apply_result) and journalled as it lands
+// (journal.hpp), the progress line. Also: the float64 oracle computed beside the run
+// (oracle_feed.hpp) and kept across runs (oracle_cache.hpp); failure shrinking (shrink.hpp, its
+// driver shrink_run.cpp); verified advice (verify.cpp: each recommendation re-run in a fresh
+// python worker under its own flags, snippet in RUN-DIR/verify/); how each worker is launched and
+// a GPU's health checked (launch.hpp); which Python the python probe uses and which LibTorch
+// plugin the libtorch probe loads (torch_plugin.hpp).
+//
+// The run directory (--run-dir, else a new one in $TMPDIR or /tmp) keeps journal.jsonl, each
+// worker's cases file and its logs (capped, isolate::RunnerOptions::log_cap_bytes). One run holds
+// it at a time: claim_run_dir, called by check::locked_run_dir for `check`, `check --resume` and
+// `self-test --run-dir`. A later write that fails there (a cases file, the journal) is
+// ExecuteResult::write_error: the cells it kept from running are skipped, a run-dir-unwritable
+// finding says why, and check exits 4.
+//
+// Depends on core, protocol, isolate, cases and workers (the oracle file it computes, the torch
+// worker's plugin variable and refusal words, the fault switch). Knows nothing of the CLI (no
+// CLI11, no argv) and nothing of advice or reports; nothing below check includes it.
 #pragma once
 
 #include "core/case.hpp"

@@ -5,6 +5,11 @@
 // No compiler, or a build that fails: one finding, and the libtorch cells say why they did not run.
 // A cached plugin is verified before use (a regular ELF shared object for this machine whose
 // content hash is the one recorded when it was built) and built again once when it is not.
+// A plugin built here is kept in the cache's workers/ folder under a hash of that torch's path,
+// version, build and libtorch_cpu size, the plugin's source and the compiler; the compiler runs in
+// its own process group, killed with its children at --plugin-build-timeout or an interrupt.
+// check::choose_torch_plugin holds a shared flock on the plugin while the check runs, so that no
+// other check evicts it.
 #pragma once
 
 #include "core/cache.hpp"

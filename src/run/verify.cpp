@@ -1,6 +1,9 @@
 // Verified advice: each recommendation re-run in a fresh python worker under exactly its printed
 // flags, through execute_plan like any other cases (crashes included); while a re-run fails, the
-// next configuration the advice ranked for that device is tried.
+// next configuration the advice ranked for that device is tried. A re-run with environment lines
+// starts an interpreter of its own (torch latches them at start-up); one without forks from the
+// check's start-up server, which never ran an SDPA call, so its fork is as fresh. The snippet is
+// written to RUN-DIR/verify/NAME/snippet.py through core's atomic write.
 #include "core/io.hpp"
 #include "run/launch.hpp"
 #include "run/run.hpp"
@@ -9,7 +12,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -38,12 +40,6 @@ std::vector<Case> proven_cases(const Recommendation& rec, const std::vector<Case
   return out;
 }
 
-bool write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(text.data(), std::streamsize(text.size()));
-  return bool(f.flush());
-}
-
 // One re-run; `statuses` collects what its cases ended in.
 Verification verify_one(const Recommendation& rec, const std::vector<Case>& cases,
                         const DeviceInventory& inventory, ExecuteOptions exec,
@@ -63,7 +59,7 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path snippet = dir / "snippet.py";
-  if (ec || !write_file(snippet, rec.python)) {
+  if (ec || !write_file_atomically(snippet.string(), rec.python)) {
     v.note = fmt::format("cannot write {}", snippet.string());
     return v;
   }

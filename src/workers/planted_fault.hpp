@@ -1,7 +1,23 @@
-// workers/planted_fault: the faults a test plants in a C++ worker through SDPA_DOCTOR_TEST_FAULT
-// (ARCHITECTURE.md), parsed and fired here; the Python worker reads the same syntax. Not the
-// fault-injection worker of isolate/ (`isolate::PlantedFault`), which is a whole fake worker.
-// Depends on core only.
+// workers/planted_fault: the faults a test plants in a worker through SDPA_DOCTOR_TEST_FAULT,
+// parsed and fired here; the Python worker reads the same syntax. Not the fault-injection worker
+// of isolate/ (`isolate::PlantedFault`), which is a whole fake worker. Depends on core only.
+//
+//   SDPA_DOCTOR_TEST_FAULT="variant=<name|*>,case=<id|*>,action=<abort|segv|hang|nan|perturb|
+//                           exit3|poison|zeros>[,when=COND]...[,stage=backward][,once=/abs/path]"
+// makes the torch, Python and reference workers (a verify re-run's variant is `verify:ID`)
+// misbehave at the matching case, so end-to-end tests prove that crashes, NaNs and mismatches are
+// caught and attributed. `poison` leaves the case alone and fails the canary after it (a deferred
+// GPU error); `zeros` zeroes the output and fails the canary with HIP's "invalid argument", as a
+// fused kernel whose launch failed does.
+// Specs are separated by `;` (the first that matches decides). `when=NAME>N` (also <, >=, <=, =,
+// a bare flag such as `causal`, or `dtype=bf16`; all must hold) narrows a spec, which is how the
+// shrinking tests plant a boundary; names: b, hq, hkv, lq, lkv, d, causal, gqa, mask (0 none,
+// 1 bool, 2 additive), transposed, q_layout, k_layout, v_layout, mask_layout (0 contiguous,
+// 1 transposed, 2 strided, 3 offset), mask_dtype, mask_shape (0 (B,1,..), 1 (B,H,..), 2 (1,1,..),
+// 3 (Lq,Lkv)), window, large, bwd, dropout (in hundredths). `stage=backward` strikes when a
+// backward case's backward starts (nan, perturb and zeros then corrupt dq); `once=PATH` fires only
+// for the match that creates that marker file, in whatever process (a flaky failure). The doctor
+// never sets it and forwards it only from its own environment.
 #pragma once
 
 #include "core/case.hpp"

@@ -1,8 +1,16 @@
-// workers/worker: the case loop every C++ probe worker runs (libtorch, reference): argument
-// parsing, reading the cases file, events in protocol order, inputs, oracle, test faults,
-// comparison and timing statistics. A worker supplies only a CaseExecutor that runs one case.
-// Depends on core, kernels, protocol, cases and the rest of workers; must not depend on torch or
-// HIP, so that each worker keeps its dependency in its own executor translation unit.
+// workers: what runs in a worker process, never in the doctor's. This header is the case loop
+// every C++ probe worker runs (libtorch, reference): argument parsing, reading the cases file,
+// events in protocol order, inputs, oracle, planted faults (planted_fault.hpp), measuring and
+// timing, and the HIP runtimes its process maps (through the loader). A worker supplies only a
+// CaseExecutor that runs one case. The rest of the room: the float64 oracle's file
+// (oracle_file.hpp: run computes and writes it, a worker reads it); sdpa-doctor-torch-worker
+// (torch_worker.hpp), which opens the LibTorch plugin with dlopen (torch_plugin/: the one
+// translation unit that includes torch, behind the C interface of torch_plugin.h; built as
+// PyTorch's C++ extensions are, at build time or by run/torch_plugin.cpp for another torch);
+// sdpa-doctor-ref-worker (reference_worker.hpp: our kernels, and --health-check on a GPU); and the
+// Python probe, the package python/sdpa_probe/ (the user's torch, the same protocol).
+// Depends on core, kernels, protocol, cases and loader; must not depend on torch or HIP, so that
+// each worker keeps its dependency in its own executor translation unit.
 #pragma once
 
 #include "core/case.hpp"

@@ -11,23 +11,30 @@ import re
 import sys
 
 ROW = re.compile(r"^\|\s*`src/([a-z_]+)/`\s*\|")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([a-z_]+)/')
 
 
-def read_map(path):
-    """{room: rooms it may include} from the table's rows: the last cell is a comma-separated list
-    of rooms, `everything` or `none`; text in parentheses is a note."""
+def read_cells(path):
+    """{room: the words of its last cell}, notes in parentheses dropped."""
     cells = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
             m = ROW.match(line)
             if m:
-                cells[m.group(1)] = line.rstrip().rstrip("|").split("|")[-1]
+                cell = line.rstrip().rstrip("|").split("|")[-1]
+                cells[m.group(1)] = [w.strip() for w in re.sub(r"\([^)]*\)", "", cell).split(",")
+                                     if w.strip()]
     if not cells:
         raise ValueError("%s: no row of the room table (| `src/NAME/` | ... |)" % path)
+    return cells
+
+
+def read_map(path):
+    """{room: rooms it may include} from the table's rows: the last cell is a comma-separated list
+    of rooms, `everything` or `none`; text in parentheses is a note."""
+    cells = read_cells(path)
     allowed = {}
-    for room, cell in cells.items():
-        words = [w.strip() for w in re.sub(r"\([^)]*\)", "", cell).split(",") if w.strip()]
+    for room, words in cells.items():
         if words == ["everything"]:
             allowed[room] = set(cells)
         elif words == ["none"]:
@@ -36,9 +43,27 @@ def read_map(path):
             unknown = [w for w in words if w not in cells]
             if unknown or not words:
                 raise ValueError("%s: the row of src/%s/ may depend on %r, which is no room" %
-                                 (path, room, ", ".join(unknown) or cell.strip()))
+                                 (path, room, ", ".join(unknown) or "nothing"))
             allowed[room] = set(words) | {room}
     return allowed
+
+
+def wrong_includes(allowed, src):
+    """Every include of a room's files that its row does not allow, as "path:line: A includes B/"."""
+    wrong = []
+    for part, may in allowed.items():
+        for root, _, files in os.walk(os.path.join(src, part)):
+            for name in sorted(files):
+                if not name.endswith((".cpp", ".hpp", ".h", ".cu", ".hip", ".inc")):
+                    continue
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for number, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if m and m.group(1) in allowed and m.group(1) not in may:
+                            wrong.append("%s:%d: %s includes %s/" %
+                                         (os.path.relpath(path, src), number, part, m.group(1)))
+    return wrong
 
 
 def main(map_path, src):
@@ -52,19 +77,7 @@ def main(map_path, src):
     if unmapped:
         print("check_includes: %s has no row for %s" % (map_path, ", ".join(unmapped)))
         return 2
-    wrong = []
-    for part, may in allowed.items():
-        for root, _, files in os.walk(os.path.join(src, part)):
-            for name in sorted(files):
-                if not name.endswith((".cpp", ".hpp", ".hip", ".inc")):
-                    continue
-                path = os.path.join(root, name)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    for number, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if m and m.group(1) in allowed and m.group(1) not in may:
-                            wrong.append("%s:%d: %s includes %s/" %
-                                         (os.path.relpath(path, src), number, part, m.group(1)))
+    wrong = wrong_includes(allowed, src)
     for w in wrong:
         print(w)
     print("%d include(s) against the arrows" % len(wrong))
