@@ -16,14 +16,18 @@ namespace sdpa_test {
 inline std::string python_with_broken_flash(const TempDir& dir, const std::string& broken) {
   const std::string patch = dir.file("patch");
   ::mkdir(patch.c_str(), 0755);
+  // The wrapper goes on as torch.nn.functional is first imported, not at every start of the
+  // interpreter: the doctor starts it for facts and probes too, and `import torch` in each made
+  // a check half again as long.
   write_file(patch + "/sitecustomize.py", broken + R"(
 
-def _wrap_sdpa():
-    try:
-        import torch
-        import torch.nn.functional as F
-    except Exception:
-        return
+import importlib.abc
+import importlib.util
+import sys
+
+
+def _wrap_sdpa(F):
+    import torch
     real = F.scaled_dot_product_attention
 
     def sdpa(q, k, v, *args, **kwargs):
@@ -36,7 +40,23 @@ def _wrap_sdpa():
     F.scaled_dot_product_attention = sdpa
 
 
-_wrap_sdpa()
+class _WrapWhenImported(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "torch.nn.functional":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _wrap_sdpa(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _WrapWhenImported())
 )");
   const std::string python = dir.file("python");
   write_file(python, "#!/bin/sh\nPYTHONPATH='" + patch + "'${PYTHONPATH:+:$PYTHONPATH} exec '" +
