@@ -2,6 +2,9 @@
 // only: the test's Python function `broken(torch, q, k, v, kwargs, out)` sees every call made
 // with the flash backend alone enabled and returns the output the caller gets. Every other call is torch's own. The wrapper is a sitecustomize.py on
 // PYTHONPATH, which the doctor hands its Python workers as it is.
+// Calls traced by torch.compile (torch.compiler.is_compiling()) are torch's own too, unless the
+// test's code sets BREAK_COMPILED = True: then `broken` sees only those (it runs while Dynamo
+// traces, so what it returns is part of the compiled graph) and every eager call is torch's own.
 #pragma once
 
 #include "support/run_binary.hpp"
@@ -16,7 +19,7 @@ namespace sdpa_test {
 inline std::string python_with_broken_flash(const TempDir& dir, const std::string& broken) {
   const std::string patch = dir.file("patch");
   ::mkdir(patch.c_str(), 0755);
-  write_file(patch + "/sitecustomize.py", broken + R"(
+  write_file(patch + "/sitecustomize.py", "BREAK_COMPILED = False\n" + broken + R"(
 
 def _wrap_sdpa():
     try:
@@ -26,8 +29,13 @@ def _wrap_sdpa():
         return
     real = F.scaled_dot_product_attention
 
+    compiler = getattr(torch, "compiler", None)
+    is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+
     def sdpa(q, k, v, *args, **kwargs):
         out = real(q, k, v, *args, **kwargs)
+        if is_compiling() != BREAK_COMPILED:
+            return out
         b = torch.backends.cuda
         if not b.flash_sdp_enabled() or b.math_sdp_enabled() or b.mem_efficient_sdp_enabled():
             return out
