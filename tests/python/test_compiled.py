@@ -78,3 +78,13 @@ def test_a_torch_without_compile_fails_the_compiled_cell(torch, case, monkeypatc
     monkeypatch.delattr(torch, "compile", raising=False)
     with pytest.raises(RuntimeError, match="no torch.compile"):
         probe.attention({"dropout_p": 0.0, "is_causal": False})
+
+
+def test_a_graph_break_is_an_error_even_where_its_words_read_as_a_refusal(torch):
+    from sdpa_probe.backends import classify
+    unsupported = torch._dynamo.exc.Unsupported
+    try:
+        exc = unsupported("Unsupported: torch.* op returned non-Tensor")
+    except TypeError:  # another constructor in another torch
+        pytest.skip("cannot build a Dynamo Unsupported here")
+    assert classify(exc, [])[0] == "error"

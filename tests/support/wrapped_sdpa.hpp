@@ -32,12 +32,18 @@ def _wrap_sdpa():
     compiler = getattr(torch, "compiler", None)
     is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
 
+    def flash_alone():
+        b = torch.backends.cuda
+        return b.flash_sdp_enabled() and not b.math_sdp_enabled() and not b.mem_efficient_sdp_enabled()
+
+    # Dynamo cannot trace the flag queries: it calls them while it traces and keeps the answer.
+    flash_alone_traced = compiler.assume_constant_result(flash_alone) if BREAK_COMPILED else None
+
     def sdpa(q, k, v, *args, **kwargs):
         out = real(q, k, v, *args, **kwargs)
         if is_compiling() != BREAK_COMPILED:
             return out
-        b = torch.backends.cuda
-        if not b.flash_sdp_enabled() or b.math_sdp_enabled() or b.mem_efficient_sdp_enabled():
+        if not (flash_alone_traced() if BREAK_COMPILED else flash_alone()):
             return out
         return broken(torch, q, k, v, kwargs, out)
 

@@ -379,8 +379,17 @@ class Probe(object):
         return host, times, chosen, grads, reruns, repeats.stats if repeats else None
 
 
+def is_graph_break(exc):
+    """Dynamo could not trace the call (torch._dynamo.exc.Unsupported): under fullgraph=True a
+    failure of the compiled call, never a backend's clean refusal, whatever its words say."""
+    return any(t.__name__ == "Unsupported" and t.__module__.startswith("torch._dynamo")
+               for t in type(exc).__mro__)
+
+
 def classify(exc, captured):
     reason = one_line("%s: %s" % (type(exc).__name__, exc))
+    if is_graph_break(exc):
+        return "error", reason
     refusal = any(r in reason for r in REFUSALS)
     for w in captured:
         reason += " | " + one_line(w)
