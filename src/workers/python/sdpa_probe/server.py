@@ -112,12 +112,17 @@ def preload_compile_imports(torch, backend):
     try:
         import torch._dynamo  # noqa: F401
 
-        def warm(x):
-            return x * 2 + 1
+        sdpa = torch.nn.functional.scaled_dot_product_attention
 
+        def warm(q):
+            return sdpa(q, q, q, is_causal=True) * 2 + 1
+
+        # A tiny SDPA forward and backward: what the compiled cells' first trace would import
+        # (decompositions, AOTAutograd's joint graph and partitioner) is imported here once.
         trace_backend = backend if backend == "aot_eager" else "aot_eager"
         compiled = torch.compile(warm, fullgraph=True, dynamic=False, backend=trace_backend)
-        compiled(torch.ones(4))
+        q = torch.ones(1, 1, 4, 4, requires_grad=True)
+        compiled(q).sum().backward()
         if backend == "inductor":
             import torch._inductor.compile_fx  # noqa: F401
         torch._dynamo.reset()
