@@ -57,6 +57,7 @@ struct IssueRule {
   std::optional<std::regex> stderr_re;
   std::vector<std::string> signatures; // any of these isolate signature ids matched
   std::set<Status> statuses;           // empty = any status but pass
+  std::set<Mode> modes;                // eager, compiled (torch.compile); empty = either
   // ECMAScript, searched in the canary after the case ("failed: ..."; same bounds as stderr)
   std::string canary_regex;
   std::optional<std::regex> canary_re;
@@ -98,6 +99,7 @@ struct Verbatim {
   // The result that carries it: its status, variant, case id and the facts of its device.
   Status status = Status::error;
   std::string variant = "default";
+  Mode mode = Mode::eager;
   std::string case_id;
   CaseFacts facts;
 };

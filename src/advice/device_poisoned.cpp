@@ -31,7 +31,8 @@ void poisoned_findings(const Report& report, std::vector<Finding>& out) {
     if (r.canary.rfind("failed", 0) != 0) continue;
     auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& cases) {
       const CaseResult& o = *cases.front();
-      return o.device == r.device && o.probe == r.probe && o.variant == r.variant;
+      return o.device == r.device && o.probe == r.probe && o.variant == r.variant &&
+             o.mode == r.mode;
     });
     if (g != groups.end())
       g->push_back(&r);

@@ -205,6 +205,8 @@ IssueRule parse_rule(const json& j) {
       rule.signatures = string_list(v, k);
     } else if (k == "statuses") {
       rule.statuses = name_set(v, k, "status", status_from_string);
+    } else if (k == "modes") {
+      rule.modes = name_set(v, k, "mode", mode_from_string, "eager, compiled");
     } else if (k == "dtypes") {
       rule.dtypes = name_set(v, k, "dtype", dtype_from_string);
     } else if (k == "head_dim") {
@@ -246,7 +248,7 @@ Verbatim parse_verbatim(const json& j) {
   if (!j.is_object()) throw EntryError{"'verbatim' must be an object"};
   static const std::set<std::string> k_keys = {"text",    "published", "note",     "in",
                                                "status",  "variant",   "case",     "arch",
-                                               "torch",   "aotriton",  "gfx_verdict"};
+                                               "torch",   "aotriton",  "gfx_verdict", "mode"};
   for (const auto& [k, v] : j.items())
     if (!k_keys.count(k)) throw EntryError{fmt::format("unknown key 'verbatim.{}'", k)};
   Verbatim out;
@@ -270,6 +272,11 @@ Verbatim parse_verbatim(const json& j) {
   if (j.contains("variant")) out.variant = string_field(j, "variant", true);
   if (!parse_variant(out.variant))
     throw EntryError{fmt::format("bad variant '{}' in 'verbatim.variant'", out.variant)};
+  if (j.contains("mode")) {
+    auto m = mode_from_string(string_field(j, "mode", true));
+    if (!m) throw EntryError{"'verbatim.mode' must be eager or compiled"};
+    out.mode = *m;
+  }
   out.case_id = string_field(j, "case", true);
   if (!parse_case_id(out.case_id))
     throw EntryError{fmt::format("bad case id '{}' in 'verbatim.case'", out.case_id)};
@@ -419,6 +426,7 @@ bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& f
   if (rule.statuses.empty() ? r.status == Status::pass : !rule.statuses.count(r.status))
     return false;
   if (!rule.probes.empty() && !rule.probes.count(r.probe)) return false;
+  if (!rule.modes.empty() && !rule.modes.count(r.mode)) return false;
   if (!rule.archs.empty() && !any_arch(rule.archs, facts.arch)) return false;
   if (!rule.variants.empty() &&
       std::find(rule.variants.begin(), rule.variants.end(), r.variant) == rule.variants.end())
@@ -462,6 +470,7 @@ CaseResult verbatim_result(const Verbatim& v) {
   r.probe = Probe::python;
   r.device = v.facts.arch.empty() ? "cpu" : "cuda:0";
   r.variant = v.variant;
+  r.mode = v.mode;
   r.case_id = v.case_id;
   if (auto c = parse_case_id(v.case_id)) r.kase = *c;
   r.status = v.status;
@@ -532,7 +541,7 @@ std::vector<KnownIssueMatch> match_known_issues(const Report& report, const Know
     const CaseFacts facts = facts_for(report, r);
     for (const KnownIssue& issue : issues.issues) {
       if (!issue_matches(issue, r, facts)) continue;
-      auto key = std::make_tuple(issue.id, r.device, r.variant);
+      auto key = std::make_tuple(issue.id, r.device, variant_row(r.variant, r.mode));
       auto it = index.find(key);
       if (it == index.end()) {
         KnownIssueMatch m;
@@ -543,6 +552,7 @@ std::vector<KnownIssueMatch> match_known_issues(const Report& report, const Know
         m.fixed_in = issue.fixed_in;
         m.device = r.device;
         m.variant = r.variant;
+        m.mode = r.mode;
         it = index.emplace(key, out.size()).first;
         out.push_back(std::move(m));
       }

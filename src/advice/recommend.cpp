@@ -139,6 +139,34 @@ void around_the_call(std::vector<std::string>& lines, const char* backends) {
   lines.push_back("    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)");
 }
 
+// The backends a chain leaves on, as sdpa_kernel's list.
+const char* kernel_list(const Chain& c) {
+  switch (c.kind) {
+  case Chain::Kind::defaults: return nullptr;
+  case Chain::Kind::no_mem_efficient: return "SDPBackend.FLASH_ATTENTION, SDPBackend.MATH";
+  case Chain::Kind::no_flash: return "SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH";
+  case Chain::Kind::math_only: return "SDPBackend.MATH";
+  }
+  return nullptr;
+}
+
+// Compiled attention: the flags hold where torch.compile traces (set before the first call), and
+// the context manager inside the compiled function, as models write it; masks are arguments.
+void inside_compiled(std::vector<std::string>& lines, const Chain& c) {
+  lines.push_back("# compiled code: the flags above hold when torch.compile traces; or inside the "
+                  "compiled region:");
+  lines.push_back("@torch.compile(fullgraph=True)");
+  lines.push_back("def attention(q, k, v, attn_mask=None):");
+  if (const char* backends = kernel_list(c)) {
+    lines.push_back(fmt::format("    with sdpa_kernel([{}]):", backends));
+    lines.push_back("        return torch.nn.functional.scaled_dot_product_attention(q, k, v, "
+                    "attn_mask=attn_mask)");
+  } else {
+    lines.push_back("    return torch.nn.functional.scaled_dot_product_attention(q, k, v, "
+                    "attn_mask=attn_mask)");
+  }
+}
+
 std::string python_for(const Chain& c, const DeviceIndex& d) {
   std::vector<std::string> lines;
   if (!c.flags.empty() && (has(c.flags, "experimental") || has(c.flags, "ck")))
@@ -167,6 +195,7 @@ std::string python_for(const Chain& c, const DeviceIndex& d) {
     around_the_call(lines, "SDPBackend.MATH");
     break;
   }
+  if (d.mode == Mode::compiled) inside_compiled(lines, c);
   return fmt::format("{}", fmt::join(lines, "\n"));
 }
 
@@ -344,8 +373,9 @@ Recommendation recommendation_for(const Chain& c, const Evaluation& e, const Dev
   rec.device = d.device;
   std::set<std::string> dtypes;
   for (const auto& [id, kase] : d.cases) dtypes.insert(std::string(to_string(kase.dtype)));
-  rec.summary = fmt::format("{} on {}: every measured case passed ({} case{}, {})",
-                            describe(c, dispatch_choices(c, d)), d.device, d.case_order.size(),
+  rec.summary = fmt::format("{} on {}: every measured {}case passed ({} case{}, {})",
+                            describe(c, dispatch_choices(c, d)), d.device,
+                            d.mode == Mode::compiled ? "compiled " : "", d.case_order.size(),
                             d.case_order.size() == 1 ? "" : "s", fmt::join(dtypes, ", "));
   rec.python = python_for(c, d);
   rec.environment = environment_for(c);
@@ -354,6 +384,8 @@ Recommendation recommendation_for(const Chain& c, const Evaluation& e, const Dev
                      "# torch SDPA, under the flags above";
   if (workload == "training")
     rec.transformers += "; Trainer and model.train() run its backward under the same flags";
+  if (workload == k_compiled_workload)
+    rec.transformers += "; model = torch.compile(model) traces SDPA under the same flags";
   rec.workload = workload;
   if (!workload.empty())
     rec.summary = fmt::format("for {}: {}", workload, rec.summary);
@@ -452,6 +484,14 @@ void recommend(const Report& report, const DeviceIndex& device, const AdviceOpti
   }
   recommend_from(report, inference_view, inference, options, "inference", out);
   recommend_from(report, device, training, options, "training", out);
+}
+
+void recommend_compiled(const Report& report, const DeviceIndex& compiled,
+                        const AdviceOptions& options, AdviceResult& out) {
+  if (compiled.case_order.empty()) return;
+  // Forward and backward alike: compiled training traces both through the same flags.
+  recommend_from(report, compiled, rank_chains(compiled), options,
+                 std::string(k_compiled_workload), out);
 }
 
 } // namespace sdpa_doctor::advice::detail

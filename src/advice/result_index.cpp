@@ -40,7 +40,7 @@ Cell combine(Cell cell, const CaseResult& r) {
 bool worker_started(const Report& report, const CaseResult& r) {
   return std::none_of(report.workers.begin(), report.workers.end(), [&](const WorkerInfo& w) {
     return w.device == r.device && w.probe == r.probe && w.variant == r.variant &&
-           !w.available.empty();
+           w.mode == r.mode && !w.available.empty();
   });
 }
 
@@ -52,10 +52,11 @@ bool is_measured(const Report& report, const CaseResult& r, const AdviceOptions&
 
 void add_to_group(std::vector<VariantGroup>& groups, const CaseResult& r) {
   auto it = std::find_if(groups.begin(), groups.end(), [&](const VariantGroup& g) {
-    return g.device == r.device && g.variant == r.variant && g.probe == r.probe;
+    return g.device == r.device && g.variant == r.variant && g.probe == r.probe &&
+           g.mode == r.mode;
   });
   if (it == groups.end()) {
-    groups.push_back(VariantGroup{r.device, r.variant, r.probe, {}, 0});
+    groups.push_back(VariantGroup{r.device, r.variant, r.probe, r.mode, {}, 0});
     it = groups.end() - 1;
   }
   it->by_status[r.status].push_back(&r);
@@ -105,6 +106,13 @@ DeviceIndex* find_device(std::vector<DeviceIndex>& devices, const std::string& d
 
 bool is_torch_probe(Probe p) { return p == Probe::torch || p == Probe::python; }
 
+bool any_failed(const DeviceIndex& device) {
+  for (const auto& [variant, cells] : device.cells)
+    for (const auto& [id, cell] : cells)
+      if (cell.outcome == Outcome::failed) return true;
+  return false;
+}
+
 const CaseResult* DeviceIndex::result(const std::string& variant, const std::string& id) const {
   auto v = worst.find(variant);
   if (v == worst.end()) return nullptr;
@@ -133,7 +141,16 @@ ResultIndex build_result_index(const Report& report, const AdviceOptions& option
   }
   for (const CaseResult& r : report.results) {
     add_to_group(index.groups, r);
-    if (DeviceIndex* d = find_device(index.devices, r.device)) add_result(*d, r, report, options);
+    if (r.mode == Mode::compiled) {
+      if (!find_device(index.compiled, r.device)) {
+        index.compiled.emplace_back();
+        index.compiled.back().device = r.device;
+        index.compiled.back().mode = Mode::compiled;
+      }
+      add_result(*find_device(index.compiled, r.device), r, report, options);
+    } else if (DeviceIndex* d = find_device(index.devices, r.device)) {
+      add_result(*d, r, report, options);
+    }
   }
   return index;
 }

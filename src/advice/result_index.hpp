@@ -29,6 +29,7 @@ using ResultsByVariant = std::map<std::string, std::map<std::string, const CaseR
 struct VariantGroup {
   std::string device, variant;
   Probe probe = Probe::torch;
+  Mode mode = Mode::eager;
   std::map<Status, std::vector<const CaseResult*>> by_status;
   std::size_t total = 0;
 };
@@ -37,6 +38,9 @@ struct VariantGroup {
 // the device; `cells` and `cases` only the torch-probe results in the requested dtypes.
 struct DeviceIndex {
   std::string device;
+  // Compiled: the index of the device's compiled cells, a target of its own (the eager index
+  // never sees them, so a compiled failure never steers the eager advice).
+  Mode mode = Mode::eager;
   ResultsByVariant worst;     // non-reference probes: the first non-pass result, else the pass
   ResultsByVariant reference; // the doctor's reference kernels, same rule
   std::vector<std::string> case_order;                      // first-seen order
@@ -55,6 +59,7 @@ struct DeviceIndex {
 struct ResultIndex {
   std::vector<VariantGroup> groups;  // first-seen order over all results
   std::vector<DeviceIndex> devices;  // the targets, then devices first seen in torch-probe results
+  std::vector<DeviceIndex> compiled; // the devices with compiled cells, in first-seen order
 };
 
 bool is_torch_probe(Probe p);
@@ -71,5 +76,14 @@ void device_findings(const DeviceIndex& device, std::vector<Finding>& out);
 // The recommendation for one device, or a no-working-configuration finding.
 void recommend(const Report& report, const DeviceIndex& device, const AdviceOptions& options,
                AdviceResult& out);
+// Where a compiled cell of the device failed: a finding saying whether only compiled cells fail
+// (their eager twins pass), and the configuration that makes compiled attention pass, for the
+// workload "compiled" (verified by a compiled re-run). Nothing where every compiled cell passed.
+void compiled_findings(const DeviceIndex& eager, const DeviceIndex& compiled,
+                       std::vector<Finding>& out);
+void recommend_compiled(const Report& report, const DeviceIndex& compiled,
+                        const AdviceOptions& options, AdviceResult& out);
+// Whether any measured cell of the index failed.
+bool any_failed(const DeviceIndex& device);
 
 } // namespace sdpa_doctor::advice::detail

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace sdpa_doctor::advice::detail {
 
@@ -42,10 +43,12 @@ void failure_findings(const VariantGroup& g, std::vector<Finding>& out) {
     for (const CaseResult* r : it->second) ids.push_back(r->case_id);
     out.push_back(make_finding(
         fmt::format("variant-{}", to_string(status)), Severity::problem, g.device,
-        fmt::format("{} ({}) {} on {} in {} of {}{}", g.variant, to_string(g.probe), verb,
-                    g.device, it->second.size(), case_count(g.total), detail),
+        fmt::format("{} ({}) {} on {} in {} of {}{}", variant_row(g.variant, g.mode),
+                    to_string(g.probe), verb, g.device, it->second.size(), case_count(g.total),
+                    detail),
         g.probe != Probe::reference
-            ? fmt::format("avoid {} on {} (see the recommendation)", g.variant, g.device)
+            ? fmt::format("avoid {} on {} (see the recommendation)", variant_row(g.variant, g.mode),
+                          g.device)
         : first.reason.rfind(k_reference_compile_failure, 0) == 0
             ? "a defect of sdpa-doctor's own kernel source or of the run-time compiler, not of "
               "torch or the card: report it with the compiler log (the case's warnings)"
@@ -62,7 +65,8 @@ void skipped_finding(const VariantGroup& g, std::vector<Finding>& out) {
   for (const CaseResult* r : sk->second) ids.push_back(r->case_id);
   out.push_back(
       make_finding("cases-skipped", Severity::warning, g.device,
-                   fmt::format("{} ({}) on {}: {} of {} not run: {}", g.variant, to_string(g.probe),
+                   fmt::format("{} ({}) on {}: {} of {} not run: {}", variant_row(g.variant, g.mode),
+                               to_string(g.probe),
                                g.device, sk->second.size(), case_count(g.total),
                                reason.empty() ? "no reason recorded" : reason),
                    {}, std::move(ids)));
@@ -239,6 +243,31 @@ void device_findings(const DeviceIndex& device, std::vector<Finding>& out) {
     out.push_back(make_finding(rule.id, rule.severity, device.device, std::move(message),
                                rule.remedy, std::move(ids)));
   }
+}
+
+void compiled_findings(const DeviceIndex& eager, const DeviceIndex& compiled,
+                       std::vector<Finding>& out) {
+  std::vector<std::string> only_compiled, ids;
+  const CaseResult* first = nullptr;
+  for (const auto& [variant, cases] : compiled.worst)
+    for (const auto& [id, r] : cases) {
+      if (!is_failure_by_default(r->status)) continue;
+      if (!passed(eager.result(variant, id))) continue; // eager fails too: not compiled's own
+      add_unique(only_compiled, variant_row(variant, Mode::compiled));
+      add_unique(ids, id);
+      if (!first) first = r;
+    }
+  if (!first) return;
+  std::string message =
+      fmt::format("on {} only compiled calls fail: {} failed {} under torch.compile whose eager "
+                  "calls pass (first {}: {}: {})",
+                  compiled.device, fmt::join(only_compiled, ", "), case_count(ids.size()),
+                  first->case_id, to_string(first->status), first->reason);
+  out.push_back(make_finding(
+      "compiled-only-failure", Severity::problem, compiled.device, std::move(message),
+      "eager attention is unaffected; inside compiled code use the configuration recommended "
+      "for compiled attention below, or keep SDPA out of the compiled region",
+      std::move(ids)));
 }
 
 } // namespace sdpa_doctor::advice::detail

@@ -104,6 +104,7 @@ struct CaseSources {
   int64_t max_len = k_default_model_max_len;
   std::vector<DType> dtypes;         // --dtype; empty: every dtype
   bool train = false;                // --train: each planned case runs its backward too
+  bool compile_all = false;          // --mode compiled: every planned case gets compiled cells
 };
 
 struct PlannedCases {
@@ -113,7 +114,17 @@ struct PlannedCases {
   std::vector<Case> gpu_only;
   std::string label;              // the report's `suite`: quick, full, custom, model, quick+custom
   std::vector<std::string> notes; // what the plan leaves out (a model's sliding window)
+  // The ids of the cases that also get compiled cells, in planned order: the suite's compile
+  // family (in_compile_family), and every case under compile_all.
+  std::vector<std::string> compiled;
 };
+
+// Whether a case of `suite` is of its compile family, the cases the python probe also runs
+// through torch.compile: in the quick suite a handful (a causal forward, a causal backward, GQA,
+// an additive mask, in fp16, and causal decode under GQA: bottom-right's, in any dtype), chosen
+// by what the case is, never by its id, so a new case of those kinds joins by itself; in the full
+// suite also every other case of at most 256 x 256 scores without dropout or large values.
+bool in_compile_family(const Case& c, std::string_view suite);
 
 // The suite's cases when --suite is given or no --case, --case-file or --model is (then the quick
 // suite); then each --case, the --case-file's cases and --model's (in each --dtype given, else in

@@ -274,14 +274,37 @@ std::string plan_label(const CaseSources& sources) {
 
 } // namespace
 
+bool in_compile_family(const Case& c, std::string_view suite) {
+  // What the compiled call adds (Dynamo, fake tensors, AOTAutograd) does not depend on layouts,
+  // seeds or the numerics cases: those stay eager.
+  const bool plain = c.layout == Layout::contiguous && !c.q_layout && !c.k_layout && !c.v_layout &&
+                     !c.mask_dtype && c.mask_shape == MaskShape::batch &&
+                     c.mask_layout == Layout::contiguous && c.window == 0 && !c.large &&
+                     !c.masked_rows && c.seed == 0 && c.dropout_percent == 0;
+  if (!plain) return false;
+  const bool gqa = c.hq != c.hkv;
+  if (suite == "full") return c.lq * c.lkv <= 256 * 256;
+  // Causal decode under GQA (bottom-right decoding's shape), in whatever dtype it is planned.
+  if (c.causal && gqa && c.lq < c.lkv) return true;
+  if (c.dtype != DType::f16 || c.b != 1) return false;
+  if (c.backward) return c.causal;                                     // training
+  if (gqa) return !c.causal && c.mask == Mask::none && c.lq == c.lkv; // grouped heads
+  if (c.mask == Mask::additive) return c.lq == c.lkv && c.d == 64;      // a mask as an argument
+  return c.causal && c.mask == Mask::none && c.lq == c.lkv && c.d == 64; // the forward
+}
+
 Expected<PlannedCases> plan_cases(const CaseSources& sources) {
   const bool other_sources =
       !sources.specs.empty() || !sources.case_file.empty() || sources.model.has_value();
   std::vector<Case> all;
+  std::set<std::string> family;
   if (!sources.suite.empty() || !other_sources) {
-    auto suite = suite_cases(sources.suite.empty() ? k_default_suite : sources.suite);
+    const std::string_view name = sources.suite.empty() ? k_default_suite : sources.suite;
+    auto suite = suite_cases(name);
     if (!suite) return suite.error();
     all = std::move(*suite);
+    for (const Case& c : all)
+      if (in_compile_family(c, name)) family.insert(c.id());
   }
   for (const std::string& spec : sources.specs) {
     auto c = parse_case_spec(spec);
@@ -329,6 +352,8 @@ Expected<PlannedCases> plan_cases(const CaseSources& sources) {
         seen.insert(backward_of(c).id()).second)
       plan.cases.push_back(backward_of(c));
   }
+  for (const Case& c : plan.cases)
+    if (sources.compile_all || family.count(c.id())) plan.compiled.push_back(c.id());
   plan.label = plan_label(sources);
   if (!sources.suite.empty())
     for (const Case& c : gpu_suite_cases(sources.suite))

@@ -71,7 +71,8 @@ void keep_earlier(Report& report, std::vector<Finding>& findings,
                   const run::JournalContents& before) {
   for (const WorkerInfo& w : before.workers) {
     auto now = std::find_if(report.workers.begin(), report.workers.end(), [&](const WorkerInfo& n) {
-      return n.device == w.device && n.probe == w.probe && n.variant == w.variant;
+      return n.device == w.device && n.probe == w.probe && n.variant == w.variant &&
+             n.mode == w.mode;
     });
     if (now == report.workers.end()) report.workers.push_back(w);
     // Listed but never started this time (all its cells measured before): the earlier facts.

@@ -30,13 +30,15 @@ std::vector<CaseResult> every_planned_cell(const run::JournalContents& journal,
   for (const run::PlannedRun& run : journal.plan.runs)
     for (const Case& c : journal.plan.cases) {
       const std::string variant = run.variant.name();
-      if (have.count(run::cell_key(run.target, run.probe, variant, c.id()))) continue;
+      if (!run.takes(c) || have.count(run::cell_key(run.target, run.probe, variant, run.mode, c.id())))
+        continue;
       CaseResult r;
       r.case_id = c.id();
       r.kase = c;
       r.device = run.target;
       r.probe = run.probe;
       r.variant = variant;
+      r.mode = run.mode;
       r.tolerance = tolerances.for_dtype(c.dtype);
       r.status = Status::skipped;
       r.reason = k_not_measured;

@@ -52,6 +52,21 @@ std::vector<std::string> checked_variant_filter(const CheckOptions& o) {
   return filter;
 }
 
+// `--mode`, each name checked; empty when not given (both).
+std::vector<Mode> checked_modes(const CheckOptions& o) {
+  std::vector<Mode> out;
+  for (const std::string& name : split_list(o.modes)) {
+    const auto mode = mode_from_string(name);
+    if (!mode) throw Fatal{fmt::format("--mode '{}': expected eager or compiled", name)};
+    if (std::find(out.begin(), out.end(), *mode) == out.end()) out.push_back(*mode);
+  }
+  return out;
+}
+
+bool known_compile_backend(const std::string& name) {
+  return name == "aot_eager" || name == "inductor";
+}
+
 // The `--target` case, else the longest prompt of `--model`; nullopt with neither.
 std::optional<Case> advice_target(const CheckOptions& o,
                                   const std::optional<cases::ModelShapes>& model) {
@@ -133,9 +148,17 @@ bool CheckRequest::runs_python() const {
 CheckRequest parse_request(const CheckOptions& o) {
   CheckRequest r;
   const std::optional<cases::ModelShapes> model = checked_model(o);
-  cases::PlannedCases planned = planned_cases(
-      {o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes), o.train});
+  r.modes = checked_modes(o);
+  if (!known_compile_backend(o.compile))
+    throw Fatal{fmt::format("--compile '{}': expected aot_eager or inductor", o.compile)};
+  r.compile_backend = o.compile;
+  // `--mode compiled` alone: every planned case is compiled, not only the suite's family.
+  const bool compile_all = r.modes == std::vector<Mode>{Mode::compiled};
+  cases::PlannedCases planned =
+      planned_cases({o.suite, o.case_specs, o.case_file, model, o.max_len, listed_dtypes(o.dtypes),
+                     o.train, compile_all});
   r.cases = std::move(planned.cases);
+  r.compiled_cases = std::move(planned.compiled);
   r.gpu_cases = std::move(planned.gpu_only);
   r.suite = std::move(planned.label);
   if (model) r.model = model->describe();
@@ -187,6 +210,8 @@ json to_json(const CheckRequest& r) {
   for (Status s : r.fail_on) fail_on.push_back(to_string(s));
   json gpu_cases = json::array();
   for (const Case& c : r.gpu_cases) gpu_cases.push_back(to_json(c));
+  json modes = json::array();
+  for (Mode m : r.modes) modes.push_back(to_string(m));
   json out{{"cases", cases},
            {"gpu_cases", gpu_cases},
            {"suite", r.suite},
@@ -194,6 +219,9 @@ json to_json(const CheckRequest& r) {
            {"probes", probes},
            {"variant_filter", r.variant_filter},
            {"targets", r.targets},
+           {"modes", modes},
+           {"compiled_cases", r.compiled_cases},
+           {"compile_backend", r.compile_backend},
            {"python", r.python},
            {"case_timeout_ms", r.case_timeout.count()},
            {"worker_timeout_ms", r.worker_timeout.count()},
@@ -245,6 +273,20 @@ Expected<CheckRequest> request_from_json(const json& j) {
     }
     r.variant_filter = at("variant_filter").get<std::vector<std::string>>();
     r.targets = at("targets").get<std::vector<std::string>>();
+    // Absent from journals written before compiled cells: eager only.
+    if (j.contains("modes"))
+      for (const json& m : at("modes")) {
+        auto mode = mode_from_string(m.get<std::string>());
+        if (!mode) return make_error("unknown mode " + m.dump());
+        r.modes.push_back(*mode);
+      }
+    if (j.contains("compiled_cases"))
+      r.compiled_cases = at("compiled_cases").get<std::vector<std::string>>();
+    if (j.contains("compile_backend")) {
+      r.compile_backend = at("compile_backend").get<std::string>();
+      if (!known_compile_backend(r.compile_backend))
+        return make_error("unknown compile backend " + at("compile_backend").dump());
+    }
     r.python = at("python").get<std::string>();
     r.case_timeout = Millis(at("case_timeout_ms").get<int64_t>());
     r.worker_timeout = Millis(at("worker_timeout_ms").get<int64_t>());

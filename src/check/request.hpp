@@ -32,6 +32,8 @@ struct CheckOptions {
   std::vector<std::string> variants; // filter
   std::vector<std::string> devices;  // targets
   std::vector<std::string> dtypes;   // filter: fp16, bf16, fp32; empty = all
+  std::vector<std::string> modes;    // filter: eager, compiled; empty = both
+  std::string compile = "aot_eager"; // torch.compile's backend for compiled cells (--compile)
   std::string python;
   bool no_python = false;
   double case_timeout_s = 0;
@@ -61,7 +63,7 @@ struct CheckOptions {
   double progress_every_s = 10; // a progress line this often when stderr is not a terminal
 };
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, plugin_build_timeout_s, cache_lock_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, shrink, shrink_budget, verify, progress_every_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckOptions, suite, case_specs, case_file, model_config, max_len, train, probes, variants, devices, dtypes, python, no_python, case_timeout_s, worker_timeout_s, startup_timeout_s, plugin_build_timeout_s, cache_lock_timeout_s, max_worker_restarts, keep_core_dumps, fail_on, target, known_issue_files, tolerance, require_gpu, modes, compile, sysfs_root, run_dir, repeat, warmup, time_budget_s, no_probe_server, oracle_cache, oracle_cache_gib, no_oracle_cache, shrink, shrink_budget, verify, progress_every_s)
 
 using Millis = std::chrono::milliseconds;
 
@@ -76,6 +78,9 @@ struct CheckRequest {
   std::vector<Probe> probes;
   std::vector<std::string> variant_filter;
   std::vector<std::string> targets; // empty: cpu and every GPU
+  std::vector<Mode> modes;          // --mode; empty: both
+  std::vector<std::string> compiled_cases; // the ids that also get compiled cells
+  std::string compile_backend = "aot_eager"; // --compile
   std::string python;               // --python as named; empty: the doctor finds one
 
   // How it runs.

@@ -103,11 +103,7 @@ int run_pipeline(const CheckRequest& r, const Outputs& outputs,
   const cache::FileInUse plugin_in_use =
       choose_torch_plugin(r, plan, python, outputs.quiet, exec, report.inventory);
   // One start-up server for the check's Python workers, its shrinking and the advice's re-runs.
-  if (std::any_of(plan.runs.begin(), plan.runs.end(),
-                  [](const run::PlannedRun& p) { return p.probe == Probe::python; }))
-    exec.shared_probe_server = run::start_probe_server(
-        exec, std::any_of(plan.cases.begin(), plan.cases.end(),
-                          [](const Case& c) { return c.backward; }));
+  exec.shared_probe_server = run::start_probe_server(exec, plan);
   report.targets = plan.targets;
   exec.journal_header = journal_header_to_json({r, report, outputs.redact});
   if (outputs.redact) exec.journal_redactions = report::redactions(report);

@@ -113,6 +113,7 @@ run::ExecuteOptions execute_options(const CheckRequest& r, const Outputs& output
   exec.warmup = r.warmup;
   exec.repeat = r.repeat;
   exec.call_budget = r.call_budget;
+  exec.compile_backend = r.compile_backend;
   exec.probe_server = r.probe_server;
   exec.oracle_cache_dir = r.oracle_cache_dir;
   exec.oracle_cache_bytes = r.oracle_cache_bytes;
@@ -138,15 +139,20 @@ run::ExecuteOptions execute_options(const CheckRequest& r, const Outputs& output
 
 run::Plan checked_plan(const CheckRequest& r, const DeviceInventory& inventory) {
   check_devices_exist(r.targets, inventory);
-  run::Plan plan = run::make_plan({r.cases, r.probes, r.variant_filter, r.targets}, inventory);
+  const run::ModeRequest modes{r.modes, r.compiled_cases};
+  run::Plan plan = run::make_plan({r.cases, r.probes, r.variant_filter, r.targets}, inventory, modes);
   // The suite's GPU-only cases join where a GPU is a target; a CPU target skips them.
   if (!r.gpu_cases.empty() &&
       std::any_of(plan.targets.begin(), plan.targets.end(),
                   [](const std::string& t) { return cases::is_gpu_target(t); })) {
     std::vector<Case> with_gpu = r.cases;
     with_gpu.insert(with_gpu.end(), r.gpu_cases.begin(), r.gpu_cases.end());
-    plan = run::make_plan({with_gpu, r.probes, r.variant_filter, r.targets}, inventory);
+    plan = run::make_plan({with_gpu, r.probes, r.variant_filter, r.targets}, inventory, modes);
   }
+  if (plan.runs.empty() && r.modes == std::vector<Mode>{Mode::compiled})
+    throw Fatal{"--mode compiled: only the python probe runs compiled cells, and this check "
+                "plans none (no python probe, or --variant names only variants with no CPU "
+                "kernel)"};
   if (plan.runs.empty() && !r.variant_filter.empty())
     throw Fatal{fmt::format("--variant {}: {}", fmt::join(r.variant_filter, ","),
                             why_not_planned(r.variant_filter.front(), r.probes, plan.targets))};

@@ -73,7 +73,7 @@ int run_cases(const CasesOptions& o, const GlobalOptions& global) {
   const std::optional<cases::ModelShapes> model = check::loaded_model(o.model_config);
   const cases::PlannedCases plan = check::planned_cases(
       {o.suite, o.case_specs, o.case_file, model, o.max_len, check::listed_dtypes(o.dtypes),
-       o.train});
+       o.train, false});
   // A stdout closed early (`| head`) does not stop the file: the exit says so after it (4).
   if (global.json_path != "-") {
     if (model) print_to_stdout(fmt::format("model {}\n", model->describe()));

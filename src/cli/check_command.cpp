@@ -48,6 +48,16 @@ void add_check_options(CLI::App& sub, CheckOptions& o) {
       ->type_name("LIST");
   sub.add_option("--device", o.devices, "Probe targets: cpu, cuda:N (default cpu + every GPU)")
       ->type_name("LIST");
+  sub.add_option("--mode", o.modes,
+                 "Only cells of these modes: eager, compiled (default both: the python probe "
+                 "also runs the suite's compile family through torch.compile; compiled alone "
+                 "compiles every planned case)")
+      ->type_name("LIST");
+  sub.add_option("--compile", o.compile,
+                 "torch.compile backend of compiled cells: aot_eager (Dynamo and AOTAutograd's "
+                 "fake tensors) or inductor (generated kernels; needs a C++ compiler on a CPU)")
+      ->type_name("BACKEND")
+      ->default_str("aot_eager");
   sub.add_option("--python", o.python,
                  "Interpreter for the python probe (default: the first that imports torch of "
                  "$SDPA_DOCTOR_PYTHON, the doctor's own environment, the active venv, python3)")

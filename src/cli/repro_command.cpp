@@ -33,6 +33,8 @@ struct ReproOptions {
   std::string report;             // --report: the device (and variant) that report measured
   bool variant_given = false;     // --variant on the command line wins over the report's
   bool original = false;          // --original: CASE-ID itself, not its shrink's smallest case
+  std::string mode;               // --mode eager|compiled; empty: the report's, else eager
+  std::string compile;            // --compile: torch.compile's backend; empty: the report's
 };
 
 // cuda:0 where the machine has an AMD GPU, else cpu: a script for a device that is not there
@@ -78,7 +80,8 @@ CaseResult measured_result(const ReproOptions& o, const MeasuredReport& m) {
   const auto weight = [&](const CaseResult& r) {
     const bool failed = r.status != Status::pass && r.status != Status::unsupported &&
                         r.status != Status::skipped;
-    return 4 * (o.variant_given && r.variant == o.variant) + 2 * failed +
+    return 8 * (!o.mode.empty() && to_string(r.mode) == o.mode) +
+           4 * (o.variant_given && r.variant == o.variant) + 2 * failed +
            (r.probe != Probe::reference);
   };
   const CaseResult* chosen = nullptr;
@@ -95,12 +98,13 @@ CaseResult measured_result(const ReproOptions& o, const MeasuredReport& m) {
 std::optional<Case> smallest_failing_case(const MeasuredReport& m, const CaseResult& r) {
   for (const Shrink& s : m.shrinks)
     if (s.original_case == r.case_id && s.device == r.device && s.variant == r.variant &&
-        s.probe == r.probe && s.minimal)
+        s.mode == r.mode && s.probe == r.probe && s.minimal)
       return s.minimal;
   return std::nullopt;
 }
 
-// The result the script is written for: measured (with --report), else a case never run.
+// The result the script is written for, and the torch.compile backend of a compiled one:
+// measured (with --report), else a case never run.
 CaseResult requested_result(ReproOptions& o) {
   auto kase = parse_case_id(o.case_id);
   if (!kase) throw Fatal{fmt::format("repro: {}", kase.error().message), exit_code::usage};
@@ -112,10 +116,13 @@ CaseResult requested_result(ReproOptions& o) {
     r.variant = o.variant;
     r.status = Status::skipped;
     r.reason = "written by `sdpa-doctor repro`, not measured";
+    if (o.mode == "compiled") r.mode = Mode::compiled;
     return r;
   }
   const MeasuredReport m = read_measured(o.report);
   CaseResult r = measured_result(o, m);
+  if (!o.mode.empty()) r.mode = *mode_from_string(o.mode);
+  if (o.compile.empty()) o.compile = report::compile_backend_of(m.report, r);
   if (!o.device.empty()) r.device = o.device;
   if (o.variant_given) r.variant = o.variant;
   // A shrunk failure's script is its smallest failing case: the one to attach to a bug.
@@ -139,7 +146,7 @@ int run_repro(ReproOptions o) {
   if (o.report.empty()) r.probe = *probe;
   // The measured tolerance stays unless one is given: the script judges as the check did.
   if (o.atol > 0 || o.rtol > 0) r.tolerance = {o.atol, o.rtol};
-  auto script = report::render_repro(r);
+  auto script = report::render_repro(r, o.compile.empty() ? "aot_eager" : o.compile);
   if (!script) throw Fatal{fmt::format("repro: {}", script.error().message), exit_code::usage};
   auto written = report::write_atomically(o.output, *script);
   if (!written) throw Fatal{written.error().message, exit_code::internal};
@@ -170,6 +177,16 @@ void setup_repro(CLI::App& app, const GlobalOptions&, Action& action) {
   sub->add_option("--device", options->device,
                   "cpu or cuda:N (default: the device of --report, else cuda:0 where an AMD GPU "
                   "is found, else cpu)");
+  sub->add_option("--mode", options->mode,
+                  "eager or compiled: the call as eager code makes it, or through torch.compile "
+                  "(default: the mode of --report's result, a compiled failure first, else eager)")
+      ->check(CLI::IsMember({"eager", "compiled"}))
+      ->type_name("MODE");
+  sub->add_option("--compile", options->compile,
+                  "torch.compile backend of a compiled script: aot_eager or inductor (default: "
+                  "the one --report's cell ran under, else aot_eager)")
+      ->check(CLI::IsMember({"aot_eager", "inductor"}))
+      ->type_name("BACKEND");
   sub->add_option("--atol", options->atol, "Absolute tolerance (default: per dtype)")
       ->check(finite_number(0));
   sub->add_option("--rtol", options->rtol, "Relative tolerance (default: per dtype)")

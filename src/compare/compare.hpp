@@ -8,6 +8,7 @@
 
 #include "core/expected.hpp"
 #include "core/status.hpp"
+#include "core/variant.hpp"
 
 #include <cstdint>
 #include <map>
@@ -31,11 +32,16 @@ struct DigestCell {
   std::string device;  // probe target: "cpu", "cuda:0"
   std::string probe;   // "libtorch", "python", "reference"
   std::string variant; // "flash[ck]"
+  std::string mode = "eager"; // "compiled": never compared with or merged into an eager cell
   std::string dtype;   // "fp16"
   std::string case_id;
   Status status = Status::skipped;
   std::string reason;
   std::optional<double> time_ms; // median; absent when not measured
+  // The matrix row: "flash", or "flash · compiled".
+  std::string row() const {
+    return variant_row(variant, mode == "compiled" ? Mode::compiled : Mode::eager);
+  }
 };
 
 // What one report says, reduced to what a comparison needs.

@@ -28,7 +28,7 @@ using CellKey = std::tuple<std::string, std::string, std::string, std::string, s
 
 // Arch and device index, not the host: a baseline from one node checks another of its kind.
 CellKey key_of(const DigestCell& c) {
-  return {c.arch, c.device, c.probe, c.variant, c.dtype, c.case_id};
+  return {c.arch, c.device, c.probe, c.row(), c.dtype, c.case_id};
 }
 
 std::string label_of(const ReportDigest& r) {
@@ -60,7 +60,7 @@ std::string where_of(const DigestCell& c) {
 // Every field comes from a report file: data, escaped for the terminal.
 std::string cell_name(const DigestCell& c) {
   return escape_to_one_line(
-      fmt::format("{} · {} · {} · {}", where_of(c), c.probe, c.variant, c.case_id));
+      fmt::format("{} · {} · {} · {}", where_of(c), c.probe, c.row(), c.case_id));
 }
 
 std::string status_text(Status s, bool unicode) {
@@ -242,7 +242,7 @@ std::string render_diff_markdown(const DiffResult& d) {
     for (size_t i = 0; i < rows.size() && i < k_max_listed; ++i) {
       const CellChange& c = *rows[i];
       out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell(where_of(c.cell)),
-                         cell(c.cell.probe), code(c.cell.variant), code(c.cell.case_id),
+                         cell(c.cell.probe), code(c.cell.row()), code(c.cell.case_id),
                          cell(what_text(c, true)),
                          cell(c.kind == ChangeKind::regression || c.kind == ChangeKind::changed
                                   ? c.reason
@@ -265,6 +265,7 @@ std::string render_diff_json(const DiffResult& d) {
            {"device", c.cell.device},
            {"probe", c.cell.probe},
            {"variant", c.cell.variant},
+           {"mode", c.cell.mode},
            {"dtype", c.cell.dtype},
            {"case_id", c.cell.case_id},
            {"reason", c.reason}};

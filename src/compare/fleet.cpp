@@ -118,7 +118,7 @@ void FleetMatrix::add(const ReportDigest& report, const std::string& file_name) 
   std::map<RowKey, std::map<std::string, State>> states;
   std::map<RowKey, std::map<Status, int>> failing_statuses;
   for (const DigestCell& c : report.cells) {
-    const RowKey key{c.arch, c.probe, c.variant};
+    const RowKey key{c.arch, c.probe, c.row()}; // compiled cells: rows of their own
     State& s = states[key][c.dtype];
     if (m_fail_on.count(c.status)) {
       s.fail = true;

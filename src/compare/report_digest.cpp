@@ -77,6 +77,12 @@ DigestCell digest_cell(const json& r) {
   if (!probe_from_string(c.probe))
     throw FieldError{fmt::format("'probe' is unknown: '{}'", shortened(c.probe))};
   c.variant = required_string(r, "variant");
+  if (auto m = r.find("mode"); m != r.end() && !m->is_null()) { // v1.7; absent: eager
+    if (!m->is_string() || !mode_from_string(m->get<std::string>()))
+      throw FieldError{fmt::format("'mode' must be eager or compiled, got {}",
+                                   shortened(m->dump()))};
+    c.mode = m->get<std::string>();
+  }
   const std::string status = required_string(r, "status");
   auto s = status_from_string(status);
   if (!s) throw FieldError{fmt::format("'status' is unknown: '{}'", shortened(status))};
@@ -209,7 +215,7 @@ Expected<ReportDigest> read_report(std::string_view document) {
       return make_error(fmt::format("{}: {}", which, e.message));
     }
     const std::string cell = fmt::format("{} on {} ({} {})", c.case_id, c.device, c.probe,
-                                         escape_to_one_line(shortened(c.variant)));
+                                         escape_to_one_line(shortened(c.row())));
     if (!targets.empty() && !targets.count(c.device))
       return make_error(fmt::format("result {}: the cell {} is outside the report's targets", n,
                                     cell));

@@ -148,6 +148,7 @@ struct CaseResult {
   std::string device;  // probe target: "cpu", "cuda:0"
   Probe probe = Probe::torch;
   std::string variant; // Variant::name()
+  Mode mode = Mode::eager; // a compiled cell is never compared with or merged into an eager one
   Status status = Status::skipped;
   std::string reason;  // one line: why not pass (refusal text, signal, skip reason)
   Metrics metrics;
@@ -186,6 +187,7 @@ struct WorkerInfo {
   std::map<std::string, std::string> facts;    // preferred_rocm_fa_library, gcnArchName, ...
   int restarts = 0;
   std::string available; // empty when the worker ran; else why this probe could not run
+  Mode mode = Mode::eager; // a compiled cell's worker (the python probe's --mode compiled)
 };
 
 // A recommendation re-run in a fresh python worker: the environment set before the interpreter
@@ -207,6 +209,10 @@ struct RejectedRecommendation {
   std::string reason; // "2 of 36 cases failed under these flags; first <case>: <status>: <why>"
 };
 
+// The workload of a recommendation proven on compiled cells: what makes attention inside
+// torch.compile pass, verified by a compiled re-run.
+inline constexpr std::string_view k_compiled_workload = "compiled";
+
 struct Recommendation {
   std::string id;     // stable: "use-math-only", "enable-aotriton-experimental", ...
   std::string device; // probe target
@@ -219,7 +225,8 @@ struct Recommendation {
   std::string cost;         // what it costs, e.g. memory of math scores for --target
   std::vector<std::string> case_ids; // measured proof
   // "inference" (proven on the forward cases) or "training" (on forward and backward cases) where
-  // the two need different flags; empty: one recommendation serves both.
+  // the two need different flags; empty: one recommendation serves both. "compiled": proven on
+  // the compiled cells (k_compiled_workload), beside the eager one.
   std::string workload;
   // The re-run under exactly these flags (`check --verify`); nullopt: not re-run (--no-verify).
   std::optional<Verification> verification;
@@ -237,6 +244,7 @@ struct KnownIssueMatch {
   std::string device;
   std::string variant; // Variant::name() of the matched results, so a case id run by several
                        // variants names the right one
+  Mode mode = Mode::eager; // of the matched results
 };
 
 struct Timings {
@@ -265,6 +273,7 @@ struct Shrink {
   std::string device;
   Probe probe = Probe::torch;
   std::string variant;
+  Mode mode = Mode::eager;
   Status status = Status::error; // of the case that was shrunk
   std::string original_case;     // its id
   std::string verdict;           // "boundary", "everywhere", "flaky"

@@ -214,6 +214,7 @@ json to_json(const CaseResult& r) {
          {"device", r.device},
          {"probe", std::string(to_string(r.probe))},
          {"variant", r.variant},
+         {"mode", std::string(to_string(r.mode))},
          {"status", std::string(to_string(r.status))},
          {"reason", r.reason},
          {"metrics", metrics_json(r.metrics)},
@@ -267,6 +268,17 @@ std::string directions_problem(const json& directions) {
 
 namespace {
 
+// The v1.7 "mode" of a result, worker or shrink; absent (a report written before it): eager.
+std::string read_mode(const json& j, Mode& mode) {
+  auto m = j.find("mode");
+  if (m == j.end() || m->is_null()) return {};
+  const auto parsed = m->is_string() ? mode_from_string(m->get<std::string>()) : std::nullopt;
+  if (!parsed)
+    return fmt::format("unknown mode {} (eager, compiled)", escape_to_one_line(shortened(m->dump())));
+  mode = *parsed;
+  return {};
+}
+
 // The v1.6 "cause" and "culprit" of a result; both absent in a report written before them.
 std::string read_cause(const json& j, CaseResult& r) {
   if (auto c = j.find("cause"); c != j.end() && !c->is_null()) {
@@ -307,6 +319,8 @@ Expected<CaseResult> case_result_from_json(const json& j) {
   if (!p) return make_error(fmt::format("result {} has an unknown probe '{}'", r.case_id, probe));
   r.probe = *p;
   r.variant = json_text(j, "variant");
+  if (auto problem = read_mode(j, r.mode); !problem.empty())
+    return make_error(fmt::format("result {}: {}", r.case_id, problem));
   const std::string status = json_text(j, "status");
   auto s = status_from_string(status);
   if (!s) return make_error(fmt::format("result {} has an unknown status '{}'", r.case_id, status));
@@ -353,10 +367,12 @@ Expected<CaseResult> case_result_from_json(const json& j) {
 }
 
 json to_json(const WorkerInfo& w) {
-  return {{"device", w.device},     {"probe", std::string(to_string(w.probe))},
-          {"variant", w.variant},   {"versions", w.versions},
-          {"facts", w.facts},       {"restarts", w.restarts},
-          {"available", w.available}};
+  json j{{"device", w.device},     {"probe", std::string(to_string(w.probe))},
+         {"variant", w.variant},   {"versions", w.versions},
+         {"facts", w.facts},       {"restarts", w.restarts},
+         {"available", w.available}};
+  if (w.mode != Mode::eager) j["mode"] = std::string(to_string(w.mode));
+  return j;
 }
 
 Expected<WorkerInfo> worker_info_from_json(const json& j) {
@@ -368,6 +384,8 @@ Expected<WorkerInfo> worker_info_from_json(const json& j) {
   if (!p) return make_error(fmt::format("worker has an unknown probe '{}'", probe));
   w.probe = *p;
   w.variant = json_text(j, "variant");
+  if (auto problem = read_mode(j, w.mode); !problem.empty())
+    return make_error("worker: " + problem);
   w.versions = string_map(j, "versions");
   w.facts = string_map(j, "facts");
   w.restarts = number<int>(j, "restarts");
@@ -423,6 +441,7 @@ json to_json(const Shrink& s) {
          {"tried", tried},
          {"seconds", s.seconds},
          {"budget_exhausted", s.budget_exhausted}};
+  if (s.mode != Mode::eager) j["mode"] = std::string(to_string(s.mode));
   if (s.minimal) j["minimal_case"] = json{{"id", s.minimal->id()}, {"case", to_json(*s.minimal)}};
   else j["minimal_case"] = nullptr;
   return j;
@@ -441,6 +460,8 @@ Expected<Shrink> shrink_from_json(const json& j) {
                                   s.original_case));
   s.probe = *p;
   s.status = *st;
+  if (auto problem = read_mode(j, s.mode); !problem.empty())
+    return make_error(fmt::format("shrink of '{}': {}", s.original_case, problem));
   s.verdict = json_text(j, "verdict");
   s.rule = json_text(j, "rule");
   if (auto c = j.find("conditions"); c != j.end() && c->is_array())

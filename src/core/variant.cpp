@@ -24,6 +24,21 @@ std::optional<Probe> probe_from_string(std::string_view t) {
   return std::nullopt;
 }
 
+std::string_view to_string(Mode mode) {
+  return mode == Mode::compiled ? "compiled" : "eager";
+}
+
+std::optional<Mode> mode_from_string(std::string_view t) {
+  if (t == "eager") return Mode::eager;
+  if (t == "compiled") return Mode::compiled;
+  return std::nullopt;
+}
+
+std::string variant_row(std::string_view variant, Mode mode) {
+  if (mode == Mode::eager) return std::string(variant);
+  return fmt::format("{} · {}", variant, to_string(mode));
+}
+
 std::string Variant::name() const {
   if (flags.empty()) return backend;
   return fmt::format("{}[{}]", backend, fmt::join(flags, ","));

@@ -17,6 +17,14 @@ enum class Probe { torch, python, reference, fault };
 std::string_view to_string(Probe probe); // "libtorch", "python", "reference", "fault"
 std::optional<Probe> probe_from_string(std::string_view text);
 
+// How a cell calls SDPA: as eager code does, or inside torch.compile(fullgraph=True,
+// dynamic=False) (the python probe only; a cell is probe x variant x mode x case).
+enum class Mode { eager, compiled };
+std::string_view to_string(Mode mode); // "eager", "compiled"
+std::optional<Mode> mode_from_string(std::string_view text);
+// The matrix row of a variant's cells in `mode`: "flash", or "flash · compiled".
+std::string variant_row(std::string_view variant, Mode mode);
+
 struct Variant {
   std::string backend;            // math, flash, mem_efficient, cudnn, default, ref-math, ref-flash
   std::vector<std::string> flags; // ck, aotriton, experimental (sorted as written)

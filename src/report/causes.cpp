@@ -104,7 +104,7 @@ std::optional<Blame> blame_of(const CaseResult& skipped) {
 }
 
 bool same_worker(const CaseResult& a, const CaseResult& b) {
-  return a.device == b.device && a.probe == b.probe && a.variant == b.variant;
+  return a.device == b.device && a.probe == b.probe && a.variant == b.variant && a.mode == b.mode;
 }
 
 // Failures in a row (each of which ended its worker) right before the first cell the restart
@@ -238,11 +238,13 @@ std::vector<std::string> not_run_lines(const Cause& c) {
 std::string shrink_title(const Report& report, const Shrink& s) {
   const bool shared =
       std::any_of(report.shrinks.begin(), report.shrinks.end(), [&](const Shrink& o) {
-        return o.device == s.device && o.variant == s.variant && o.probe != s.probe;
+        return o.device == s.device && o.variant == s.variant && o.mode == s.mode &&
+               o.probe != s.probe;
       });
-  const std::string who = fmt::format("{} on {}", s.variant, s.device);
+  const std::string row = variant_row(s.variant, s.mode);
+  const std::string who = fmt::format("{} on {}", row, s.device);
   if (!shared || s.rule.rfind(who, 0) != 0) return s.rule;
-  return fmt::format("{} ({}) on {}{}", s.variant, to_string(s.probe), s.device,
+  return fmt::format("{} ({}) on {}{}", row, to_string(s.probe), s.device,
                      s.rule.substr(who.size()));
 }
 

@@ -77,10 +77,10 @@ std::vector<DeviceMatrix> build_matrices(const Report& report) {
   for (const CaseResult& r : report.results) {
     DeviceMatrix& m = matrix_for(r.device);
     auto row = std::find_if(m.rows.begin(), m.rows.end(), [&](const MatrixRow& x) {
-      return x.probe == r.probe && x.variant == r.variant;
+      return x.probe == r.probe && x.variant == r.variant && x.mode == r.mode;
     });
     if (row == m.rows.end()) {
-      m.rows.push_back(MatrixRow{r.probe, r.variant, {}});
+      m.rows.push_back(MatrixRow{r.probe, r.variant, r.mode, {}});
       row = m.rows.end() - 1;
     }
     ++row->counts[r.kase.dtype][r.status];
@@ -307,17 +307,24 @@ std::string exit_code_text(const Report& report) {
 std::string cells_summary(const Report& report) {
   std::set<std::string> cases, devices;
   std::set<std::pair<Probe, std::string>> variants;
+  size_t compiled = 0; // the compile family's cells, beside the eager product
   for (const CaseResult& r : report.results) {
+    if (r.mode == Mode::compiled) {
+      ++compiled;
+      continue;
+    }
     cases.insert(r.case_id);
     devices.insert(r.device);
     variants.insert({r.probe, r.variant});
   }
   const size_t cells = report.results.size();
+  const size_t eager = cells - compiled;
   const auto plural = [](size_t n, const char* word) { return count_of(n, word); };
-  if (cells <= 1 || cases.size() * variants.size() * devices.size() != cells)
+  if (eager <= 1 || cases.size() * variants.size() * devices.size() != eager)
     return plural(cells, "cell");
   std::string out = plural(cases.size(), "case") + " × " + plural(variants.size(), "variant");
   if (devices.size() > 1) out += " × " + plural(devices.size(), "device");
+  if (compiled > 0) out += " + " + plural(compiled, "compiled cell");
   return out + " = " + plural(cells, "cell");
 }
 

@@ -24,6 +24,7 @@ int status_order(Status s);
 struct MatrixRow {
   Probe probe = Probe::torch;
   std::string variant;
+  Mode mode = Mode::eager; // compiled cells have rows of their own
   std::map<DType, std::map<Status, int>> counts; // per dtype column
 };
 

@@ -168,7 +168,10 @@ std::vector<TableRow> table_rows(const DeviceMatrix& m, bool unicode) {
       current = r.probe;
       first = false;
     }
-    TableRow row{false, "  " + escape_to_one_line(r.variant), {}};
+    const std::string name = unicode || r.mode == Mode::eager
+                                 ? variant_row(r.variant, r.mode)
+                                 : r.variant + " - " + std::string(to_string(r.mode));
+    TableRow row{false, "  " + escape_to_one_line(name), {}};
     for (DType d : m.dtypes) {
       auto it = r.counts.find(d);
       row.cells.push_back(it == r.counts.end() ? std::vector<Segment>{}

@@ -39,6 +39,7 @@ std::string render_json(const Report& report) {
                           {"case_ids", m.case_ids},
                           {"device", m.device},
                           {"variant", m.variant}});
+    if (m.mode != Mode::eager) issues.back()["mode"] = std::string(to_string(m.mode));
   }
   json doc{{"schema", std::string(k_schema)},
            {"tool", json{{"name", "sdpa-doctor"},

@@ -47,6 +47,7 @@ struct Suite {
   std::string device;
   Probe probe;
   std::string variant;
+  Mode mode = Mode::eager;
   std::vector<const CaseResult*> results;
 };
 
@@ -56,7 +57,8 @@ std::string suite_name(const Report& report, const Suite& s) {
   std::string name = "sdpa." + device;
   if (const Device* d = device_for_target(report, s.device); d && !d->gfx_target.empty())
     name += "." + d->gfx_target;
-  return fmt::format("{}.{}.{}", name, to_string(s.probe), s.variant);
+  return fmt::format("{}.{}.{}{}", name, to_string(s.probe), s.variant,
+                     s.mode == Mode::eager ? "" : ".compiled");
 }
 
 std::string failure_body(const Report& report, const CaseResult& r) {
@@ -82,10 +84,11 @@ std::string render_junit(const Report& report) {
   std::vector<Suite> suites;
   for (const CaseResult& r : report.results) {
     auto it = std::find_if(suites.begin(), suites.end(), [&](const Suite& s) {
-      return s.device == r.device && s.probe == r.probe && s.variant == r.variant;
+      return s.device == r.device && s.probe == r.probe && s.variant == r.variant &&
+             s.mode == r.mode;
     });
     if (it == suites.end()) {
-      suites.push_back(Suite{r.device, r.probe, r.variant, {}});
+      suites.push_back(Suite{r.device, r.probe, r.variant, r.mode, {}});
       it = suites.end() - 1;
     }
     it->results.push_back(&r);
@@ -141,8 +144,10 @@ std::string render_junit(const Report& report) {
     }
     prop("probe", to_string(s.probe));
     prop("variant", s.variant);
+    if (s.mode != Mode::eager) prop("mode", std::string(to_string(s.mode)));
     for (const WorkerInfo& w : report.workers) {
-      if (w.device == s.device && w.probe == s.probe && w.variant == s.variant) {
+      if (w.device == s.device && w.probe == s.probe && w.variant == s.variant &&
+          w.mode == s.mode) {
         for (const auto& [k, v] : w.versions) prop("version." + k, v);
         if (w.restarts) prop("worker_restarts", std::to_string(w.restarts));
       }

@@ -98,7 +98,7 @@ std::string results_section(const Report& report) {
     for (size_t i = 0; i < m.dtypes.size(); ++i) out += "---|";
     out += "\n";
     for (const MatrixRow& r : m.rows) {
-      out += fmt::format("| {} | {} |", to_string(r.probe), cell_code(r.variant));
+      out += fmt::format("| {} | {} |", to_string(r.probe), cell_code(variant_row(r.variant, r.mode)));
       for (DType d : m.dtypes) {
         auto it = r.counts.find(d);
         out += fmt::format(" {} |", it == r.counts.end() ? "·" : matrix_cell(it->second));
@@ -124,8 +124,8 @@ std::string id_list(const std::vector<const CaseResult*>& results) {
 
 // The repro script under its title, fenced; for a result whose fields the doctor does not know
 // (a report from elsewhere), the reason there is no script, as text.
-std::string repro_block(const std::string& title, const CaseResult& r) {
-  auto script = render_repro(r);
+std::string repro_block(const Report& report, const std::string& title, const CaseResult& r) {
+  auto script = render_repro(r, compile_backend_of(report, r));
   if (!script) return fmt::format("\nNo repro script: {}.\n", markdown_code(script.error().message));
   return fmt::format("\n{}\n\n{}", title, markdown_fence(*script, "python"));
 }
@@ -171,11 +171,11 @@ std::string cause_detail(const Report& report, const Cause& c) {
   if (!r.stderr_tail.empty())
     out += "\nstderr (last lines):\n\n" + markdown_fence(escape_lines(r.stderr_tail), "text");
   out +=
-      repro_block("Repro (save as `repro.py`, run with `python3 repro.py`; needs only torch):", r);
+      repro_block(report, "Repro (save as `repro.py`, run with `python3 repro.py`; needs only torch):", r);
   for (const Shrink& sh : report.shrinks) {
     const bool of_this = std::any_of(c.results.begin(), c.results.end(), [&](const CaseResult* x) {
       return sh.device == x->device && sh.probe == x->probe && sh.variant == x->variant &&
-             sh.original_case == x->case_id;
+             sh.mode == x->mode && sh.original_case == x->case_id;
     });
     if (!of_this) continue;
     out += fmt::format("\nShrunk: {} ({}, {:.1f} s).\n", markdown_text(shrink_title(report, sh)),
@@ -184,7 +184,7 @@ std::string cause_detail(const Report& report, const Cause& c) {
       CaseResult smallest = r;
       smallest.kase = *sh.minimal;
       smallest.case_id = sh.minimal->id();
-      out += repro_block(fmt::format("Smallest failing case {}:", markdown_code(smallest.case_id)),
+      out += repro_block(report, fmt::format("Smallest failing case {}:", markdown_code(smallest.case_id)),
                          smallest);
     }
   }

@@ -33,7 +33,7 @@ namespace sdpa_doctor::report {
 //   WorkerInfo::versions of libtorch workers give torch_cpp, of python workers torch_python and
 //   python, where Report::versions lacks them.
 
-inline constexpr std::string_view k_schema = "sdpa-doctor/report/v1.6";
+inline constexpr std::string_view k_schema = "sdpa-doctor/report/v1.7";
 
 struct ConsoleOptions {
   bool color = false;   // ANSI colours
@@ -47,7 +47,7 @@ std::string render_console(const Report& report, const ConsoleOptions& options =
 // Only the per-device matrices (also used by the Markdown report's text fallback).
 std::string render_matrix(const Report& report, const ConsoleOptions& options = {});
 
-// The whole report as JSON with "schema": "sdpa-doctor/report/v1.6" (data/report.schema.json).
+// The whole report as JSON with "schema": "sdpa-doctor/report/v1.7" (data/report.schema.json).
 // Numbers stay numbers with units in the key; a non-finite number is null and its key is listed
 // in the object's "nonfinite_fields".
 std::string render_json(const Report& report);
@@ -82,12 +82,19 @@ std::string render_junit(const Report& report);
 // of each input tensor instead (used to check the generator against core). An error, naming the
 // field, when the result's variant, device, probe or case is not one the doctor knows: a report is
 // data from elsewhere, and only known values (each as an escaped literal) reach the script.
-Expected<std::string> render_repro(const CaseResult& result);
+// A compiled result's script runs the call through torch.compile(fullgraph=True, dynamic=False,
+// backend=compile_backend), as its cell did.
+Expected<std::string> render_repro(const CaseResult& result,
+                                   std::string_view compile_backend = "aot_eager");
+// The torch.compile backend a compiled result ran under, from its worker's hello facts
+// ("aot_eager" where the report does not say).
+std::string compile_backend_of(const Report& report, const CaseResult& result);
 
 // What render_repro puts in place of each @NAME@ of repro_template(): every value a Python
 // literal (a string of printable ASCII with escapes, a number, True/False/None, or a tuple or
 // dict of those). For the tests and the fuzz target that hold it to that.
-Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const CaseResult& result);
+Expected<std::vector<std::pair<std::string, std::string>>> repro_values(
+    const CaseResult& result, std::string_view compile_backend = "aot_eager");
 std::string_view repro_template();
 
 // ---- what may reach a report -----------------------------------------------------------------

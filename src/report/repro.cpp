@@ -48,6 +48,10 @@ CASE = dict(dtype=@DTYPE@, b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
             masked_rows=@MASKED_ROWS@)
 DEVICE = @DEVICE@
 BACKEND = @BACKEND@  # math, flash, mem_efficient, cudnn or default (no forcing)
+# None: SDPA called eagerly; else the backend of the torch.compile(fullgraph=True, dynamic=False)
+# the call runs through ("aot_eager", "inductor"), the backend forced inside the compiled region
+# and the mask its argument, as the doctor's compiled cells call it.
+COMPILE = @COMPILE@
 FA_LIBRARY = @FA_LIBRARY@  # torch.backends.cuda.preferred_rocm_fa_library, where torch has it
 ATOL, RTOL = @ATOL@, @RTOL@  # outside when |out - ref| > ATOL + RTOL * |ref|
 # A gradient is judged with ATOL times its largest |ref| element (at least 1), both times this.
@@ -162,16 +166,24 @@ def run_sdpa(q, k, v, mask, c):
         attn_mask = (mask & tril) if mask.dtype == torch.bool else mask.masked_fill(~tril, float("-inf"))
         is_causal = False
     kwargs = {"enable_gqa": True} if c["hq"] != c["hkv"] else {}
-    call = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+    kernel = None
+    if BACKEND != "default":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        kernel = sdpa_kernel, {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
+                               "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
+                               "cudnn": SDPBackend.CUDNN_ATTENTION}[BACKEND]
+
+    def attention(q, k, v, attn_mask):
+        if kernel is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
                                                   dropout_p=c["dropout"], **kwargs)
-    if BACKEND == "default":
-        return call()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    chosen = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION,
-              "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
-              "cudnn": SDPBackend.CUDNN_ATTENTION}[BACKEND]
-    with sdpa_kernel([chosen]):
-        return call()
+        with kernel[0]([kernel[1]]):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                  dropout_p=c["dropout"], **kwargs)
+
+    if COMPILE:
+        attention = torch.compile(attention, fullgraph=True, dynamic=False, backend=COMPILE)
+    return attention(q, k, v, attn_mask)
 
 
 def main():
@@ -182,7 +194,8 @@ def main():
             if t is not None:
                 print(f"{name} {float(t.to(torch.float64).sum()).hex()}")
         return 0
-    print(f"torch {torch.__version__} | {DEVICE} | {BACKEND} | {CASE_ID}")
+    compiled = f" | torch.compile(backend={COMPILE!r})" if COMPILE else ""
+    print(f"torch {torch.__version__} | {DEVICE} | {BACKEND}{compiled} | {CASE_ID}")
     print(f"sdpa-doctor measured {VARIANT} ({PROBE}) here: {MEASURED['verdict']}")
     for note in MEASURED["notes"]:
         print(f"  {note}")
@@ -216,7 +229,7 @@ def main():
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     grads64 = [t.grad.to("cpu", torch.float64) for t in (qd, kd, vd)]
-    except RuntimeError as e:
+    except (RuntimeError, AssertionError) as e:  # torch.compile's failures are of both kinds
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "No available kernel" in str(e) or "No viable backend" in str(e):
             print(f"UNSUPPORTED: {first}")
@@ -333,7 +346,8 @@ bool valid_device(std::string_view d) {
 
 } // namespace
 
-Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const CaseResult& r) {
+Expected<std::vector<std::pair<std::string, std::string>>> repro_values(
+    const CaseResult& r, std::string_view compile_backend) {
   const auto refuse = [](std::string_view field, std::string_view value, std::string_view known) {
     return make_error(escape_to_one_line(
         fmt::format("{} '{}' is not one the doctor knows ({})", field, value, known)));
@@ -350,6 +364,8 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
     if (!from_id || !(*from_id == c)) return refuse("case id", r.case_id, "the id of its case");
   }
   if (!parse_case_id(c.id())) return refuse("case", c.id(), "a case the doctor plans");
+  if (r.mode == Mode::compiled && compile_backend != "aot_eager" && compile_backend != "inductor")
+    return refuse("compile backend", compile_backend, "aot_eager or inductor");
 
   std::string backend = variant->backend;
   std::vector<std::string> notes;
@@ -405,6 +421,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
       {"@DROPOUT@", py_float(c.dropout_p())},
       {"@DEVICE@", py_str(device)},
       {"@BACKEND@", py_str(backend)},
+      {"@COMPILE@", r.mode == Mode::compiled ? py_str(compile_backend) : "None"},
       {"@FA_LIBRARY@", fa_library},
       {"@ATOL@", py_float(tol.atol)},
       {"@RTOL@", py_float(tol.rtol)},
@@ -413,8 +430,15 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(const Ca
 
 std::string_view repro_template() { return k_template; }
 
-Expected<std::string> render_repro(const CaseResult& r) {
-  auto values = repro_values(r);
+std::string compile_backend_of(const Report& report, const CaseResult& r) {
+  for (const WorkerInfo& w : report.workers)
+    if (w.device == r.device && w.probe == r.probe && w.variant == r.variant && w.mode == r.mode)
+      if (auto f = w.facts.find("compile_backend"); f != w.facts.end()) return f->second;
+  return "aot_eager";
+}
+
+Expected<std::string> render_repro(const CaseResult& r, std::string_view compile_backend) {
+  auto values = repro_values(r, compile_backend);
   if (!values) return values.error();
   return fill(k_template, *values);
 }

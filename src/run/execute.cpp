@@ -67,6 +67,7 @@ CaseResult make_result(const Case& c, const RunContext& ctx, Tolerance tol) {
   r.device = ctx.target;
   r.probe = ctx.probe;
   r.variant = ctx.variant;
+  r.mode = ctx.mode;
   r.tolerance = tol;
   return r;
 }
@@ -130,7 +131,8 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
   const int64_t budget = device_memory_budget(run.target, s.inventory);
   for (size_t index : batch) {
     const Case& c = s.plan.cases[index];
-    if (auto done = s.finished.find(cell_key(run.target, run.probe, ctx.variant, c.id()));
+    if (!run.takes(c)) continue;
+    if (auto done = s.finished.find(cell_key(run.target, run.probe, ctx.variant, run.mode, c.id()));
         done != s.finished.end()) {
       out.results.push_back(*done->second);
       out.new_result.push_back(false);
@@ -162,7 +164,8 @@ isolate::RunnerOptions runner_options(const RunContext& ctx, const ExecuteOption
                                       const DeviceInventory& inventory) {
   isolate::RunnerOptions ro;
   ro.run_dir = options.run_dir;
-  ro.name = safe_name(fmt::format("{}-{}-{}", ctx.target, to_string(ctx.probe), ctx.variant));
+  ro.name = safe_name(fmt::format("{}-{}-{}{}", ctx.target, to_string(ctx.probe), ctx.variant,
+                                  ctx.mode == Mode::eager ? "" : "-compiled"));
   ro.worker_deadline = options.worker_timeout;
   ro.startup_deadline = options.startup_timeout;
   ro.max_restarts = options.max_worker_restarts;
@@ -307,11 +310,12 @@ Finding unwritable_run_dir_finding(const std::string& why) {
 void run_one(size_t run_index, size_t batch_index, SharedState& s, Skip& unhealthy,
              TargetOutput& out) {
   const PlannedRun& run = s.plan.runs[run_index];
-  const RunContext ctx{run.target, run.probe, run.variant.name()};
+  const RunContext ctx{run.target, run.probe, run.variant.name(), run.mode};
   WorkerInfo& info = out.workers[run_index];
   info.device = run.target;
   info.probe = run.probe;
   info.variant = ctx.variant;
+  info.mode = run.mode;
 
   const WorkerLaunch launch = worker_launch(run, s.options, s.probe_server);
   RunJournal observer(s.journal, s.progress, ctx);
@@ -324,6 +328,7 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, Skip& unhealt
                       {"target", run.target},
                       {"probe", to_string(run.probe)},
                       {"variant", ctx.variant},
+                      {"mode", to_string(run.mode)},
                       {"batch", batch_index},
                       {"cases", cases.planned.size()}});
     WorkerRunner& runner = s.options.runner ? *s.options.runner : process_runner();
@@ -383,7 +388,8 @@ Plan unfinished_part(const Plan& plan, const std::map<std::string, const CaseRes
   Plan todo = plan;
   std::erase_if(todo.cases, [&](const Case& c) {
     return std::all_of(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) {
-      return finished.count(cell_key(r.target, r.probe, r.variant.name(), c.id())) != 0;
+      return !r.takes(c) || finished.count(cell_key(r.target, r.probe, r.variant.name(), r.mode,
+                                                    c.id())) != 0;
     });
   });
   return todo;
@@ -420,7 +426,7 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   std::set<std::string> cells_planned;
   for (const PlannedRun& r : whole_plan.runs)
     for (const Case& c : whole_plan.cases)
-      cells_planned.insert(cell_key(r.target, r.probe, r.variant.name(), c.id()));
+      if (r.takes(c)) cells_planned.insert(cell_key(r.target, r.probe, r.variant.name(), r.mode, c.id()));
   std::map<std::string, const CaseResult*> finished; // of this plan's cells only
   for (const CaseResult& r : options.finished)
     if (cells_planned.count(cell_key(r))) finished.try_emplace(cell_key(r), &r);
@@ -435,7 +441,10 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   const auto probes_start = Clock::now();
   std::set<std::string> ids_to_run;
   for (const Case& c : plan.cases) ids_to_run.insert(c.id());
-  size_t cells = plan.cases.size() * plan.runs.size();
+  size_t cells = 0;
+  for (const PlannedRun& r : plan.runs)
+    cells += size_t(std::count_if(plan.cases.begin(), plan.cases.end(),
+                                  [&](const Case& c) { return r.takes(c); }));
   for (const auto& [key, r] : finished) // measured before, inside what runs now
     if (ids_to_run.count(r->case_id)) --cells;
   Progress progress(options.progress, cells, options.progress_interval);

@@ -139,7 +139,7 @@ void Progress::clear() {
 RunJournal::RunJournal(Journal& journal, Progress& progress, RunContext context)
     : m_journal(journal), m_progress(progress), m_context(std::move(context)),
       m_where(fmt::format("{} {}/{}", m_context.target, to_string(m_context.probe),
-                          m_context.variant)) {}
+                          variant_row(m_context.variant, m_context.mode))) {}
 
 void RunJournal::on_begin(const std::string& case_id) {
   m_journal.append(base("begin", case_id));
@@ -176,15 +176,18 @@ nlohmann::json RunJournal::base(const char* event, const std::string& case_id) c
           {"target", m_context.target},
           {"probe", to_string(m_context.probe)},
           {"variant", m_context.variant},
+          {"mode", to_string(m_context.mode)},
           {"case", case_id}};
 }
 
-std::string cell_key(const std::string& target, Probe probe, const std::string& variant,
+std::string cell_key(const std::string& target, Probe probe, const std::string& variant, Mode mode,
                      const std::string& case_id) {
-  return fmt::format("{}|{}|{}|{}", target, to_string(probe), variant, case_id);
+  return fmt::format("{}|{}|{}|{}", target, to_string(probe), variant_row(variant, mode), case_id);
 }
 
-std::string cell_key(const CaseResult& r) { return cell_key(r.device, r.probe, r.variant, r.case_id); }
+std::string cell_key(const CaseResult& r) {
+  return cell_key(r.device, r.probe, r.variant, r.mode, r.case_id);
+}
 
 namespace {
 
@@ -276,7 +279,7 @@ bool apply_event(const nlohmann::json& e, JournalContents& out, bool& started,
   } else if (event == "worker") {
     auto w = worker_info_from_json(e.value("worker", nlohmann::json()));
     if (!w) return false;
-    const std::string key = cell_key(w->device, w->probe, w->variant, "");
+    const std::string key = cell_key(w->device, w->probe, w->variant, w->mode, "");
     workers.insert_or_assign(key, std::move(*w));
   } else if (event == "shrinks") {
     auto shrinks = read_all(e, "shrinks", shrink_from_json);
@@ -354,17 +357,18 @@ bool next_line(JournalReader& in, std::string& line, std::size_t max, bool& too_
 // Why a result or worker the journal names is no cell of its plan, or empty. Such a line is no
 // torn write but another run's or a hand's: the report would show rows the run never had.
 std::string outside_plan(const Plan& plan, const std::string& target, Probe probe,
-                         const std::string& variant, const std::string* case_id) {
-  const bool planned_run = std::any_of(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) {
-    return r.target == target && r.probe == probe && r.variant.name() == variant;
+                         const std::string& variant, Mode mode, const std::string* case_id) {
+  const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const PlannedRun& r) {
+    return r.target == target && r.probe == probe && r.variant.name() == variant && r.mode == mode;
   });
-  if (!planned_run)
+  if (run == plan.runs.end())
     return fmt::format("the variant '{}' of the {} probe on '{}', which the run's plan does not "
                        "hold",
-                       escape_to_one_line(shortened(variant)), to_string(probe),
+                       escape_to_one_line(shortened(variant_row(variant, mode))), to_string(probe),
                        escape_to_one_line(shortened(target)));
-  if (case_id && std::none_of(plan.cases.begin(), plan.cases.end(),
-                              [&](const Case& c) { return c.id() == *case_id; }))
+  if (case_id && std::none_of(plan.cases.begin(), plan.cases.end(), [&](const Case& c) {
+        return c.id() == *case_id && run->takes(c);
+      }))
     return fmt::format("the case '{}', which the run's plan does not hold",
                        escape_to_one_line(shortened(*case_id)));
   return {};
@@ -410,10 +414,10 @@ Expected<JournalContents> read_journal(const std::string& path) {
                                   start_error));
   if (!started) return make_error(fmt::format("{}: not an sdpa-doctor journal (no start event)", file));
   for (const auto& [key, r] : results)
-    if (auto why = outside_plan(out.plan, r.device, r.probe, r.variant, &r.case_id); !why.empty())
+    if (auto why = outside_plan(out.plan, r.device, r.probe, r.variant, r.mode, &r.case_id); !why.empty())
       return make_error(fmt::format("{}: a result names {}", file, why));
   for (const auto& [key, w] : workers)
-    if (auto why = outside_plan(out.plan, w.device, w.probe, w.variant, nullptr); !why.empty())
+    if (auto why = outside_plan(out.plan, w.device, w.probe, w.variant, w.mode, nullptr); !why.empty())
       return make_error(fmt::format("{}: a worker names {}", file, why));
   for (auto& [key, r] : results) out.results.push_back(std::move(r));
   for (auto& [key, w] : workers) out.workers.push_back(std::move(w));

@@ -92,6 +92,7 @@ struct RunContext {
   std::string target;
   Probe probe;
   std::string variant;
+  Mode mode = Mode::eager;
 };
 
 // Journals and shows the runner's events of one worker.

@@ -70,6 +70,8 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
   if (!launch.command) return launch;
   auto& argv = launch.command->argv;
   argv.insert(argv.end(), {"--device", run.target, "--variant", run.variant.name()});
+  if (run.mode == Mode::compiled)
+    argv.insert(argv.end(), {"--mode", "compiled", "--compile", options.compile_backend});
   // The variant's flags reach the worker before it starts: torch latches them on first use.
   launch.command->env = run.variant.environment();
   if (run.verify) { // exactly the recommendation's environment
@@ -132,22 +134,26 @@ std::string safe_name(std::string text) {
 
 ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options) {
   if (options.shared_probe_server.service) return options.shared_probe_server;
-  const bool has_python = std::any_of(plan.runs.begin(), plan.runs.end(),
-                                      [](const PlannedRun& r) { return r.probe == Probe::python; });
-  const bool backward = std::any_of(plan.cases.begin(), plan.cases.end(),
-                                    [](const Case& c) { return c.backward; });
-  return has_python ? start_probe_server(options, backward) : ProbeServer{};
+  return start_probe_server(options, plan);
 }
 
-ProbeServer start_probe_server(const ExecuteOptions& options, bool backward) {
+ProbeServer start_probe_server(const ExecuteOptions& options, const Plan& plan) {
   ProbeServer server;
-  if (!options.probe_server || options.python.empty()) return server;
+  const bool has_python = std::any_of(plan.runs.begin(), plan.runs.end(),
+                                      [](const PlannedRun& r) { return r.probe == Probe::python; });
+  if (!has_python || !options.probe_server || options.python.empty()) return server;
+  const bool backward = std::any_of(plan.cases.begin(), plan.cases.end(),
+                                    [](const Case& c) { return c.backward; });
+  const bool compiled = std::any_of(plan.runs.begin(), plan.runs.end(), [](const PlannedRun& r) {
+    return r.probe == Probe::python && r.mode == Mode::compiled;
+  });
   const WorkerLaunch launch = probe_executable(Probe::python, options);
   const std::string socket = (fs::path(options.run_dir) / "probe-server.sock").string();
   if (!launch.command || socket.size() >= k_max_socket_path) return server; // workers start alone
   isolate::Command cmd = *launch.command;
   cmd.argv.insert(cmd.argv.end(), {"--serve", socket});
   if (backward) cmd.argv.push_back("--preload-backward");
+  if (compiled) cmd.argv.insert(cmd.argv.end(), {"--preload-compile", options.compile_backend});
   auto service = isolate::Service::start(
       cmd, (fs::path(options.run_dir) / "probe-server.log").string());
   if (!service) return server;

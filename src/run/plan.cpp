@@ -39,7 +39,17 @@ std::vector<std::string> unknown_variants(const std::vector<std::string>& filter
   return unknown;
 }
 
-Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
+bool PlannedRun::takes(const Case& c) const {
+  return mode == Mode::eager || std::find(case_ids.begin(), case_ids.end(), c.id()) != case_ids.end();
+}
+
+bool compiles_on(const Variant& variant, const std::string& target) {
+  if (cases::is_gpu_target(target)) return true;
+  return variant.backend != "mem_efficient" && variant.backend != "cudnn";
+}
+
+Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory,
+               const ModeRequest& modes) {
   Plan plan;
   std::set<std::string> seen;
   for (const Case& c : request.cases)
@@ -51,11 +61,26 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory) {
     for (const Device& d : inventory.devices)
       if (d.index >= 0) plan.targets.push_back(fmt::format("cuda:{}", d.index));
   }
+  const auto wants = [&](Mode m) {
+    return modes.modes.empty() ||
+           std::find(modes.modes.begin(), modes.modes.end(), m) != modes.modes.end();
+  };
+  // The compile family among the planned cases, in plan order.
+  std::vector<std::string> compiled;
+  for (const Case& c : plan.cases)
+    if (std::find(modes.case_ids.begin(), modes.case_ids.end(), c.id()) != modes.case_ids.end())
+      compiled.push_back(c.id());
   for (const std::string& target : plan.targets)
-    for (Probe probe : request.probes)
+    for (Probe probe : request.probes) {
       for (const Variant& v : cases::plan_variants(probe, target))
-        if (selected(v, request.variant_filter))
-          plan.runs.push_back({target, probe, v, std::nullopt});
+        if (selected(v, request.variant_filter) && wants(Mode::eager))
+          plan.runs.push_back({target, probe, v, std::nullopt, Mode::eager, {}});
+      // The libtorch probe has no compiled mode: its compiled cells are not planned at all.
+      if (probe != Probe::python || compiled.empty() || !wants(Mode::compiled)) continue;
+      for (const Variant& v : cases::plan_variants(probe, target))
+        if (selected(v, request.variant_filter) && compiles_on(v, target))
+          plan.runs.push_back({target, probe, v, std::nullopt, Mode::compiled, compiled});
+    }
   return plan;
 }
 
@@ -64,11 +89,12 @@ void sort_by_plan(const Plan& plan, std::vector<CaseResult>& results) {
   std::map<std::string, size_t> run_order, case_order;
   for (size_t i = 0; i < plan.runs.size(); ++i)
     run_order.try_emplace(plan.runs[i].target + "|" + std::string(to_string(plan.runs[i].probe)) +
-                              "|" + plan.runs[i].variant.name(),
+                              "|" + variant_row(plan.runs[i].variant.name(), plan.runs[i].mode),
                           i);
   for (size_t i = 0; i < plan.cases.size(); ++i) case_order.try_emplace(plan.cases[i].id(), i);
   const auto key = [&](const CaseResult& r) {
-    const std::string run = r.device + "|" + std::string(to_string(r.probe)) + "|" + r.variant;
+    const std::string run =
+        r.device + "|" + std::string(to_string(r.probe)) + "|" + variant_row(r.variant, r.mode);
     return std::pair{run_order[run], case_order[r.case_id]};
   };
   std::stable_sort(results.begin(), results.end(),
@@ -79,6 +105,10 @@ nlohmann::json to_json(const Plan& plan) {
   nlohmann::json runs = nlohmann::json::array(), cases = nlohmann::json::array();
   for (const PlannedRun& r : plan.runs) {
     nlohmann::json run{{"target", r.target}, {"probe", to_string(r.probe)}, {"variant", r.variant.name()}};
+    if (r.mode != Mode::eager) {
+      run["mode"] = to_string(r.mode);
+      run["case_ids"] = r.case_ids;
+    }
     if (r.verify)
       run["verify"] = {{"id", r.verify->id},
                        {"snippet", r.verify->snippet},
@@ -100,7 +130,14 @@ Expected<Plan> plan_from_json(const nlohmann::json& j) {
       if (!probe) return make_error(fmt::format("the plan names an unknown probe '{}'", probe_name));
       auto variant = parse_variant(r.at("variant").get<std::string>());
       if (!variant) return make_error("the plan names an unknown variant: " + variant.error().message);
-      PlannedRun run{r.at("target").get<std::string>(), *probe, *variant, std::nullopt};
+      PlannedRun run{r.at("target").get<std::string>(), *probe, *variant, std::nullopt,
+                     Mode::eager, {}};
+      if (const auto m = r.find("mode"); m != r.end()) {
+        const auto mode = m->is_string() ? mode_from_string(m->get<std::string>()) : std::nullopt;
+        if (!mode) return make_error("the plan names an unknown mode: " + m->dump());
+        run.mode = *mode;
+        run.case_ids = r.value("case_ids", std::vector<std::string>{});
+      }
       if (const auto v = r.find("verify"); v != r.end())
         run.verify = VerifyRun{v->at("id").get<std::string>(), v->at("snippet").get<std::string>(),
                                v->at("environment")

@@ -63,7 +63,14 @@ struct PlannedRun {
   Probe probe = Probe::torch;
   Variant variant;
   std::optional<VerifyRun> verify; // python probe, variant `default` only
+  // Compiled: every SDPA call of a case inside torch.compile (the python probe only), over
+  // `case_ids` alone (the compile family), in the plan's case order. Eager runs take every case.
+  Mode mode = Mode::eager;
+  std::vector<std::string> case_ids;
+  // Whether this run takes `c`: every case when eager, its listed ones when compiled.
+  bool takes(const Case& c) const;
 };
+
 
 struct Plan {
   std::vector<std::string> targets;
@@ -78,16 +85,31 @@ struct PlanRequest {
   std::vector<std::string> targets;        // empty = cpu + every GPU in the inventory
 };
 
+// Which modes a plan runs (`--mode`; empty = both). Compiled cells are planned for the python
+// probe's variants that run on the target, over the cases `case_ids` names (the suite's compile
+// family); none where it is empty.
+struct ModeRequest {
+  std::vector<Mode> modes;
+  std::vector<std::string> case_ids;
+};
+
+// The variants whose compiled cells are planned on `target`: the python probe's, less those with
+// no kernel on a CPU (mem_efficient and cudnn refuse every CPU case: their compiled rows would be
+// `unsupported` noise).
+bool compiles_on(const Variant& variant, const std::string& target);
+
 // Every name `--variant` may use: the variants of all probes on any target, then their backends.
 std::vector<std::string> known_variant_names();
 // The filter entries that name no variant or backend any probe has, in the order given.
 std::vector<std::string> unknown_variants(const std::vector<std::string>& filter);
 
-// Builds the plan; cases are de-duplicated by id keeping the first.
-Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory);
+// Builds the plan; cases are de-duplicated by id keeping the first. Eager cells only unless
+// `modes` names compiled cases.
+Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory,
+               const ModeRequest& modes = {});
 
-// One cell of the matrix, as a map key: target, probe, variant and case.
-std::string cell_key(const std::string& target, Probe probe, const std::string& variant,
+// One cell of the matrix, as a map key: target, probe, variant, mode and case.
+std::string cell_key(const std::string& target, Probe probe, const std::string& variant, Mode mode,
                      const std::string& case_id);
 std::string cell_key(const CaseResult& r);
 
@@ -276,6 +298,9 @@ struct ExecuteOptions {
   // Words replaced in every string the journal keeps (`--redact`: the hostname and user name with
   // placeholders), so the journal and what is rebuilt from it stay redacted. Empty: none.
   std::vector<std::pair<std::string, std::string>> journal_redactions;
+  // torch.compile's backend for compiled cells: "aot_eager" (Dynamo and AOTAutograd's fake
+  // tensors) or "inductor" (`--compile inductor`).
+  std::string compile_backend = "aot_eager";
   // Add to the journal in run_dir (`check --resume`) rather than start a new one.
   bool append_journal = false;
   // Cells an earlier run of this plan measured (`check --resume`): not run again, and returned
@@ -307,10 +332,11 @@ inline constexpr const char* k_run_dir_unwritable = "run-dir-unwritable";
 
 // Starts one for options.python unless options.probe_server is off or there is no python; a
 // check keeps it for its run, its shrinking and its advice's re-runs (ExecuteOptions::
-// shared_probe_server). Workers start on their own when it is null. `backward`: the plan runs
-// backward cases, so the server also imports what torch's first backward imports lazily (a third
-// of a second each forked worker would otherwise pay).
-ProbeServer start_probe_server(const ExecuteOptions& options, bool backward = false);
+// shared_probe_server). Workers start on their own when it is null. Where `plan` runs backward
+// cases the server also imports what torch's first backward imports lazily (a third of a second
+// each forked worker would otherwise pay), and where it has compiled cells it warms Dynamo once
+// (a cold first compile costs a second in every worker).
+ProbeServer start_probe_server(const ExecuteOptions& options, const Plan& plan);
 
 // Runs every planned (run, case) pair; every one ends in `results` with exactly one status.
 ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,

@@ -387,7 +387,7 @@ void ShrinkSearch::fill(Shrink& out) const {
 }
 
 std::string shrink_rule(const Shrink& s) {
-  const std::string who = fmt::format("{} on {}", s.variant, s.device);
+  const std::string who = fmt::format("{} on {}", variant_row(s.variant, s.mode), s.device);
   if (s.verdict == "flaky")
     return fmt::format("{}: {} of {} did not happen again when re-run (flaky; no boundary)", who,
                        to_string(s.status), s.original_case);

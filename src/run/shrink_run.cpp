@@ -24,6 +24,7 @@ struct Group {
   std::string device;
   Probe probe = Probe::torch;
   std::string variant;
+  Mode mode = Mode::eager; // a compiled failure is shrunk compiled
   const CaseResult* failing = nullptr; // the smallest failing case of the group
 };
 
@@ -34,10 +35,11 @@ std::vector<Group> failing_groups(const std::vector<CaseResult>& results) {
     // A case its worker never began (an interpreter that hung at start) says nothing of shapes.
     if (outcome_of(r.status) != ProbeOutcome::fails || r.wall_ms == 0) continue;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.device == r.device && g.probe == r.probe && g.variant == r.variant;
+      return g.device == r.device && g.probe == r.probe && g.variant == r.variant &&
+             g.mode == r.mode;
     });
     if (it == groups.end()) {
-      groups.push_back({r.device, r.probe, r.variant, &r});
+      groups.push_back({r.device, r.probe, r.variant, r.mode, &r});
     } else if (r.kase.flops() < it->failing->kase.flops()) {
       it->failing = &r;
     }
@@ -52,6 +54,7 @@ Shrink shrink_group(const Group& g, const DeviceInventory& inventory, ExecuteOpt
   out.device = g.device;
   out.probe = g.probe;
   out.variant = g.variant;
+  out.mode = g.mode;
   out.status = g.failing->status;
   out.original_case = g.failing->case_id;
   const bool progress = exec.progress != ProgressMode::none;
@@ -72,7 +75,10 @@ Shrink shrink_group(const Group& g, const DeviceInventory& inventory, ExecuteOpt
     Plan plan;
     plan.targets = {g.device};
     plan.cases = batch;
-    plan.runs = {{g.device, g.probe, variant ? *variant : Variant{g.variant, {}}, std::nullopt}};
+    plan.runs = {{g.device, g.probe, variant ? *variant : Variant{g.variant, {}}, std::nullopt,
+                  g.mode, {}}};
+    if (g.mode == Mode::compiled)
+      for (const Case& c : batch) plan.runs.front().case_ids.push_back(c.id());
     ExecuteOptions round_exec = exec;
     round_exec.run_dir =
         (fs::path(exec.run_dir) / "shrink" / fmt::format("{}-{}", index, round++)).string();

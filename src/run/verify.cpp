@@ -67,7 +67,12 @@ Verification verify_one(const Recommendation& rec, const std::vector<Case>& case
   plan.targets = {rec.device};
   plan.cases = cases;
   plan.runs = {{rec.device, Probe::python, Variant{"default", {}},
-                VerifyRun{rec.id, snippet.string(), environment_lines(rec.environment)}}};
+                VerifyRun{rec.id, snippet.string(), environment_lines(rec.environment)},
+                Mode::eager, {}}};
+  if (rec.workload == k_compiled_workload) { // proven compiled: re-run compiled
+    plan.runs.front().mode = Mode::compiled;
+    for (const Case& c : cases) plan.runs.front().case_ids.push_back(c.id());
+  }
   exec.run_dir = dir.string();
   exec.append_journal = false;
   exec.progress = ProgressMode::none;

@@ -385,3 +385,19 @@ TEST(KnownIssues, CkAssertIsNamedByItsTextOnly) {
   ASSERT_NE(issue, nullptr);
   EXPECT_FALSE(issue_matches(*issue, result("flash[ck]", Status::crash), {"gfx1201", "2.12.0", ""}));
 }
+
+// The compile family's issues speak of compiled cells only: the same text from an eager call is
+// another failure.
+TEST(KnownIssues, CompiledIssuesMatchCompiledCellsOnly) {
+  for (const char* id : {"compile-flash-wrong-dimensions-rocm", "compile-mem-efficient-bias-logsumexp-shape",
+                         "compile-flash-backward-logsumexp-rank"}) {
+    const KnownIssue* issue = shipped_issue(id);
+    ASSERT_NE(issue, nullptr) << id;
+    ASSERT_TRUE(issue->verbatim) << id;
+    EXPECT_EQ(issue->verbatim->mode, Mode::compiled) << id;
+    CaseResult r = verbatim_result(*issue->verbatim);
+    EXPECT_TRUE(issue_matches(*issue, r, issue->verbatim->facts)) << id;
+    r.mode = Mode::eager;
+    EXPECT_FALSE(issue_matches(*issue, r, issue->verbatim->facts)) << id;
+  }
+}

@@ -827,3 +827,35 @@ TEST(Repeats, GradientsDifferWithinTheToleranceUnlessBitwiseIsAsked) {
   EXPECT_EQ(v.all.reason, "backward: call 2 of 2 differs from call 1 in dq: 1 element beyond the "
                           "gradient tolerance, max |delta| 0.5");
 }
+
+// The default check compiles a handful of quick cases, chosen by what they are: a causal forward,
+// a causal backward, GQA and an additive mask (and, by the same predicate, causal decode under
+// GQA whatever its dtype: bottom-right decoding's shape joins by itself).
+TEST(CompileFamily, QuickCompilesAHandfulChosenByWhatTheCasesAre) {
+  auto plan = plan_cases({});
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->compiled,
+            (std::vector<std::string>{"fp16-b1-h4-q128-k128-d64-causal", "fp16-b1-h8:2-q128-k128-d64",
+                                      "fp16-b1-h4-q96-k96-d64-mask_add",
+                                      "fp16-b1-h2-q64-k64-d64-causal-bwd"}));
+  Case decode = *parse_case_spec("dtype=bf16,b=1,hq=8,hkv=2,lq=1,lkv=129,d=128,causal");
+  EXPECT_TRUE(in_compile_family(decode, "quick"));
+  decode.large = true; // the numerics cases stay eager
+  EXPECT_FALSE(in_compile_family(decode, "quick"));
+  // The full suite compiles more: every plain case of at most 256 x 256 scores.
+  CaseSources full_suite;
+  full_suite.suite = "full";
+  auto full = plan_cases(full_suite);
+  ASSERT_TRUE(full.has_value());
+  EXPECT_GT(full->compiled.size(), plan->compiled.size());
+  for (const std::string& id : full->compiled) EXPECT_TRUE(in_compile_family(*parse_case_id(id), "full")) << id;
+  // --mode compiled alone compiles every planned case, custom ones included.
+  CaseSources all;
+  all.specs = {"dtype=fp32,b=1,h=1,l=8,d=8"};
+  all.compile_all = true;
+  auto custom = plan_cases(all);
+  ASSERT_TRUE(custom.has_value());
+  EXPECT_EQ(custom->compiled, (std::vector<std::string>{"fp32-b1-h1-q8-k8-d8"}));
+  all.compile_all = false;
+  EXPECT_TRUE(plan_cases(all)->compiled.empty());
+}

@@ -29,7 +29,11 @@ TEST(CliE2E, BadFlagIsOneLineAndExitTwo) {
   for (std::vector<std::string> args : {std::vector<std::string>{"--bogus"},
                                         {"--color", "purple"},
                                         {"devices", "--no-such-flag"},
-                                        {"no-such-subcommand"}}) {
+                                        {"no-such-subcommand"},
+                                        {"check", "--mode", "jit"},
+                                        {"check", "--mode", "eager,traced"},
+                                        {"check", "--compile", "tvm"},
+                                        {"repro", "fp16-b1-h8-q128-k128-d64", "--mode", "jit"}}) {
     args.insert(args.begin(), doctor());
     auto r = run_binary(args);
     EXPECT_EQ(r.exit_code, 2) << args[1] << ": " << r.err;

@@ -185,3 +185,23 @@ TEST(ModelJson, WhatIsNotAResultSaysWhy) {
 }
 
 } // namespace
+
+// v1.7: a result's mode; absent (an older report) reads as eager, an unknown one is refused.
+TEST(ModelJson, AResultsModeComesBackAndAbsentIsEager) {
+  CaseResult r;
+  r.kase = *parse_case_spec("dtype=fp32,b=1,h=2,l=16,d=32");
+  r.case_id = r.kase.id();
+  r.device = "cpu";
+  r.probe = Probe::python;
+  r.variant = "flash";
+  r.mode = Mode::compiled;
+  nlohmann::json j = to_json(r);
+  EXPECT_EQ(j.at("mode"), "compiled");
+  auto back = case_result_from_json(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->mode, Mode::compiled);
+  j.erase("mode");
+  EXPECT_EQ(case_result_from_json(j)->mode, Mode::eager);
+  j["mode"] = "jit";
+  EXPECT_FALSE(case_result_from_json(j).has_value());
+}

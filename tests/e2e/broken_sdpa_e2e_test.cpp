@@ -3,6 +3,7 @@
 // way only, and the default check, with no flag but the interpreter, finds it exactly there: only
 // the Python probe's flash cells of those cases fail, the cause is said once, and the advice
 // around it is verified by its re-run.
+//  - only the compiled call fails (torch.compile traces a wrong graph; eager calls pass);
 //  - one later call of a case returns an output a few ulps away from the first call's (a race);
 //  - only scores near 1e4 in fp16 and bf16 give Inf;
 //  - only an fp32 additive mask under fp16 queries gives wrong values.
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -25,8 +27,9 @@ struct Checked {
   json report;
 };
 
-Checked default_check(const std::string& broken) {
-  sdpa_test::TempDir dir;
+// The default check with the Python probe's SDPA broken by `broken`; `dir` keeps the interpreter
+// (`python`), the report (`r.json`) and the run directory.
+Checked default_check(const std::string& broken, const sdpa_test::TempDir& dir) {
   sdpa_test::RunOptions o;
   o.set_env = {{"NO_COLOR", "1"}};
   o.timeout_s = 600;
@@ -39,16 +42,23 @@ Checked default_check(const std::string& broken) {
   return c;
 }
 
-// Every cell passes or is refused but the Python probe's flash cells of `broken_cases`, which
-// have `status` and a reason containing `words`; the advice is verified. Returns those cells.
+Checked default_check(const std::string& broken) {
+  sdpa_test::TempDir dir;
+  return default_check(broken, dir);
+}
+
+// Every cell passes or is refused but the Python probe's flash cells of `broken_cases` in `mode`,
+// which have `status` and a reason containing `words`; the advice is verified. Returns those cells.
 std::vector<json> expect_failures_only_at(const Checked& c, const std::set<std::string>& broken_cases,
-                                          const std::string& status, const std::string& words) {
+                                          const std::string& status, const std::string& words,
+                                          const std::string& mode = "eager") {
   EXPECT_EQ(c.run.exit_code, 1) << c.run.out << c.run.err;
   std::vector<json> failed;
   std::set<std::string> seen;
   for (const json& res : c.report.at("results")) {
     const std::string id = res.at("case_id");
-    if (res.at("probe") == "python" && res.at("variant") == "flash" && broken_cases.count(id)) {
+    if (res.at("probe") == "python" && res.at("variant") == "flash" &&
+        res.value("mode", "eager") == mode && broken_cases.count(id)) {
       seen.insert(id);
       failed.push_back(res);
       EXPECT_EQ(res.at("status"), status) << res;
@@ -62,6 +72,70 @@ std::vector<json> expect_failures_only_at(const Checked& c, const std::set<std::
   for (const json& rec : c.report.at("recommendations"))
     EXPECT_TRUE(rec.at("verified").get<bool>()) << rec;
   return failed;
+}
+
+TEST(CompiledCheck, OnlyTheCompiledCallFailingIsFoundAtThePythonFlashCompiledCells) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
+  // Wrong values only in what torch.compile traces, with flash alone enabled: eager calls pass.
+  sdpa_test::TempDir dir;
+  const Checked c = default_check(R"(
+BREAK_COMPILED = True
+
+def broken(torch, q, k, v, kwargs, out):
+    return out + 0.05
+)",
+                                  dir);
+  // The compile family of the default check: the Python probe's compiled cells, a handful.
+  std::set<std::string> compiled;
+  for (const json& res : c.report.at("results"))
+    if (res.value("mode", "eager") == "compiled") {
+      EXPECT_EQ(res.at("probe"), "python") << res; // the libtorch probe has no compiled cells
+      compiled.insert(res.at("case_id").get<std::string>());
+    }
+  ASSERT_GE(compiled.size(), 4u) << "forward, backward, GQA and a mask are compiled";
+  ASSERT_LE(compiled.size(), 8u) << "only the compile family, not every quick case";
+  EXPECT_TRUE(std::any_of(compiled.begin(), compiled.end(),
+                          [](const std::string& id) { return id.ends_with("-bwd"); }));
+  EXPECT_TRUE(std::any_of(compiled.begin(), compiled.end(),
+                          [](const std::string& id) { return id.find("-mask_add") != std::string::npos; }));
+  const auto failed = expect_failures_only_at(c, compiled, "mismatch", "elements outside", "compiled");
+  EXPECT_EQ(failed.size(), compiled.size());
+  // The cause said once: one finding that only compiled calls fail, naming those cases.
+  int found = 0;
+  for (const json& f : c.report.at("findings")) {
+    if (f.at("id") != "compiled-only-failure") continue;
+    ++found;
+    EXPECT_EQ(f.at("case_ids").size(), compiled.size()) << f;
+    EXPECT_NE(f.at("message").get<std::string>().find("flash · compiled"), std::string::npos) << f;
+  }
+  EXPECT_EQ(found, 1) << c.report.at("findings").dump(1);
+  // Compiled attention has advice of its own, verified by a compiled re-run.
+  int compiled_advice = 0;
+  for (const json& rec : c.report.at("recommendations"))
+    if (rec.value("workload", "") == "compiled") {
+      ++compiled_advice;
+      EXPECT_TRUE(rec.at("verified").get<bool>()) << rec;
+      EXPECT_NE(rec.at("python").get<std::string>().find("torch.compile"), std::string::npos) << rec;
+    }
+  EXPECT_EQ(compiled_advice, 1) << c.report.at("recommendations").dump(1);
+  EXPECT_NE(c.run.out.find("flash · compiled"), std::string::npos) << c.run.out;
+
+  // `repro` of a compiled failure writes the torch.compile call, and its script reproduces the
+  // failure where it lives (the broken interpreter) and passes where it does not.
+  const std::string id = "fp16-b1-h4-q128-k128-d64-causal";
+  ASSERT_TRUE(compiled.count(id));
+  const auto repro = sdpa_test::run_binary({sdpa_test::doctor(), "repro", id, "--report",
+                                            dir.file("r.json"), "--original", "-o",
+                                            dir.file("repro.py")});
+  ASSERT_EQ(repro.exit_code, 0) << repro.err;
+  const std::string script = sdpa_test::read_file(dir.file("repro.py"));
+  EXPECT_NE(script.find("COMPILE = \"aot_eager\""), std::string::npos);
+  EXPECT_NE(script.find("VARIANT, PROBE = \"flash\", \"python\""), std::string::npos);
+  const auto broken_run = sdpa_test::run_binary({dir.file("python"), dir.file("repro.py")});
+  EXPECT_NE(broken_run.exit_code, 0) << broken_run.out << broken_run.err;
+  EXPECT_NE(broken_run.out.find("MISMATCH"), std::string::npos) << broken_run.out;
+  const auto torch_run = sdpa_test::run_binary({sdpa_test::k_test_python, dir.file("repro.py")});
+  EXPECT_EQ(torch_run.exit_code, 0) << torch_run.out << torch_run.err;
 }
 
 TEST(RepeatedCallsCheck, OneLaterCallAFewUlpsAwayIsFoundWhereItLivesByTheDefaultCheck) {

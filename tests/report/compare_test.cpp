@@ -161,6 +161,26 @@ TEST(Diff, FailOnDecidesWhatIsARegression) {
   EXPECT_EQ(compare::diff(digest(base), digest(now), {wider, 1.25, false}).exit_code, 1);
 }
 
+// A compiled cell is another cell than the eager one of its case: it is never compared with it,
+// and a report of eager cells only (v1.6 and before, no "mode") reads as eager.
+TEST(Diff, ACompiledCellIsNeverComparedWithTheEagerOne) {
+  json base = golden_json("crash_known_issue");
+  json now = base;
+  for (json& r : base["results"]) r.erase("mode");
+  json compiled = result(now, "flash", "fp16-b1-h8-q128-k128-d64");
+  compiled["mode"] = "compiled";
+  compiled["status"] = "mismatch";
+  now["results"].push_back(compiled);
+  const auto d = compare::diff(digest(base), digest(now), {default_fail_on(), 1.25, false});
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes.front().kind, compare::ChangeKind::added);
+  EXPECT_EQ(d.changes.front().cell.mode, "compiled");
+  EXPECT_EQ(d.changes.front().cell.row(), "flash · compiled");
+  // Two results for one compiled cell are refused as for an eager one.
+  now["results"].push_back(compiled);
+  EXPECT_FALSE(compare::read_report(now.dump()).has_value());
+}
+
 TEST(Diff, HostNameIsNotPartOfTheCell) {
   json base = golden_json("crash_known_issue");
   json now = base;

@@ -206,6 +206,14 @@ Report timeout_and_mismatch() {
   const double t[] = {0.55, 9.8, 0.9};
   for (size_t i = 0; i < cases.size(); ++i)
     r.results.push_back(pass("cuda:0", Probe::python, "math", cases[i], t[i]));
+  // Compiled cells of the compile family: rows of their own, never merged with the eager ones.
+  for (const char* v : {"flash", "math"}) {
+    r.workers.push_back(worker("cuda:0", Probe::python, v, py_v));
+    r.workers.back().mode = Mode::compiled;
+    r.workers.back().facts["compile_backend"] = "aot_eager";
+    r.results.push_back(pass("cuda:0", Probe::python, v, cases[0], 0.14));
+    r.results.back().mode = Mode::compiled;
+  }
   return r;
 }
 

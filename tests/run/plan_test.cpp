@@ -134,7 +134,8 @@ TEST(Verify, AVerifyRunSurvivesTheJournalsPlanAndStartsWithOnlyItsEnvironment) {
   plan.targets = {"cpu"};
   plan.cases = {parse_case_spec("dtype=fp32,b=1,h=2,l=8,d=16").value()};
   plan.runs = {{"cpu", Probe::python, Variant{"default", {}},
-                VerifyRun{"disable-flash", "/tmp/snippet.py", {{"TORCH_ROCM_FA_PREFER_CK", "0"}}}}};
+                VerifyRun{"disable-flash", "/tmp/snippet.py", {{"TORCH_ROCM_FA_PREFER_CK", "0"}}},
+                Mode::eager, {}}};
   auto back = plan_from_json(to_json(plan));
   ASSERT_TRUE(back) << back.error().message;
   ASSERT_EQ(back->runs.size(), 1u);
@@ -176,7 +177,8 @@ TEST(Launch, TheReferenceWorkerLooksWhereTheTorchUnderTestKeepsItsLibraries) {
   std::filesystem::permissions(worker, std::filesystem::perms::owner_all);
   ExecuteOptions exec;
   exec.worker_dir = dir.path();
-  const PlannedRun reference{"cuda:0", Probe::reference, Variant{"ref-flash", {}}, std::nullopt};
+  const PlannedRun reference{"cuda:0", Probe::reference, Variant{"ref-flash", {}}, std::nullopt,
+                             Mode::eager, {}};
   const auto env_of = [&](const PlannedRun& run) {
     const WorkerLaunch launch = worker_launch(run, exec);
     EXPECT_TRUE(launch.command) << launch.why_not;
@@ -192,4 +194,40 @@ TEST(Launch, TheReferenceWorkerLooksWhereTheTorchUnderTestKeepsItsLibraries) {
   ::setenv("SDPA_DOCTOR_TORCH_LIB_DIRS", "/mine", 1);
   EXPECT_EQ(env_of(reference).count("SDPA_DOCTOR_TORCH_LIB_DIRS"), 0u);
   ::unsetenv("SDPA_DOCTOR_TORCH_LIB_DIRS");
+}
+
+// Compiled cells: the python probe's variants that run on the target, over the compile family
+// only; never for libtorch or the reference kernels; filtered by mode; kept in the journal's plan.
+TEST(Plan, CompiledCellsArePlannedForThePythonProbeOverTheCompileFamilyOnly) {
+  const Case a = spec("h=1,l=8,d=16"), b = spec("h=1,l=8,d=16,causal");
+  const PlanRequest request{{a, b}, {Probe::torch, Probe::python, Probe::reference}, {}, {"cpu"}};
+  ModeRequest modes{{}, {b.id()}};
+  const Plan plan = make_plan(request, {}, modes);
+  std::vector<std::string> compiled;
+  for (const PlannedRun& r : plan.runs)
+    if (r.mode == Mode::compiled) {
+      EXPECT_EQ(r.probe, Probe::python);
+      EXPECT_EQ(r.case_ids, std::vector<std::string>{b.id()});
+      EXPECT_TRUE(r.takes(b));
+      EXPECT_FALSE(r.takes(a));
+      compiled.push_back(r.variant.name());
+    } else {
+      EXPECT_TRUE(r.takes(a) && r.takes(b));
+    }
+  // No kernel on a CPU for mem_efficient and cudnn: no rows of `unsupported` noise.
+  EXPECT_EQ(compiled, (std::vector<std::string>{"math", "flash", "default"}));
+  auto back = plan_from_json(to_json(plan));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(to_json(*back), to_json(plan));
+
+  modes.modes = {Mode::compiled};
+  for (const PlannedRun& r : make_plan(request, {}, modes).runs) EXPECT_EQ(r.mode, Mode::compiled);
+  modes.modes = {Mode::eager};
+  for (const PlannedRun& r : make_plan(request, {}, modes).runs) EXPECT_EQ(r.mode, Mode::eager);
+  const Plan eager_only = make_plan(request, {}); // no compile family named: eager cells only
+  EXPECT_TRUE(std::none_of(eager_only.runs.begin(), eager_only.runs.end(),
+                           [](const PlannedRun& r) { return r.mode == Mode::compiled; }));
+  // A compiled cell is another cell than the eager one of the same case.
+  EXPECT_NE(cell_key("cpu", Probe::python, "flash", Mode::compiled, b.id()),
+            cell_key("cpu", Probe::python, "flash", Mode::eager, b.id()));
 }

@@ -2,6 +2,9 @@
 // only: the test's Python function `broken(torch, q, k, v, kwargs, out)` sees every call made
 // with the flash backend alone enabled and returns the output the caller gets. Every other call is torch's own. The wrapper is a sitecustomize.py on
 // PYTHONPATH, which the doctor hands its Python workers as it is.
+// Calls traced by torch.compile (torch.compiler.is_compiling()) are torch's own too, unless the
+// test's code sets BREAK_COMPILED = True: then `broken` sees only those (it runs while Dynamo
+// traces, so what it returns is part of the compiled graph) and every eager call is torch's own.
 #pragma once
 
 #include "support/run_binary.hpp"
@@ -16,24 +19,35 @@ namespace sdpa_test {
 inline std::string python_with_broken_flash(const TempDir& dir, const std::string& broken) {
   const std::string patch = dir.file("patch");
   ::mkdir(patch.c_str(), 0755);
-  // The wrapper goes on as torch.nn.functional is first imported, not at every start of the
-  // interpreter: the doctor starts it for facts and probes too, and `import torch` in each made
-  // a check half again as long.
-  write_file(patch + "/sitecustomize.py", broken + R"(
+  // The wrapper goes on once `import torch` has finished, not at every start of the interpreter:
+  // the doctor starts it for facts and probes too, and `import torch` in each made a check half
+  // again as long.
+  write_file(patch + "/sitecustomize.py", "BREAK_COMPILED = False\n" + broken + R"(
 
 import importlib.abc
 import importlib.util
 import sys
 
 
-def _wrap_sdpa(F):
-    import torch
+def _wrap_sdpa(torch):
+    F = torch.nn.functional
     real = F.scaled_dot_product_attention
+
+    compiler = getattr(torch, "compiler", None)
+    is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+
+    def flash_alone():
+        b = torch.backends.cuda
+        return b.flash_sdp_enabled() and not b.math_sdp_enabled() and not b.mem_efficient_sdp_enabled()
+
+    # Dynamo cannot trace the flag queries: it calls them while it traces and keeps the answer.
+    flash_alone_traced = compiler.assume_constant_result(flash_alone) if BREAK_COMPILED else None
 
     def sdpa(q, k, v, *args, **kwargs):
         out = real(q, k, v, *args, **kwargs)
-        b = torch.backends.cuda
-        if not b.flash_sdp_enabled() or b.math_sdp_enabled() or b.mem_efficient_sdp_enabled():
+        if is_compiling() != BREAK_COMPILED:
+            return out
+        if not (flash_alone_traced() if BREAK_COMPILED else flash_alone()):
             return out
         return broken(torch, q, k, v, kwargs, out)
 
@@ -42,7 +56,7 @@ def _wrap_sdpa(F):
 
 class _WrapWhenImported(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "torch.nn.functional":
+        if name != "torch":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)

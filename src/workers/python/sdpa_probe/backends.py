@@ -106,13 +106,15 @@ class _ThreadCount(object):
 
 
 class Probe(object):
-    def __init__(self, torch, device, backend, flags):
+    def __init__(self, torch, device, backend, flags, compile_backend=None):
         self.torch = torch
         self.device = device
         self.backend = backend
         self.flags = flags
         self.gpu = device.startswith("cuda")
         self.threads = Threads(torch)
+        # A compiled cell's torch.compile backend ("aot_eager", "inductor"); None: eager.
+        self.compile_backend = compile_backend
 
     def facts(self):
         torch = self.torch
@@ -146,6 +148,10 @@ class Probe(object):
                         facts["device_%d_gcnArchName" % i] = str(arch)
         except Exception as e:  # a broken GPU stack is a fact, not a crash
             facts["gpu_error"] = one_line(e)
+        if self.compile_backend:
+            facts["mode"] = "compiled"
+            facts["compile_backend"] = self.compile_backend
+            facts["torch_compile"] = "yes" if callable(getattr(torch, "compile", None)) else "no"
         cuda_backends = getattr(torch.backends, "cuda", None)
         pref = getattr(cuda_backends, "preferred_rocm_fa_library", None)
         if pref is not None:
@@ -242,6 +248,38 @@ class Probe(object):
                     return CHOICE_NAMES[name]
         return "backend#%d" % choice
 
+    def new_case(self):
+        """Before each case of a compiled cell: Dynamo forgets the last case's graphs, so that
+        its recompile limit never fails a later case that is merely another shape."""
+        if self.compile_backend:
+            dynamo = getattr(self.torch, "_dynamo", None)
+            if dynamo is not None and hasattr(dynamo, "reset"):
+                dynamo.reset()
+
+    def attention(self, kwargs):
+        """The SDPA call of a case as the cell makes it: fn(q, k, v, mask). Eager, the forced
+        backend's context around torch's function; compiled, that same function (the context
+        inside it, the mask an argument) through torch.compile(fullgraph=True, dynamic=False)."""
+        torch = self.torch
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        options = {key: value for key, value in kwargs.items() if key != "attn_mask"}
+        context = self._context
+
+        def attention(q, k, v, mask):
+            ctx = context()
+            if ctx is None:
+                return sdpa(q, k, v, attn_mask=mask, **options)
+            with ctx:
+                return sdpa(q, k, v, attn_mask=mask, **options)
+
+        if not self.compile_backend:
+            return attention
+        compile_fn = getattr(torch, "compile", None)
+        if not callable(compile_fn):
+            raise RuntimeError("this PyTorch %s has no torch.compile: compiled cells cannot run"
+                               % torch.__version__)
+        return compile_fn(attention, fullgraph=True, dynamic=False, backend=self.compile_backend)
+
     def sync(self):
         if self.gpu:
             self.torch.cuda.synchronize(self.torch.device(self.device))
@@ -267,15 +305,11 @@ class Probe(object):
         kwargs = {"attn_mask": mask, "dropout_p": c["dropout"], "is_causal": c["causal"]}
         if gqa:
             kwargs["enable_gqa"] = True
-        sdpa = torch.nn.functional.scaled_dot_product_attention
         chosen = self.chosen(q, k, v, mask, c, gqa) if self.backend == "default" else self.backend
+        attention = self.attention(kwargs)
 
         def forward():
-            ctx = self._context()
-            if ctx is None:
-                return sdpa(q, k, v, **kwargs)
-            with ctx:
-                return sdpa(q, k, v, **kwargs)
+            return attention(q, k, v, mask)
 
         def call():
             o = forward()
@@ -345,8 +379,17 @@ class Probe(object):
         return host, times, chosen, grads, reruns, repeats.stats if repeats else None
 
 
+def is_graph_break(exc):
+    """Dynamo could not trace the call (torch._dynamo.exc.Unsupported): under fullgraph=True a
+    failure of the compiled call, never a backend's clean refusal, whatever its words say."""
+    return any(t.__name__ == "Unsupported" and t.__module__.startswith("torch._dynamo")
+               for t in type(exc).__mro__)
+
+
 def classify(exc, captured):
     reason = one_line("%s: %s" % (type(exc).__name__, exc))
+    if is_graph_break(exc):
+        return "error", reason
     refusal = any(r in reason for r in REFUSALS)
     for w in captured:
         reason += " | " + one_line(w)

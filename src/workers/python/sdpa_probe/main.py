@@ -5,7 +5,7 @@ import re
 import signal
 import sys
 
-from .protocol import parse_variant
+from .protocol import COMPILE_BACKENDS, MODES, parse_variant
 from .server import SERVER_ENV, run_through_server, serve
 from .worker import dump_inputs, run_worker
 
@@ -41,6 +41,15 @@ def parse_args(argv):
             args["verify"] = value
         elif flag == "--snippet":
             args["snippet"] = value
+        elif flag == "--mode":
+            if value not in MODES:
+                raise ValueError("invalid --mode '%s' (eager or compiled)" % value)
+            args["mode"] = value
+        elif flag == "--compile":
+            if value not in COMPILE_BACKENDS:
+                raise ValueError("invalid --compile '%s' (%s)" % (value,
+                                                                  " or ".join(COMPILE_BACKENDS)))
+            args["compile"] = value
         else:
             raise ValueError("unknown argument '%s'" % flag)
         i += 2
@@ -53,14 +62,36 @@ def parse_args(argv):
         raise ValueError("--verify and --snippet come together")
     if "verify" in args and args["variant"] != "default":
         raise ValueError("--verify re-runs through the default dispatch: --variant default")
+    args.setdefault("mode", "eager")
+    if args["mode"] == "compiled":
+        args.setdefault("compile", "aot_eager")
+    elif "compile" in args:
+        raise ValueError("--compile takes --mode compiled")
     return args
+
+
+def parse_serve(argv):
+    """`--serve SOCKET [--preload-backward] [--preload-compile BACKEND]`: (socket, backward,
+    compile backend or None); None when argv is no server's."""
+    if len(argv) < 2 or argv[0] != "--serve":
+        return None
+    rest, backward, compile_backend = argv[2:], False, None
+    while rest:
+        if rest[0] == "--preload-backward":
+            backward, rest = True, rest[1:]
+        elif rest[0] == "--preload-compile" and len(rest) > 1 and rest[1] in COMPILE_BACKENDS:
+            compile_backend, rest = rest[1], rest[2:]
+        else:
+            return None
+    return argv[1], backward, compile_backend
 
 
 def main(argv, started="exec"):
     """The exit code (most paths end in os._exit). `started`: how this process came to be the
     worker, "exec" or "forked by the start-up server"."""
-    if len(argv) in (2, 3) and argv[0] == "--serve" and argv[2:] in ([], ["--preload-backward"]):
-        return serve(argv[1], main, preload_backward=len(argv) == 3)
+    served = parse_serve(argv)
+    if served is not None:
+        return serve(served[0], main, preload_backward=served[1], preload_compile=served[2])
     try:
         args = parse_args(argv)
     except ValueError as e:

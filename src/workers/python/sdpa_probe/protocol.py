@@ -52,6 +52,12 @@ def one_line(text, limit=2000):
 
 # --- variants and cases ------------------------------------------------------------------------
 
+MODES = ("eager", "compiled")
+# torch.compile's backends a compiled cell may run under: Dynamo with AOTAutograd's fake tensors
+# and eager kernels, or Inductor's generated code.
+COMPILE_BACKENDS = ("aot_eager", "inductor")
+
+
 def parse_variant(text):
     m = re.match(r"^([A-Za-z_\-]+)(?:\[([a-z,]+)\])?$", text)
     if not m:

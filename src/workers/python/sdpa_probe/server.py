@@ -104,10 +104,36 @@ def preload_backward_imports():
         pass
 
 
-def serve(path, run_main, preload_backward=False):
+def preload_compile_imports(torch, backend):
+    """Warms Dynamo for compiled cells: its modules imported and one tiny function traced by
+    `backend` (a cold first compile costs a second, which every forked worker would otherwise
+    pay). Nothing runs on a GPU; the op runs below the size at which torch wakes its thread
+    pool, and an Inductor warm-up stops at tracing, before it would start its compile workers."""
+    try:
+        import torch._dynamo  # noqa: F401
+
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def warm(q):
+            return sdpa(q, q, q, is_causal=True) * 2 + 1
+
+        # A tiny SDPA forward and backward: what the compiled cells' first trace would import
+        # (decompositions, AOTAutograd's joint graph and partitioner) is imported here once.
+        trace_backend = backend if backend == "aot_eager" else "aot_eager"
+        compiled = torch.compile(warm, fullgraph=True, dynamic=False, backend=trace_backend)
+        q = torch.ones(1, 1, 4, 4, requires_grad=True)
+        compiled(q).sum().backward()
+        if backend == "inductor":
+            import torch._inductor.compile_fx  # noqa: F401
+        torch._dynamo.reset()
+    except Exception:  # the workers compile on their own, and say what fails there
+        pass
+
+
+def serve(path, run_main, preload_backward=False, preload_compile=None):
     """Accepts workers until the doctor kills the server's process group; each child calls
     run_main(argv, started) as the worker it becomes. `preload_backward`: the check runs backward
-    cases."""
+    cases; `preload_compile`: it runs compiled cells under that torch.compile backend."""
     set_parent_death_signal()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -119,6 +145,8 @@ def serve(path, run_main, preload_backward=False):
     torch, why = import_torch()
     if torch is not None and preload_backward:
         preload_backward_imports()
+    if torch is not None and preload_compile:
+        preload_compile_imports(torch, preload_compile)
     others = other_threads()
     if torch is None or others != []:
         why = why or ("threads alive after import: %s" % ", ".join(others or ["unknown"]))

@@ -68,7 +68,8 @@ def run_worker(args, started):
     probe = None
     unavailable = import_error
     if torch is not None:
-        probe = Probe(torch, args["device"], backend, flags)
+        probe = Probe(torch, args["device"], backend, flags,
+                      args.get("compile") if args.get("mode") == "compiled" else None)
         with warnings.catch_warnings(record=True) as startup:
             warnings.simplefilter("always")
             try:
@@ -195,6 +196,7 @@ def run_cases(writer, lines, probe, torch, unavailable, faults, variant_name, de
                         process_fault(backward_fault)
 
                 try:
+                    probe.new_case()
                     q, k, v, mask = make_inputs(torch, line["case"])
                     if backward:
                         grad_out = make_upstream_gradient(torch, line["case"])
