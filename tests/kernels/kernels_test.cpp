@@ -92,6 +92,25 @@ TEST(Oracle, CausalIsTopLeftWhenLqDiffersFromLkv) {
   EXPECT_DOUBLE_EQ(out[2], 3.0);
 }
 
+TEST(Oracle, BottomRightAlignsTheLastQueryWithTheLastKey) {
+  // Lq = 2 < Lkv = 3, bottom-right: row 0 sees keys 0 and 1, row 1 all three (top-left: 1 and 2).
+  Case c;
+  c.dtype = DType::f32;
+  c.b = c.hq = c.hkv = 1;
+  c.lq = 2;
+  c.lkv = 3;
+  c.d = 1;
+  c.causal = c.causal_bottom_right = true;
+  HostInputs in{{0.0f, 0.0f}, {1.0f, 1.0f, 1.0f}, {2.0f, 4.0f, 9.0f}, {}, {}};
+  auto out = oracle_attention(c, in);
+  EXPECT_DOUBLE_EQ(out[0], 3.0);
+  EXPECT_DOUBLE_EQ(out[1], 5.0);
+  c.causal_bottom_right = false;
+  out = oracle_attention(c, in);
+  EXPECT_DOUBLE_EQ(out[0], 2.0);
+  EXPECT_DOUBLE_EQ(out[1], 3.0);
+}
+
 TEST(Oracle, ScaleIsInverseSqrtOfHeadDim) {
   Case c;
   c.dtype = DType::f32;
@@ -198,6 +217,43 @@ TEST(Oracle, FullyMaskedRowsAreZeroAtEveryLevel) {
       for (int64_t e = 0; e < c.d; ++e)
         EXPECT_EQ(out[size_t(5 * c.d + e)], double(in.v[size_t(299 * c.d + e)])) << level;
     }
+  }
+}
+
+// Bottom-right cases past the oracle's and the kernels' block edges: decode (Lq = 1), a few
+// queries against odd key lengths, chunked prefill, with GQA and a transposed layout.
+const char* const k_bottom_right_specs[] = {
+    "dtype=bf16,b=1,hq=8,hkv=2,lq=1,lkv=129,d=64,causal=bottom_right",
+    "dtype=fp16,b=2,hq=4,hkv=1,lq=3,lkv=300,d=40,causal=bottom_right",
+    "dtype=bf16,b=1,hq=4,hkv=2,lq=16,lkv=80,d=64,causal=bottom_right",
+    "dtype=fp32,b=1,h=2,lq=97,lkv=290,d=72,causal=bottom_right",
+    "dtype=fp32,b=1,h=2,lq=200,lkv=201,d=24,causal=bottom_right,layout=transposed",
+    "dtype=fp16,b=1,hq=6,hkv=3,lq=130,lkv=333,d=128,causal=bottom_right"};
+
+TEST(Oracle, BlockedAgreesWithThePlainOracleBottomRight) {
+  for (const char* spec : k_bottom_right_specs) {
+    auto c = parse_case_spec(spec);
+    ASSERT_TRUE(c) << spec;
+    ASSERT_TRUE(c->causal_bottom_right) << spec;
+    expect_every_level_matches(*c, make_inputs(*c));
+  }
+}
+
+TEST(CpuKernels, BottomRightCasesMatchTheOracle) {
+  for (const char* spec : k_bottom_right_specs) {
+    auto c = parse_case_spec(spec);
+    ASSERT_TRUE(c) << spec;
+    SCOPED_TRACE(c->id());
+    const HostInputs in = make_inputs(*c);
+    const auto ref = oracle_attention(*c, in);
+    expect_close(RefKernel::math, *c, in, ref);
+    expect_close(RefKernel::flash, *c, in, ref);
+    // The alignment matters: the top-left oracle of the same inputs is another answer.
+    Case top_left = *c;
+    top_left.causal_bottom_right = false;
+    const Errors e = compare(run_cpu(RefKernel::flash, *c, in, 0, 1)->out,
+                             oracle_attention(top_left, in), cases::default_tolerance(c->dtype));
+    EXPECT_GT(e.outside, 0);
   }
 }
 
