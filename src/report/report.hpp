@@ -27,7 +27,7 @@ namespace sdpa_doctor::report {
 //   WorkerInfo::versions of libtorch workers give torch_cpp, of python workers torch_python and
 //   python, where Report::versions lacks them.
 
-inline constexpr std::string_view k_schema = "sdpa-doctor/report/v1.6";
+inline constexpr std::string_view k_schema = "sdpa-doctor/report/v1.7";
 
 struct ConsoleOptions {
   bool color = false;   // ANSI colours
@@ -41,7 +41,7 @@ std::string render_console(const Report& report, const ConsoleOptions& options =
 // Only the per-device matrices (also used by the Markdown report's text fallback).
 std::string render_matrix(const Report& report, const ConsoleOptions& options = {});
 
-// The whole report as JSON with "schema": "sdpa-doctor/report/v1.6" (data/report.schema.json).
+// The whole report as JSON with "schema": "sdpa-doctor/report/v1.7" (data/report.schema.json).
 // Numbers stay numbers with units in the key; a non-finite number is null and its key is listed
 // in the object's "nonfinite_fields".
 std::string render_json(const Report& report);

@@ -92,7 +92,7 @@ json* DefaultCheck::s_report = nullptr;
 TEST_F(DefaultCheck, ExitsZeroWithEveryCaseAccountedFor) {
   EXPECT_EQ(s_run->exit_code, 0) << s_run->out << s_run->err;
   ASSERT_FALSE(s_report->is_discarded()) << "r.json is not JSON";
-  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1.6");
+  EXPECT_EQ(s_report->at("schema"), "sdpa-doctor/report/v1.7");
   EXPECT_EQ(s_report->at("exit_code"), 0);
   EXPECT_NE(s_run->out.find("Summary"), std::string::npos) << s_run->out;
   for (const auto& r : s_report->at("results")) {

@@ -78,7 +78,7 @@ TEST(Console, NamesTheKnownIssueAndTheExitCode) {
 
 TEST(Json, CarriesSchemaNumbersAndNonFiniteAsNullWithFlag) {
   const auto doc = nlohmann::json::parse(report::render_json(fixture("timeout_mismatch")));
-  EXPECT_EQ(doc["schema"], "sdpa-doctor/report/v1.6");
+  EXPECT_EQ(doc["schema"], "sdpa-doctor/report/v1.7");
   bool saw_nan = false;
   for (const auto& r : doc["results"]) {
     if (r["status"] == "nonfinite") {
