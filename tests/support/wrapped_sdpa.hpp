@@ -1,6 +1,8 @@
 // An interpreter for `check --python` whose torch SDPA is wrapped so that it breaks in one way
 // only: the test's Python function `broken(torch, q, k, v, kwargs, out)` sees every call made
-// with the flash backend alone enabled and returns the output the caller gets. Every other call is torch's own. The wrapper is a sitecustomize.py on
+// with the flash backend alone enabled (a causal_lower_right bias's call, and before it the call
+// that bias makes with the bool mask it stands for) and returns the output the caller gets. Every
+// other call is torch's own. The wrapper is a sitecustomize.py on
 // PYTHONPATH, which the doctor hands its Python workers as it is.
 #pragma once
 
@@ -25,9 +27,20 @@ def _wrap_sdpa():
     except Exception:
         return
     real = F.scaled_dot_product_attention
+    try:  # torch >= 2.3
+        from torch.nn.attention.bias import CausalBias
+    except ImportError:
+        CausalBias = ()
 
     def sdpa(q, k, v, *args, **kwargs):
-        out = real(q, k, v, *args, **kwargs)
+        mask = kwargs.get("attn_mask")
+        if isinstance(mask, CausalBias):
+            # A causal_lower_right bias dispatches itself only when called through
+            # F.scaled_dot_product_attention, which is this wrapper now: dispatch it as torch does
+            # (its own SDPA calls come back here with the bool mask it stands for).
+            out = type(mask)._dispatch(q, k, v, *args, **kwargs)
+        else:
+            out = real(q, k, v, *args, **kwargs)
         b = torch.backends.cuda
         if not b.flash_sdp_enabled() or b.math_sdp_enabled() or b.mem_efficient_sdp_enabled():
             return out
