@@ -188,14 +188,8 @@ TEST(ShrinkSearch, BoundsAQueryLengthFromBothSides) {
 // says so, and every case it asks for keeps more keys than queries (bottom-right with Lq >= Lkv
 // is top-left, or undefined).
 TEST(ShrinkSearch, KeepsTheBottomRightAlignmentAndNeverRunsPastItsKeys) {
-  Case start = failing_case();
-  start.dtype = DType::bf16;
-  start.hq = 8;
-  start.hkv = 2;
-  start.lq = 16;
-  start.lkv = 80;
-  start.d = 64;
-  start.causal_bottom_right = true;
+  const Case start =
+      *parse_case_spec("dtype=bf16,b=2,hq=8,hkv=2,lq=16,lkv=80,d=64,causal=bottom_right");
   const auto fails = [](const Case& c) { return c.causal && c.causal_bottom_right; };
   int asked = 0;
   std::vector<std::string> invalid;
