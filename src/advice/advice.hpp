@@ -71,6 +71,10 @@ struct IssueRule {
   std::optional<int64_t> head_dim_min; // inclusive
   std::optional<int64_t> head_dim_max; // inclusive
   std::optional<bool> causal;
+  // With causal: "causal": "bottom_right" (true) or "top_left" (false); unset: either alignment.
+  std::optional<bool> causal_bottom_right;
+  std::optional<int64_t> query_len_min; // inclusive
+  std::optional<int64_t> query_len_max; // inclusive
   std::optional<bool> gqa; // hq != hkv
   std::optional<bool> dropout; // dropout_p > 0
   std::vector<std::string> gfx_verdicts; // the device's GfxTruth::verdict is one of these

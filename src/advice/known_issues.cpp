@@ -209,13 +209,24 @@ IssueRule parse_rule(const json& j) {
       rule.modes = name_set(v, k, "mode", mode_from_string, "eager, compiled");
     } else if (k == "dtypes") {
       rule.dtypes = name_set(v, k, "dtype", dtype_from_string);
-    } else if (k == "head_dim") {
-      if (!v.is_object()) throw EntryError{"'head_dim' must be an object {min, max}"};
+    } else if (k == "head_dim" || k == "query_len") {
+      if (!v.is_object()) throw EntryError{fmt::format("'{}' must be an object {{min, max}}", k)};
+      const bool head = k == "head_dim";
       for (const auto& [hk, hv] : v.items()) {
-        if (hk == "min") rule.head_dim_min = int_field(hv, "head_dim.min");
-        else if (hk == "max") rule.head_dim_max = int_field(hv, "head_dim.max");
-        else throw EntryError{fmt::format("unknown key 'head_dim.{}'", hk)};
+        const std::string name = fmt::format("{}.{}", k, hk);
+        if (hk == "min") (head ? rule.head_dim_min : rule.query_len_min) = int_field(hv, name);
+        else if (hk == "max") (head ? rule.head_dim_max : rule.query_len_max) = int_field(hv, name);
+        else throw EntryError{fmt::format("unknown key '{}'", name)};
       }
+    } else if (k == "causal" && v.is_string()) {
+      // The alignment: decoding and chunked prefill call causal attention bottom-right.
+      const std::string alignment = v.get<std::string>();
+      if (alignment != "top_left" && alignment != "bottom_right")
+        throw EntryError{fmt::format("'causal' is true, false, \"top_left\" or "
+                                     "\"bottom_right\", got \"{}\"",
+                                     escape_to_one_line(alignment))};
+      rule.causal = true;
+      rule.causal_bottom_right = alignment == "bottom_right";
     } else if (k == "gfx_verdict") {
       rule.gfx_verdicts = string_list(v, k);
       for (const std::string& name : rule.gfx_verdicts)
@@ -440,6 +451,10 @@ bool rule_matches(const IssueRule& rule, const CaseResult& r, const CaseFacts& f
   if (rule.head_dim_min && r.kase.d < *rule.head_dim_min) return false;
   if (rule.head_dim_max && r.kase.d > *rule.head_dim_max) return false;
   if (rule.causal && *rule.causal != r.kase.causal) return false;
+  if (rule.causal_bottom_right && *rule.causal_bottom_right != r.kase.causal_bottom_right)
+    return false;
+  if (rule.query_len_min && r.kase.lq < *rule.query_len_min) return false;
+  if (rule.query_len_max && r.kase.lq > *rule.query_len_max) return false;
   if (rule.gqa && *rule.gqa != (r.kase.hq != r.kase.hkv)) return false;
   if (rule.dropout && *rule.dropout != (r.kase.dropout_percent > 0)) return false;
   if (!rule.gfx_verdicts.empty() &&

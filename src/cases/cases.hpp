@@ -86,9 +86,10 @@ inline constexpr int64_t k_default_model_max_len = 256;
 // read from there when the top level has no num_attention_heads.
 Expected<ModelShapes> load_model_config(const std::string& path);
 // The cases such a model runs, batch 1, its dtype and GQA: causal prefill at 64, 128 and
-// `max_len` (those <= max_len, never past max_positions), then decode (Lq = 1) against a KV of
-// max_len. A sliding window is not a Case mask kind: cases longer than it run full causal
-// attention, and describe() records the window.
+// `max_len` (those <= max_len, never past max_positions), chunked prefill (max_len / 4 queries
+// against max_len keys, causal bottom-right), then decode (Lq = 1) against a KV of max_len. A
+// sliding window is not a Case mask kind: cases longer than it run full causal attention, and
+// describe() records the window.
 std::vector<Case> model_cases(const ModelShapes& model, int64_t max_len);
 // The model's own longest prefill (L = max_positions), the shape for the advice's memory note.
 Case model_target_case(const ModelShapes& model);

@@ -175,6 +175,13 @@ std::vector<Case> model_cases(const ModelShapes& model, int64_t max_len) {
     if (l <= longest) lengths.insert(l);
   std::vector<Case> out;
   for (int64_t l : lengths) out.push_back(model_case(model, l, l, true));
+  // Chunked prefill: the prompt's last quarter against the cache its first three filled, causal
+  // aligned bottom-right (causal_lower_right), as serving engines run long prompts.
+  if (const int64_t chunk = longest / 4; chunk >= 1) {
+    Case c = model_case(model, chunk, longest, true);
+    c.causal_bottom_right = true;
+    out.push_back(c);
+  }
   // Decode: one new token against the cache. Not causal: PyTorch aligns is_causal top-left, so
   // a causal Lq = 1 query would see only the first key; the one query sees every cached key.
   out.push_back(model_case(model, 1, longest, false));

@@ -53,6 +53,12 @@ Case with_masked_rows(Case c) {
   return c;
 }
 
+// Causal aligned bottom-right (causal_lower_right), as decoding and chunked prefill call it.
+Case bottom_right(Case c) {
+  c.causal = c.causal_bottom_right = true;
+  return c;
+}
+
 Case with_layouts(Case c, Layout q, Layout k, Layout v) {
   c.set_layouts(q, k, v);
   return c;
@@ -131,6 +137,11 @@ std::vector<Case> quick_suite() {
   out.push_back(make(DType::f16, 1, 4, 4, 1, 77, 64, true));
   out.push_back(make(DType::bf16, 1, 2, 2, 16, 45, 80, true));
   out.push_back(make(DType::f16, 1, 2, 2, 64, 64, 512));
+  // Decoding and chunked prefill align causal bottom-right (causal_lower_right): one query
+  // against 129 cached keys under GQA (ROCm/flash-attention#158 and pytorch PR#186434 fail only
+  // there), and a chunk of 16 queries against 80 keys.
+  out.push_back(bottom_right(make(DType::bf16, 1, 8, 2, 1, 129, 64)));
+  out.push_back(bottom_right(make(DType::f16, 1, 4, 4, 16, 80, 64)));
   // Training: the backward of a causal case, of GQA and of an odd length, one per dtype, small
   // enough to cost the default check little. `--train` adds the backward twin of every case.
   out.push_back(backward_of(make(DType::f16, 1, 2, 2, 64, 64, 64, true)));
@@ -201,6 +212,13 @@ std::vector<Case> full_suite() {
       out.push_back(make(t, 2, 8, 8, lq, 77, 64, true));
       out.push_back(make(t, 2, 8, 8, lq, 1037, 128, true));
     }
+  // The same queries aligned bottom-right, as decoding and chunked prefill call them, under GQA;
+  // and the backward of a chunk.
+  for (DType t : k_dtypes) {
+    for (int64_t lq : {int64_t{1}, int64_t{16}})
+      out.push_back(bottom_right(make(t, 2, 8, 2, lq, 1037, 128)));
+    out.push_back(backward_of(bottom_right(make(t, 1, 8, 2, 64, 320, 64))));
+  }
   // Head dims field reports name that the dims above leave out, at an odd length, causal or not.
   for (DType t : k_dtypes)
     for (int64_t d : {int64_t{16}, int64_t{40}, int64_t{48}, int64_t{72}, int64_t{384}})

@@ -133,7 +133,7 @@ std::string Case::id() const {
   std::string out = fmt::format("{}-b{}-h{}", to_string(dtype), b, hq);
   if (hkv != hq) out += fmt::format(":{}", hkv);
   out += fmt::format("-q{}-k{}-d{}", lq, lkv, d);
-  if (causal) out += "-causal";
+  if (causal) out += causal_bottom_right ? "-causal_br" : "-causal";
   if (window > 0) out += fmt::format("-win{}", window); // a bool mask of its own kind
   else if (mask == Mask::boolean) out += "-mask_bool";
   if (mask == Mask::additive) out += "-mask_add";
@@ -193,7 +193,11 @@ int64_t Case::math_scores_bytes() const { return (backward ? 4 : 2) * b * hq * l
 double Case::flops() const {
   const double f = 4.0 * double(b) * double(hq) * double(lq) * double(lkv) * double(d) *
                    (backward ? 3.5 : 1.0);
-  return causal ? f / 2 : f;
+  if (!causal) return f;
+  if (!causal_bottom_right) return f / 2;
+  // Row i sees lkv - lq + i + 1 keys.
+  const double seen = double(lq) * double(lkv - lq) + double(lq) * double(lq + 1) / 2;
+  return f * seen / (double(lq) * double(lkv));
 }
 
 namespace {
@@ -216,6 +220,13 @@ std::string validate_mask_and_layouts(const Case& c) {
     return "a dropout case is forward only (its gradients depend on the dropped positions)";
   if (c.masked_rows && c.mask == Mask::none) return "masked_rows needs a mask (mask=bool|additive)";
   if (c.masked_rows && c.window > 0) return "masked_rows does not go with a window";
+  if (c.causal_bottom_right && !c.causal) return "a bottom-right alignment needs causal";
+  if (c.causal_bottom_right && c.lq > c.lkv)
+    return fmt::format("causal=bottom_right needs lq <= lkv, got lq={} lkv={} (torch leaves the "
+                       "first {} query rows without a key: undefined)",
+                       c.lq, c.lkv, c.lq - c.lkv);
+  if (c.causal_bottom_right && c.lq == c.lkv)
+    return "causal=bottom_right at lq = lkv is top-left exactly: write causal";
   // make_inputs masks query rows 3, 7, 11, ...: a shorter query has none of them.
   if (c.masked_rows && c.lq < 4)
     return fmt::format("masked_rows needs lq >= 4 (it masks every key of query rows 3, 7, ...), "
@@ -310,13 +321,15 @@ std::string apply_key(Case& c, std::string_view key, std::string_view value, boo
     return {};
   }
   if (key == "causal") {
-    // torch's is_causal aligns the diagonal top-left: causal=top_left names it.
-    if (has_value && value == "top_left") return c.causal = true, std::string{};
-    if (has_value && value == "bottom_right")
-      return "'causal=bottom_right' (the alignment decoding uses, torch's causal_lower_right) is "
-             "not planned by this doctor yet: causal, causal=1 and causal=top_left align top-left";
+    // torch's is_causal aligns the diagonal top-left: causal=top_left names it; decoding and
+    // chunked prefill align it bottom-right (causal_lower_right).
+    c.causal_bottom_right = has_value && value == "bottom_right";
+    if (c.causal_bottom_right || (has_value && value == "top_left"))
+      return c.causal = true, std::string{};
     auto f = parse_flag(key, value, has_value);
-    if (!f) return f.error().message;
+    if (!f && value.empty()) return f.error().message;
+    if (!f)
+      return fmt::format("'causal' takes 0, 1, top_left or bottom_right, got '{}'", value);
     c.causal = *f;
     return {};
   }
@@ -387,6 +400,9 @@ Expected<Case> finish(Case c, std::string_view source) {
                                   source));
   if (c.mask_dtype == c.dtype) c.mask_dtype.reset();
   if (c.window > 0 && c.mask == Mask::none) c.mask = Mask::boolean; // `window=W` alone says it
+  // At lq = lkv bottom-right is top-left exactly (torch's CausalBias calls is_causal there too):
+  // one case, one id.
+  if (c.causal_bottom_right && c.lq == c.lkv) c.causal_bottom_right = false;
   if (auto problem = validate(c); !problem.empty())
     return make_error(fmt::format("invalid case '{}': {}", source, problem));
   return c;
@@ -476,6 +492,7 @@ Expected<Case> parse_case_id(std::string_view id) {
     std::string_view p = parts[i];
     int64_t seed = 0;
     if (p == "causal") c.causal = true;
+    else if (p == "causal_br") c.causal = c.causal_bottom_right = true;
     else if (p == "mask_bool") c.mask = Mask::boolean;
     else if (p == "mask_add") c.mask = Mask::additive;
     else if (p == "bwd" && i + 1 == parts.size()) c.backward = true;
@@ -500,6 +517,7 @@ nlohmann::json to_json(const Case& c) {
                    {"mask", to_string(c.mask)},   {"layout", to_string(c.layout)},
                    {"seed", c.seed}};
   // The newer keys only where they say something, so that a plain case reads as it always did.
+  if (c.causal_bottom_right) j["causal"] = "bottom_right";
   const auto [q, k, v] = c.qkv_layouts();
   if (q != k || k != v) {
     j["q_layout"] = to_string(q);

@@ -57,7 +57,11 @@ struct Case {
   int64_t lq = 128; // query length
   int64_t lkv = 128; // key/value length
   int64_t d = 64;   // head dim (q, k and v share it)
-  bool causal = false; // top-left aligned when lq != lkv, as in PyTorch
+  bool causal = false; // top-left aligned when lq != lkv, as torch's is_causal
+  // With causal: the diagonal aligned bottom-right instead, query i sees key j <= i + lkv - lq,
+  // as torch's causal_lower_right (decoding, chunked prefill). Only where lq < lkv: at lq == lkv
+  // it is top-left exactly (the parsers normalise it so), past it rows would see no key.
+  bool causal_bottom_right = false;
   Mask mask = Mask::none;
   Layout layout = Layout::contiguous; // of q, k and v, unless a tensor's own layout says otherwise
   // A tensor's own layout, set only where q, k and v differ (set_layouts keeps it so).
@@ -80,7 +84,8 @@ struct Case {
   bool operator==(const Case&) const = default;
 
   // Stable, human-readable and parseable back with parse_case_id, e.g.
-  // "bf16-b1-h32-q4096-k4096-d128-causal" or "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3"; a
+  // "bf16-b1-h32-q4096-k4096-d128-causal" (bottom-right "-causal_br") or
+  // "fp16-b2-h8:2-q1-k77-d64-mask_bool-tr-s3"; a
   // case with fully masked rows has "-mrows" and a dropout case "-drop0.25" before its seed; a
   // backward case ends in "-bwd".
   std::string id() const;
@@ -88,6 +93,9 @@ struct Case {
   std::array<Layout, 3> qkv_layouts() const; // of q, k and v
   // Sets the three layouts in the one form: alike -> `layout`; else each non-contiguous one's own.
   void set_layouts(Layout q, Layout k, Layout v);
+  // Query i sees key j when j <= i + causal_offset() (under causal): 0 top-left, lkv - lq
+  // bottom-right.
+  int64_t causal_offset() const { return causal && causal_bottom_right ? lkv - lq : 0; }
   DType mask_value_dtype() const { return mask_dtype.value_or(dtype); }
   double dropout_p() const { return dropout_percent / 100.0; }
 
@@ -99,7 +107,8 @@ struct Case {
   // Bytes the math backend materialises for the scores (B*Hq*Lq*Lkv in fp32, twice: scores and
   // softmax), which is what a memory guard must budget for.
   int64_t math_scores_bytes() const;
-  // 4*B*Hq*Lq*Lkv*D, halved for causal: the usual attention FLOP count; a backward case counts
+  // 4*B*Hq*Lq*Lkv*D, halved for causal (bottom-right: times the fraction of scores seen): the
+  // usual attention FLOP count; a backward case counts
   // its forward and backward, 3.5 times that (the backward recomputes the scores and makes four
   // products of that size).
   double flops() const;
@@ -115,7 +124,8 @@ struct Case {
 std::string validate(const Case& c);
 
 // `--case "dtype=bf16,b=1,h=32,l=4096,d=128,causal"`: keys dtype, b, h (sets hq and hkv), hq, hkv,
-// l (sets lq and lkv), lq, lkv, d, causal[=0|1], mask=none|bool|additive,
+// l (sets lq and lkv), lq, lkv, d, causal[=0|1|top_left|bottom_right] (bottom_right needs
+// lq <= lkv; at lq == lkv it is top_left), mask=none|bool|additive,
 // layout=contiguous|transposed|strided|offset (q, k and v), q_layout, k_layout, v_layout (one
 // tensor's, over layout's), mask_dtype=fp16|bf16|fp32 (additive), mask_shape=b1qk|bhqk|11qk|qk,
 // mask_layout=contiguous|strided|offset, window=W (a bool sliding-window mask), large[=0|1],
@@ -125,7 +135,8 @@ std::string validate(const Case& c);
 Expected<Case> parse_case_spec(std::string_view spec);
 Expected<Case> parse_case_id(std::string_view id);
 
-// JSON form (case files: one object per line with the same keys as parse_case_spec).
+// JSON form (case files: one object per line with the same keys as parse_case_spec; "causal" is
+// true, false or "bottom_right").
 nlohmann::json to_json(const Case& c);
 Expected<Case> case_from_json(const nlohmann::json& j);
 

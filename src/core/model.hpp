@@ -259,8 +259,9 @@ struct Timings {
 // What a failure needs, from `check`'s shrinking: `axis op value`, e.g. d > 128, causal = 1,
 // dtype = bf16 (then `text` holds the dtype and value is 0).
 struct ShrinkCondition {
-  // b, hkv (heads, the GQA ratio kept), lq, lkv, d, causal, mask, mask_dtype, mask_shape,
-  // mask_layout, layout (q, k and v alike), q_layout, k_layout, v_layout, large, gqa, dtype
+  // b, hkv (heads, the GQA ratio kept), lq, lkv, d, causal, bottom_right (the causal alignment),
+  // mask, mask_dtype, mask_shape, mask_layout, layout (q, k and v alike), q_layout, k_layout,
+  // v_layout, large, gqa, dtype
   std::string axis;
   std::string op;   // ">", "<=" or "="
   int64_t value = 0;

@@ -31,8 +31,8 @@
 namespace sdpa_doctor::kernels {
 
 // The oracle: float64 math attention over the (already dtype-rounded) inputs, with PyTorch's
-// semantics (scale 1/sqrt(D), causal top-left aligned, bool/additive mask broadcast over heads,
-// GQA by head groups, fully masked rows -> 0). Output is logical (B,Hq,Lq,D), row-major.
+// semantics (scale 1/sqrt(D), causal aligned as the case says (Case::causal_offset), bool/additive
+// mask broadcast over heads, GQA by head groups, fully masked rows -> 0). Output is logical (B,Hq,Lq,D), row-major.
 // Blocked and vectorised (oracle.cpp), except where each kv head serves at most 4 query rows
 // (decoding), which takes the plain loop of oracle_attention_reference. Memory beside the
 // output: at most 64 MiB of K/V packed as doubles (or one kv head's, if bigger) and

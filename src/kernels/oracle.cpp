@@ -91,8 +91,9 @@ inline __attribute__((always_inline)) bool oracle_item(const Case& c, const Host
   const int64_t dp = pk.dp;
   const int64_t b = (pk.first + slot) / c.hkv;
   const int64_t rows = std::min(k_item_rows, c.lq - i0);
-  // Under the causal rule no row of this block sees a key past its last row.
-  const int64_t keys = c.causal ? std::min(c.lkv, i0 + rows) : c.lkv;
+  // Under the causal rule no row of this block sees a key past its last row's diagonal.
+  const int64_t offset = c.causal_offset();
+  const int64_t keys = c.causal ? std::min(c.lkv, i0 + rows + offset) : c.lkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const double neg_inf = -std::numeric_limits<double>::infinity();
   constexpr int64_t lds = k_key_chunk;
@@ -110,8 +111,8 @@ inline __attribute__((always_inline)) bool oracle_item(const Case& c, const Host
   for (int64_t k0 = 0; k0 < keys; k0 += k_key_chunk) {
     if (cancel && cancel->load(std::memory_order_relaxed)) return false;
     const int64_t kc = std::min(k_key_chunk, round_up(keys - k0, k_cols));
-    // Causal: rows before k0 see no key of this chunk; they take no part in it.
-    const int64_t r0 = c.causal ? std::clamp<int64_t>(k0 - i0, 0, rows) : 0;
+    // Causal: rows whose diagonal is before k0 see no key of this chunk; they take no part in it.
+    const int64_t r0 = c.causal ? std::clamp<int64_t>(k0 - offset - i0, 0, rows) : 0;
     const int64_t n = rows - r0;
     double* s0 = w.s.data() + r0 * lds;
     for (int64_t t = 0; t < kc; t += k_cols)
@@ -122,7 +123,7 @@ inline __attribute__((always_inline)) bool oracle_item(const Case& c, const Host
       const int64_t i = i0 + r;
       double* s = w.s.data() + r * lds;
       // Keys [k0, k0 + seen) of the chunk are candidates; past them: causal, Lkv or padding.
-      const int64_t seen = std::min((c.causal ? std::min(keys, i + 1) : keys) - k0, kc);
+      const int64_t seen = std::min((c.causal ? std::min(keys, i + 1 + offset) : keys) - k0, kc);
       const float* m =
           c.mask == Mask::none ? nullptr : in.mask.data() + (b * c.lq + i) * c.lkv + k0;
       for (int64_t j = 0; j < seen; ++j) s[j] *= scale;
@@ -280,8 +281,8 @@ void apply_masked_row_semantics(const Case& c, const HostInputs& inputs,
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t i = 0; i < c.lq; ++i) {
       const float* m = inputs.mask.data() + (b * c.lq + i) * c.lkv;
-      // Causal is top-left aligned: query i sees keys j <= i.
-      const int64_t seen = c.causal ? std::min(i + 1, c.lkv) : c.lkv;
+      // Under causal query i sees keys j <= i + causal_offset().
+      const int64_t seen = c.causal ? std::min(i + 1 + c.causal_offset(), c.lkv) : c.lkv;
       const bool empty = std::all_of(m, m + seen, [&](float x) {
         return c.mask == Mask::boolean ? x == 0.0f : std::isinf(x) && x < 0;
       });

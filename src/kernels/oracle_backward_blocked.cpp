@@ -156,7 +156,7 @@ inline __attribute__((always_inline)) void tile_p_ds(const Context& x, int64_t s
     // Keys [j0, j0 + seen) are candidates; past them: causal, Lkv or padding.
     const int64_t seen =
         lse == neg_inf ? 0
-                       : std::clamp<int64_t>((c.causal ? std::min(c.lkv, i + 1) : c.lkv) - j0, 0,
+                       : std::clamp<int64_t>((c.causal ? std::min(c.lkv, i + 1 + c.causal_offset()) : c.lkv) - j0, 0,
                                              k_tile);
     if (seen == 0) {
       std::fill_n(pr, k_tile, 0.0);
@@ -184,8 +184,8 @@ inline __attribute__((always_inline)) bool dq_item(const Context& x, int64_t slo
   const Case& c = x.c;
   const Wave& wv = x.w;
   const int64_t dp = wv.dp;
-  // Under the causal rule no row of this block sees a key past its last row.
-  const int64_t keys = c.causal ? std::min(c.lkv, i0 + k_tile) : c.lkv;
+  // Under the causal rule no row of this block sees a key past its last row's diagonal.
+  const int64_t keys = c.causal ? std::min(c.lkv, i0 + k_tile + c.causal_offset()) : c.lkv;
   w.acc_a.assign(size_t(k_tile * dp), 0.0);
   for (int64_t j0 = 0; j0 < keys; j0 += k_tile) {
     if (x.cancelled()) return false;
@@ -214,8 +214,10 @@ inline __attribute__((always_inline)) bool dkdv_item(const Context& x, int64_t s
   const int64_t dp = wv.dp;
   w.acc_a.assign(size_t(k_tile * dp), 0.0);
   w.acc_b.assign(size_t(k_tile * dp), 0.0);
-  // Causal: rows before j0 see none of these keys (tiles are aligned, so that is whole blocks).
-  const int64_t first_row = c.causal ? j0 : 0;
+  // Causal: rows whose diagonal is before j0 see none of these keys; whole tiles of them are
+  // skipped (a tile's earlier rows see nothing: tile_p_ds gives them zeros).
+  const int64_t first_row =
+      c.causal ? std::max<int64_t>(0, j0 - c.causal_offset()) / k_tile * k_tile : 0;
   for (int64_t g = 0; g < wv.group; ++g)
     for (int64_t i0 = first_row; i0 < c.lq; i0 += k_tile) {
       if (x.cancelled()) return false;

@@ -1,5 +1,5 @@
 // kernels/oracle_row: one query row's scaled scores in float64, with the oracle's semantics
-// (causal top-left aligned, bool mask drops, additive mask adds), shared by the plain forward
+// (causal top-left or bottom-right aligned, bool mask drops, additive mask adds), shared by the plain forward
 // oracle and the oracle's backward so both differentiate the same function. Internal to kernels.
 #pragma once
 
@@ -18,7 +18,7 @@ inline double oracle_row_scores(const Case& c, const float* q_row, const float* 
   double row_max = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < c.lkv; ++j) {
     double score = -std::numeric_limits<double>::infinity();
-    const bool causal_drop = c.causal && j > i;
+    const bool causal_drop = c.causal && j > i + c.causal_offset();
     const bool mask_drop = c.mask == Mask::boolean && mask[i * c.lkv + j] == 0.0f;
     if (!causal_drop && !mask_drop) {
       double dot = 0;

@@ -80,7 +80,7 @@ AttnParams params_for(const Case& c) {
                                                 : ElemType::f32;
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
   p.causal = c.causal;
-  p.causal_offset = 0;
+  p.causal_offset = c.causal_offset();
   p.mask_kind = c.mask == Mask::none      ? MaskKind::none
                 : c.mask == Mask::boolean ? MaskKind::boolean
                                           : MaskKind::additive;

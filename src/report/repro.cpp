@@ -41,7 +41,8 @@ import torch
 import torch.nn.functional as F
 
 CASE = dict(dtype=@DTYPE@, b=@B@, hq=@HQ@, hkv=@HKV@, lq=@LQ@, lkv=@LKV@, d=@D@,
-            causal=@CAUSAL@, mask=@MASK@, layout=@LAYOUT@, seed=@SEED@,
+            causal=@CAUSAL@, causal_bottom_right=@CAUSAL_BOTTOM_RIGHT@, mask=@MASK@,
+            layout=@LAYOUT@, seed=@SEED@,
             q_layout=@Q_LAYOUT@, k_layout=@K_LAYOUT@, v_layout=@V_LAYOUT@,
             mask_dtype=@MASK_DTYPE@, mask_shape=@MASK_SHAPE@, mask_layout=@MASK_LAYOUT@,
             window=@WINDOW@, large=@LARGE@, backward=@BACKWARD@, dropout=@DROPOUT@,
@@ -84,7 +85,8 @@ def reference(q, k, v, mask, c):
     scores = (q64 @ k64.transpose(-1, -2)) / math.sqrt(c["d"])
     allowed = torch.ones(c["lq"], c["lkv"], dtype=torch.bool)
     if c["causal"]:
-        allowed = allowed.tril()  # top-left aligned, as PyTorch's is_causal
+        # top-left aligned as PyTorch's is_causal, or bottom-right as its causal_lower_right
+        allowed = allowed.tril(diagonal=causal_offset(c))
     allowed = allowed.expand_as(scores)
     if mask is not None and mask.dtype == torch.bool:
         allowed = allowed & mask.cpu()
@@ -158,13 +160,23 @@ def judge_dropout(out, again, other, probs, p, atol, rtol):
                f"(p = {p:g}), reproducible under its seed")
 
 
+def causal_offset(c):
+    # query i sees key j <= i + this under causal: 0 top-left, Lkv - Lq bottom-right
+    return c["lkv"] - c["lq"] if c["causal"] and c["causal_bottom_right"] else 0
+
+
 def run_sdpa(q, k, v, mask, c):
     attn_mask, is_causal = mask, c["causal"]
     if mask is not None and is_causal:
         # SDPA takes a mask or is_causal, not both: fold the causal part into the mask.
-        tril = torch.ones(c["lq"], c["lkv"], dtype=torch.bool, device=mask.device).tril()
+        tril = torch.ones(c["lq"], c["lkv"], dtype=torch.bool, device=mask.device).tril(causal_offset(c))
         attn_mask = (mask & tril) if mask.dtype == torch.bool else mask.masked_fill(~tril, float("-inf"))
         is_causal = False
+    elif is_causal and c["causal_bottom_right"]:
+        # Bottom-right causal (decoding, chunked prefill) as models ask for it: a CausalBias as
+        # attn_mask (torch >= 2.3)
+        from torch.nn.attention.bias import causal_lower_right
+        attn_mask, is_causal = causal_lower_right(c["lq"], c["lkv"]), False
     kwargs = {"enable_gqa": True} if c["hq"] != c["hkv"] else {}
     kernel = None
     if BACKEND != "default":
@@ -229,6 +241,9 @@ def main():
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     grads64 = [t.grad.to("cpu", torch.float64) for t in (qd, kd, vd)]
+    except ImportError as e:  # a torch before causal_lower_right (2.3)
+        print(f"UNSUPPORTED: this torch cannot run bottom-right causal attention: {e}")
+        return 3
     except (RuntimeError, AssertionError) as e:  # torch.compile's failures are of both kinds
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "No available kernel" in str(e) or "No viable backend" in str(e):
@@ -405,6 +420,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> repro_values(
       {"@LKV@", std::to_string(c.lkv)},
       {"@D@", std::to_string(c.d)},
       {"@CAUSAL@", c.causal ? "True" : "False"},
+      {"@CAUSAL_BOTTOM_RIGHT@", c.causal && c.causal_bottom_right ? "True" : "False"},
       {"@MASK@", py_str(to_string(c.mask))},
       {"@LAYOUT@", py_str(to_string(c.layout))},
       {"@Q_LAYOUT@", py_str(to_string(c.qkv_layouts()[0]))},

@@ -81,14 +81,23 @@ Case with_axis(Case c, std::string_view axis, int64_t v) {
   return c;
 }
 
-// The values an axis may shrink to, ascending, ending with the case's own.
-std::vector<int64_t> ladder(std::string_view axis, int64_t current) {
+// The least value an axis may take in `c`: a bottom-right causal case keeps more keys than
+// queries (at Lkv = Lq it would be top-left, past it undefined), so its keys stop at Lq + 1.
+int64_t axis_floor(const Case& c, std::string_view axis) {
+  return axis == "lkv" && c.causal_bottom_right ? c.lq + 1 : 1;
+}
+
+// The values an axis may shrink to, ascending from `floor`, ending with the case's own.
+std::vector<int64_t> ladder(std::string_view axis, int64_t current, int64_t floor = 1) {
   std::vector<int64_t> out;
   if (axis == "d") {
     for (int64_t d : {8, 16, 32, 64, 96, 128, 160, 192, 256, 512})
       if (d < current) out.push_back(d);
   } else {
-    for (int64_t v = 1; v < current; v *= 2) out.push_back(v);
+    if (floor < current) out.push_back(floor);
+    int64_t v = 1;
+    while (v <= floor) v *= 2;
+    for (; v < current; v *= 2) out.push_back(v);
   }
   out.push_back(current);
   return out;
@@ -120,17 +129,19 @@ std::string axis_text(std::string_view axis) {
 
 // The boolean and categorical features a failure may need, each an axis the case is reduced on.
 // `layout` is q, k and v alike; a tensor's own layout (q_layout, ...) only where they differ.
-constexpr std::string_view k_feature_axes[] = {"backward",   "causal",    "mask",      "mask_dtype",
-                                               "mask_shape", "mask_layout", "layout",
-                                               "q_layout",   "k_layout",  "v_layout",
-                                               "large",      "gqa",       "dropout",
-                                               "masked_rows"};
+// `bottom_right` is a causal case's alignment: without it the case is top-left.
+constexpr std::string_view k_feature_axes[] = {"backward",   "causal",      "bottom_right",
+                                               "mask",       "mask_dtype",  "mask_shape",
+                                               "mask_layout", "layout",     "q_layout",
+                                               "k_layout",   "v_layout",    "large",
+                                               "gqa",        "dropout",     "masked_rows"};
 
 bool has_feature(const Case& c, std::string_view axis) {
   const auto [q, k, v] = c.qkv_layouts();
   const bool mixed = !(q == k && k == v);
   if (axis == "backward") return c.backward;
   if (axis == "causal") return c.causal;
+  if (axis == "bottom_right") return c.causal && c.causal_bottom_right;
   if (axis == "mask") return c.mask != Mask::none;
   if (axis == "mask_dtype") return c.mask != Mask::none && c.mask_value_dtype() != c.dtype;
   if (axis == "mask_shape") return c.mask != Mask::none && c.mask_shape != MaskShape::batch;
@@ -151,6 +162,7 @@ Case without_feature(Case c, std::string_view axis) {
   auto [q, k, v] = c.qkv_layouts();
   if (axis == "backward") c.backward = false;
   if (axis == "causal") c.causal = false;
+  if (axis == "causal" || axis == "bottom_right") c.causal_bottom_right = false;
   if (axis == "mask") {
     c.mask = Mask::none;
     c.window = 0;
@@ -193,6 +205,7 @@ ShrinkCondition feature_condition(const std::string& axis, const Case& c) {
   const auto [q, k, v] = c.qkv_layouts();
   if (axis == "backward") w.text = "in backward";
   if (axis == "causal") w.text = "causal";
+  if (axis == "bottom_right") w.text = "aligned bottom-right";
   if (axis == "mask") w.value = int64_t(c.mask), w.text = fmt::format("mask={}", to_string(c.mask));
   if (axis == "mask_dtype")
     w.text = fmt::format("mask dtype {} (q {})", to_string(c.mask_value_dtype()),
@@ -257,7 +270,9 @@ void ShrinkSearch::finish_axes() {
       else combined = with_axis(combined, axis, axis_value(c, axis));
     } else if (o == ProbeOutcome::passes) {
       if (!numeric) m_conditions.push_back(feature_condition(axis, m_original));
-      else m_bisects.push_back({axis, ladder(axis, axis_value(m_original, axis)), 0, 0});
+      else
+        m_bisects.push_back(
+            {axis, ladder(axis, axis_value(m_original, axis), axis_floor(m_original, axis)), 0, 0});
     }
   }
   for (Bisect& b : m_bisects) b.hi = b.ladder.size() - 1;
@@ -299,7 +314,7 @@ std::vector<Case> ShrinkSearch::next() {
     for (auto& r : feature_reductions(m_original)) m_axis_cases.push_back(std::move(r));
     for (std::string_view axis : k_numeric_axes) {
       const int64_t v = axis_value(m_original, axis);
-      const int64_t lowest = ladder(axis, v).front();
+      const int64_t lowest = ladder(axis, v, axis_floor(m_original, axis)).front();
       if (lowest < v) m_axis_cases.emplace_back(std::string(axis), with_axis(m_original, axis, lowest));
     }
     if (m_original.lq < k_long_query)
@@ -324,7 +339,8 @@ std::vector<Case> ShrinkSearch::next() {
     m_stage = Stage::bisect;
     for (Bisect& b : m_bisects) {
       const int64_t v = axis_value(m_current, b.axis);
-      b.ladder = b.upward ? upward_ladder(v, b.ladder.back()) : ladder(b.axis, v);
+      b.ladder = b.upward ? upward_ladder(v, b.ladder.back())
+                          : ladder(b.axis, v, axis_floor(m_current, b.axis));
       b.hi = b.ladder.size() - 1;
     }
     [[fallthrough]];

@@ -35,6 +35,7 @@ std::optional<int64_t> condition_value(std::string_view name, const Case& c) {
   if (name == "lkv") return c.lkv;
   if (name == "d") return c.d;
   if (name == "causal") return c.causal ? 1 : 0;
+  if (name == "bottom_right") return c.causal && c.causal_bottom_right ? 1 : 0;
   if (name == "gqa") return c.hq != c.hkv ? 1 : 0;
   if (name == "mask") return static_cast<int64_t>(c.mask);
   const auto [q, k, v] = c.qkv_layouts();
@@ -63,7 +64,7 @@ Expected<FaultCondition> parse_condition(std::string_view text) {
                                   "NAME<N, NAME>=N, NAME<=N, NAME=N; NAME b, hq, hkv, lq, lkv, "
                                   "d, causal, gqa, mask, transposed, q_layout, k_layout, "
                                   "v_layout, mask_dtype, mask_shape, mask_layout, window, "
-                                  "large, bwd, dropout, mrows, dtype)",
+                                  "large, bwd, dropout, mrows, bottom_right, dtype)",
                                   text));
   };
   if (at == std::string_view::npos) {

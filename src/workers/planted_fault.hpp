@@ -34,7 +34,8 @@ enum class FaultAction { none, abort, segv, hang, nan, perturb, exit3, poison, z
 
 // A shape condition of a fault, `when=d>128`: NAME, NAME>N, NAME<N, NAME>=N, NAME<=N or NAME=N
 // (`when=causal,when=lq<=16`: the causal cases with at most 16 queries). NAME is b, hq,
-// hkv, lq, lkv, d, causal (0/1), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
+// hkv, lq, lkv, d, causal (0/1: either alignment), bottom_right (0/1: causal aligned
+// bottom-right), gqa (0/1: hq != hkv), mask (0 none, 1 bool, 2 additive),
 // transposed (0/1: q, k and v all transposed), q_layout, k_layout, v_layout, mask_layout (0
 // contiguous, 1 transposed, 2 strided, 3 offset), mask_dtype (0/1: the mask's dtype is not q's),
 // mask_shape (0 (B,1,..), 1 (B,H,..), 2 (1,1,..), 3 (Lq,Lkv)), window (W), large (0/1), bwd (0/1:

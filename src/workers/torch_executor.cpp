@@ -113,7 +113,9 @@ public:
     pc.mask = c.mask == Mask::boolean    ? SDPA_PLUGIN_MASK_BOOL
               : c.mask == Mask::additive ? SDPA_PLUGIN_MASK_ADDITIVE
                                          : SDPA_PLUGIN_MASK_NONE;
-    pc.causal = c.causal ? 1 : 0;
+    pc.causal = !c.causal                ? SDPA_PLUGIN_CAUSAL_NONE
+                : c.causal_bottom_right ? SDPA_PLUGIN_CAUSAL_BOTTOM_RIGHT
+                                        : SDPA_PLUGIN_CAUSAL_TOP_LEFT;
     // The plugin's enums number as Case's do (torch_plugin.h).
     const auto [q, k, v] = c.qkv_layouts();
     pc.q_layout = static_cast<int>(q);

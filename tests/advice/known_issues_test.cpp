@@ -252,6 +252,32 @@ TEST(KnownIssues, EveryShippedEntryMatchesItsOwnVerbatimText) {
   }
 }
 
+// An entry may name the causal alignment and the query length: the bottom-right decode entries
+// match a bottom-right case of one query, not its top-left twin, nor a chunk of 16 queries.
+TEST(KnownIssues, CausalAlignmentAndQueryLengthConditions) {
+  const KnownIssue* nan = shipped_issue("gfx950-gqa-decode-bottom-right-nan");
+  ASSERT_NE(nan, nullptr);
+  const CaseFacts gfx950{"gfx950", "2.9.0", ""};
+  const auto with_case = [](const std::string& spec) {
+    CaseResult r = result("flash", Status::nonfinite, "");
+    r.kase = *parse_case_spec(spec);
+    r.case_id = r.kase.id();
+    return r;
+  };
+  EXPECT_TRUE(issue_matches(*nan, with_case("hq=8,hkv=2,lq=1,lkv=129,causal=bottom_right"), gfx950));
+  EXPECT_FALSE(issue_matches(*nan, with_case("hq=8,hkv=2,lq=1,lkv=129,causal"), gfx950));
+  EXPECT_FALSE(issue_matches(*nan, with_case("hq=8,hkv=2,lq=16,lkv=129,causal=bottom_right"), gfx950));
+  EXPECT_FALSE(issue_matches(*nan, with_case("hq=8,hkv=8,lq=1,lkv=129,causal=bottom_right"), gfx950));
+  const auto entry = [](const std::string& condition) {
+    return std::string(R"([{"id":"x","title":"t","link":"https://x/1","advice":"a","match":{)") +
+           condition + R"(}}])";
+  };
+  EXPECT_TRUE(parse_known_issues(entry(R"("causal": "top_left", "query_len": {"min": 2})"), "t"));
+  for (const char* bad : {R"("causal": "sideways")", R"("query_len": {"least": 1})",
+                          R"("query_len": 1)"})
+    EXPECT_FALSE(parse_known_issues(entry(bad), "t")) << bad;
+}
+
 TEST(KnownIssues, EveryShippedEntryNamesItsSource) {
   for (const KnownIssue& issue : shipped().issues) {
     EXPECT_EQ(issue.link.rfind("https://", 0), 0u) << issue.id << ": link '" << issue.link << "'";

@@ -60,6 +60,13 @@ TEST(Suites, QuickCoversEveryGateAndStaysSmall) {
   EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [](const Case& c) {
     return c.causal && c.lq == 1 && c.lkv % 8 != 0;
   }));
+  // Decoding and chunked prefill as models call them: causal aligned bottom-right, GQA decode.
+  EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [](const Case& c) {
+    return c.causal_bottom_right && c.lq == 1 && c.lkv == 129 && c.hq != c.hkv;
+  }));
+  EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [](const Case& c) {
+    return c.causal_bottom_right && c.lq == 16 && c.lkv == 80;
+  }));
 }
 
 // `diff` matches cells by case id, so a renamed or dropped id breaks every baseline: the suites'
@@ -248,13 +255,14 @@ TEST(ModelConfig, PlansPrefillAndDecodeCappedByPositions) {
   for (const Case& c : model_cases(m, 256)) ids.push_back(c.id());
   EXPECT_EQ(ids, (std::vector<std::string>{
                      "fp16-b1-h32:8-q64-k64-d128-causal", "fp16-b1-h32:8-q128-k128-d128-causal",
-                     "fp16-b1-h32:8-q256-k256-d128-causal", "fp16-b1-h32:8-q1-k256-d128"}));
+                     "fp16-b1-h32:8-q256-k256-d128-causal",
+                     "fp16-b1-h32:8-q64-k256-d128-causal_br", "fp16-b1-h32:8-q1-k256-d128"}));
   m.max_positions = 100; // never past what the model can attend to
   for (const Case& c : model_cases(m, 256)) {
     EXPECT_LE(c.lkv, 100);
     EXPECT_EQ(validate(c), "");
   }
-  EXPECT_EQ(model_cases(m, 32).size(), 2u); // prefill 32 and its decode
+  EXPECT_EQ(model_cases(m, 32).size(), 3u); // prefill 32, a chunk of 8 against 32, the decode
   EXPECT_EQ(model_target_case(m).lq, 100);
 }
 

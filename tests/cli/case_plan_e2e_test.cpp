@@ -102,8 +102,10 @@ TEST(CasePlan, ModelCasesComeInEachDtypeAsked) {
   const json planned = cases_json({"--model", dir.file("tiny.json"), "--dtype", "bf16,fp32"});
   std::vector<std::string> dtypes;
   for (const json& c : planned.at("cases")) dtypes.push_back(c.at("dtype"));
-  // Prefill at 64 (the config's longest) and its decode, in each dtype.
-  EXPECT_EQ(dtypes, (std::vector<std::string>{"bf16", "bf16", "fp32", "fp32"}));
+  // Prefill at 64 (the config's longest), its chunked prefill (16 queries against 64 keys,
+  // causal aligned bottom-right) and its decode, in each dtype.
+  EXPECT_EQ(dtypes, (std::vector<std::string>{"bf16", "bf16", "bf16", "fp32", "fp32", "fp32"}));
+  EXPECT_EQ(planned.at("cases").at(1).at("causal"), "bottom_right") << planned.at("cases").at(1);
 }
 
 // A multimodal config keeps its language model's attention under text_config.

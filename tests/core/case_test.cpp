@@ -265,3 +265,60 @@ TEST(CaseMaskedRows, IdSpecAndJsonRoundTripAndOnlyWithAMask) {
   EXPECT_EQ(masked_row_semantics_from_string("nan"), MaskedRowSemantics::nan);
   EXPECT_FALSE(masked_row_semantics_from_string("NaN"));
 }
+
+// Decoding and chunked prefill align causal bottom-right: the id says so ("-causal_br"), every
+// form reads it back, and a top-left case's id and JSON are what they always were.
+TEST(CaseCausal, BottomRightRoundTripsEveryWayAndTopLeftIsUnchanged) {
+  auto c = parse_case_spec("dtype=bf16,hq=8,hkv=2,lq=16,lkv=80,d=64,causal=bottom_right,seed=4");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->causal);
+  EXPECT_TRUE(c->causal_bottom_right);
+  EXPECT_EQ(c->causal_offset(), 64);
+  EXPECT_EQ(c->id(), "bf16-b1-h8:2-q16-k80-d64-causal_br-s4");
+  auto from_id = parse_case_id(c->id());
+  ASSERT_TRUE(from_id) << from_id.error().message;
+  EXPECT_EQ(*from_id, *c);
+  EXPECT_EQ(to_json(*c).at("causal"), "bottom_right");
+  auto from_json = case_from_json(to_json(*c));
+  ASSERT_TRUE(from_json) << from_json.error().message;
+  EXPECT_EQ(*from_json, *c);
+  // Row i sees 65 + i keys: 16 * 64 + 16 * 17 / 2 of the 16 * 80 scores.
+  EXPECT_DOUBLE_EQ(c->flops(), 4.0 * 8 * 64 * (16 * 64 + 16 * 17 / 2));
+
+  for (const char* top_left : {"lq=16,lkv=80,d=64,causal", "lq=16,lkv=80,d=64,causal=1",
+                               "lq=16,lkv=80,d=64,causal=top_left"}) {
+    auto t = parse_case_spec(top_left);
+    ASSERT_TRUE(t) << top_left;
+    EXPECT_FALSE(t->causal_bottom_right) << top_left;
+    EXPECT_EQ(t->causal_offset(), 0);
+    EXPECT_EQ(t->id(), "fp16-b1-h8-q16-k80-d64-causal");
+    EXPECT_EQ(to_json(*t).at("causal"), true);
+  }
+  // An old case file's boolean still reads; a case file may name the alignment.
+  EXPECT_FALSE(case_from_json(nlohmann::json::parse(R"({"lq":2,"lkv":9,"causal":true})"))
+                   ->causal_bottom_right);
+  EXPECT_TRUE(case_from_json(nlohmann::json::parse(R"({"lq":2,"lkv":9,"causal":"bottom_right"})"))
+                  ->causal_bottom_right);
+}
+
+TEST(CaseCausal, BottomRightIsTopLeftAtEqualLengthsAndRefusedPastThem) {
+  // At lq = lkv the two alignments are one: the top-left case, its id unchanged.
+  auto square = parse_case_spec("l=64,d=64,causal=bottom_right");
+  ASSERT_TRUE(square) << square.error().message;
+  EXPECT_FALSE(square->causal_bottom_right);
+  EXPECT_EQ(square->id(), "fp16-b1-h8-q64-k64-d64-causal");
+  EXPECT_FALSE(parse_case_id("fp16-b1-h8-q64-k64-d64-causal_br")->causal_bottom_right);
+  // More queries than keys: torch leaves the first rows undefined.
+  auto past = parse_case_spec("lq=65,lkv=64,d=64,causal=bottom_right");
+  ASSERT_FALSE(past);
+  EXPECT_NE(past.error().message.find("needs lq <= lkv, got lq=65 lkv=64"), std::string::npos)
+      << past.error().message;
+  EXPECT_FALSE(parse_case_id("fp16-b1-h8-q65-k64-d64-causal_br"));
+  // A case built in code is held to the same rule.
+  Case c = *parse_case_spec("lq=64,lkv=64,d=64,causal");
+  c.causal_bottom_right = true;
+  EXPECT_NE(validate(c), "");
+  c.causal = false;
+  c.lkv = 80;
+  EXPECT_NE(validate(c), "");
+}

@@ -4,6 +4,8 @@
 // the Python probe's flash cells of those cases fail, the cause is said once, and the advice
 // around it is verified by its re-run.
 //  - only the compiled call fails (torch.compile traces a wrong graph; eager calls pass);
+//  - only causal aligned bottom-right with fewer queries than keys (decoding, chunked prefill)
+//    gives wrong values;
 //  - one later call of a case returns an output a few ulps away from the first call's (a race);
 //  - only scores near 1e4 in fp16 and bf16 give Inf;
 //  - only an fp32 additive mask under fp16 queries gives wrong values.
@@ -138,6 +140,66 @@ def broken(torch, q, k, v, kwargs, out):
   EXPECT_EQ(torch_run.exit_code, 0) << torch_run.out << torch_run.err;
 }
 
+// Flash wrong only for a causal_lower_right bias with Lq < Lkv (ROCm/flash-attention#158: GPT-OSS
+// decoding gives degenerate text, no error). The wrapper sees the model's call (the CausalBias);
+// the bool mask CausalBias hands SDPA on the CPU is left alone.
+constexpr const char* k_broken_bottom_right = R"(
+def broken(torch, q, k, v, kwargs, out):
+    from torch.nn.attention.bias import CausalBias, CausalVariant
+    mask = kwargs.get("attn_mask")
+    if not isinstance(mask, CausalBias) or mask.variant != CausalVariant.LOWER_RIGHT:
+        return out
+    if mask.seq_len_q >= mask.seq_len_kv:
+        return out
+    return out + 0.05
+)";
+
+TEST(BottomRightCheck, WrongValuesOnlyWhereCausalIsAlignedBottomRightAreFoundByTheDefaultCheck) {
+  if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
+  const Checked c = default_check(k_broken_bottom_right);
+  const std::set<std::string> broken = {"bf16-b1-h8:2-q1-k129-d64-causal_br",
+                                        "fp16-b1-h4-q16-k80-d64-causal_br"};
+  const auto failed = expect_failures_only_at(c, broken, "mismatch", "elements outside");
+  EXPECT_EQ(failed.size(), 2u);
+  // The top-left twins of those shapes pass: the alignment is the cause, and it is said once,
+  // by the shrinking of the one failing variant.
+  ASSERT_EQ(c.report.at("shrinks").size(), 1u) << c.report.at("shrinks").dump(1);
+  const json& shrink = c.report.at("shrinks").at(0);
+  EXPECT_EQ(shrink.at("variant"), "flash") << shrink;
+  const std::string rule = "flash on cpu: mismatch only when causal and aligned bottom-right";
+  EXPECT_EQ(shrink.at("rule"), rule) << shrink;
+  const json& minimal = shrink.at("minimal_case").at("case");
+  EXPECT_EQ(minimal.at("causal"), "bottom_right") << minimal;
+  EXPECT_LT(minimal.at("lq").get<int>(), minimal.at("lkv").get<int>()) << minimal;
+  size_t said = 0;
+  for (size_t at = c.run.out.find(rule); at != std::string::npos; at = c.run.out.find(rule, at + 1))
+    ++said;
+  EXPECT_EQ(said, 1u) << c.run.out;
+
+  // `repro` of that failure writes a script that calls causal_lower_right and reproduces it
+  // under the same torch, and passes under a torch whose flash is sound.
+  sdpa_test::TempDir dir;
+  sdpa_test::write_file(dir.file("r.json"), c.report.dump());
+  const auto written =
+      sdpa_test::run_binary({sdpa_test::doctor(), "repro", *broken.begin(), "--report",
+                             dir.file("r.json"), "-o", dir.file("repro.py")});
+  ASSERT_EQ(written.exit_code, 0) << written.err;
+  const std::string script = sdpa_test::read_file(dir.file("repro.py"));
+  EXPECT_NE(script.find("causal_lower_right("), std::string::npos);
+  EXPECT_NE(script.find("causal_bottom_right=True"), std::string::npos);
+  EXPECT_NE(script.find(R"(BACKEND = "flash")"), std::string::npos);
+  sdpa_test::RunOptions o;
+  o.set_env = {{"PYTHONWARNINGS", "ignore"}};
+  o.timeout_s = 300;
+  const auto reproduced = sdpa_test::run_binary(
+      {sdpa_test::python_with_broken_flash(dir, k_broken_bottom_right), dir.file("repro.py")}, o);
+  EXPECT_EQ(reproduced.exit_code, 1) << reproduced.out << reproduced.err;
+  EXPECT_NE(reproduced.out.find("MISMATCH"), std::string::npos) << reproduced.out;
+  const auto sound =
+      sdpa_test::run_binary({sdpa_test::k_test_python, dir.file("repro.py")}, o);
+  EXPECT_EQ(sound.exit_code, 0) << sound.out << sound.err;
+}
+
 TEST(RepeatedCallsCheck, OneLaterCallAFewUlpsAwayIsFoundWhereItLivesByTheDefaultCheck) {
   if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
   const Checked c = default_check(R"(
@@ -203,8 +265,8 @@ TEST(MaskDtypeCheck, WrongValuesOnlyUnderAnFp32MaskWithFp16QueriesAreFoundByTheD
   if (!sdpa_test::python_has_torch()) GTEST_SKIP() << "no torch in " << sdpa_test::k_test_python;
   const Checked c = default_check(R"(
 def broken(torch, q, k, v, kwargs, out):
-    mask = kwargs.get("attn_mask")
-    if q.dtype != torch.float16 or mask is None or mask.dtype != torch.float32:
+    mask = kwargs.get("attn_mask")  # a tensor; a causal_lower_right bias is no additive mask
+    if q.dtype != torch.float16 or type(mask) is not torch.Tensor or mask.dtype != torch.float32:
         return out
     return out + 0.05  # a mask read in the wrong precision shifts every output
 )");

@@ -3,6 +3,7 @@
 // doctor blames those cells and only those, and its shrinking names the boundary: causal and a
 // query of at most 16. The condition syntax itself is checked here in the C++ workers'
 // parser, and in the Python probe's by tests/python/test_faults.py.
+// The same for causal aligned bottom-right (`when=bottom_right`), in both torch probes.
 #include "support/run_binary.hpp"
 #include "support/torch_probes.hpp"
 #include "workers/planted_fault.hpp"
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <set>
 
 using nlohmann::json;
@@ -103,6 +105,52 @@ TEST(ShapesCheck, ATinyCausalFailureIsFoundWhereItLivesAndOnlyThere) {
     EXPECT_LE(s.at("tried").size(), 24u) << s;
   }
   EXPECT_NE(r.out.find("only when causal and query length <= 16"), std::string::npos) << r.out;
+}
+
+// Causal aligned bottom-right (decoding, chunked prefill): both torch probes run the same cells,
+// their own way (the python probe a causal_lower_right bias, the libtorch probe the bool mask it
+// stands for); a failure planted in flash there alone (`when=bottom_right`) is found in exactly
+// those cells of each probe, and the shrinking says it needs the alignment.
+TEST(ShapesCheck, ABottomRightFailureIsFoundInBothProbesWhereItLivesAndOnlyThere) {
+  const std::string probes = sdpa_test::runnable_torch_probes();
+  if (probes.empty()) GTEST_SKIP() << "neither torch probe can run here";
+  std::vector<std::string> specs;
+  std::set<std::string> planted;
+  for (const char* shape : {"dtype=bf16,b=1,hq=4,hkv=2,lq=1,lkv=77,d=32",
+                            "dtype=fp32,b=1,h=2,lq=16,lkv=80,d=32"})
+    for (const char* causal : {",causal=bottom_right", ",causal", ""}) {
+      specs.push_back(std::string(shape) + causal);
+      const auto c = sdpa_doctor::parse_case_spec(specs.back());
+      ASSERT_TRUE(c) << specs.back();
+      if (c->causal_bottom_right) planted.insert(c->id());
+    }
+  ASSERT_EQ(planted.size(), 2u);
+  sdpa_test::TempDir dir;
+  const auto checked = sdpa_test::check_cases(specs, probes, "math,flash",
+                                              "variant=flash,when=bottom_right,action=perturb", dir);
+  EXPECT_EQ(checked.run.exit_code, 1) << checked.run.out << checked.run.err;
+  const size_t n_probes = probes.find(',') == std::string::npos ? 1 : 2;
+  const json& results = checked.report.at("results");
+  ASSERT_EQ(results.size(), specs.size() * 2 * n_probes) << results.dump(1);
+  std::map<std::string, std::set<std::string>> cells; // probe -> variant/case
+  for (const json& res : results) {
+    const std::string id = res.at("case_id");
+    const bool hit = res.at("variant") == "flash" && planted.count(id);
+    EXPECT_EQ(res.at("status"), hit ? "mismatch" : "pass") << res;
+    cells[res.at("probe")].insert(res.at("variant").get<std::string>() + "/" + id);
+  }
+  if (n_probes == 2) {
+    EXPECT_EQ(cells["python"], cells["libtorch"]);
+  }
+  ASSERT_EQ(checked.report.at("shrinks").size(), n_probes) << checked.report.at("shrinks").dump(1);
+  for (const json& s : checked.report.at("shrinks")) {
+    EXPECT_NE(s.at("rule").get<std::string>().find("only when causal and aligned bottom-right"),
+              std::string::npos)
+        << s;
+    const json& least = s.at("minimal_case").at("case");
+    EXPECT_EQ(least.at("causal"), "bottom_right") << s;
+    EXPECT_LT(least.at("lq").get<int64_t>(), least.at("lkv").get<int64_t>()) << s;
+  }
 }
 
 } // namespace

@@ -201,10 +201,33 @@ TEST(BadCliMessages, OnOffValuesStillRead) {
   }
 }
 
-TEST(BadCliMessages, BottomRightCausalIsRefusedSayingWhatRuns) {
-  const auto run = run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8,causal=bottom_right"});
+// Decoding and chunked prefill align the diagonal bottom-right: its id says so.
+TEST(BadCliMessages, BottomRightCausalRunsWhereQueriesAreFewerThanKeys) {
+  const auto run = run_binary(
+      {doctor(), "cases", "--case", "dtype=fp32,lq=2,lkv=9,d=8,causal=bottom_right"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("fp32-b1-h8-q2-k9-d8-causal_br"), std::string::npos) << run.out;
+}
+
+// At lq = lkv bottom-right is top-left exactly: the one case, with its one id.
+TEST(BadCliMessages, BottomRightCausalOfASquareCaseIsTopLeft) {
+  const auto run =
+      run_binary({doctor(), "cases", "--case", "dtype=fp32,l=8,d=8,causal=bottom_right"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("fp32-b1-h8-q8-k8-d8-causal"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("causal_br"), std::string::npos) << run.out;
+}
+
+// More queries than keys leaves the first rows bottom-right without a key: torch leaves them
+// undefined, so there is nothing to judge.
+TEST(BadCliMessages, BottomRightCausalWithMoreQueriesThanKeysIsRefused) {
+  const auto run = run_binary(
+      {doctor(), "cases", "--case", "dtype=fp32,lq=9,lkv=8,d=8,causal=bottom_right"});
   EXPECT_EQ(run.exit_code, 2) << run.err;
-  EXPECT_NE(run.err.find("causal=top_left align top-left"), std::string::npos) << run.err;
+  EXPECT_EQ(sdpa_test::line_count(run.err), 1) << run.err;
+  EXPECT_NE(run.err.find("causal=bottom_right needs lq <= lkv, got lq=9 lkv=8"),
+            std::string::npos)
+      << run.err;
 }
 
 // ---- outputs that cannot be written: exit 4, one line ------------------------------------------

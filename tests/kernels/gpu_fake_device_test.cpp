@@ -71,14 +71,18 @@ TEST(FakeAmdGpu, KernelsAreCompiledByHipRtcForTheDevicesArch) {
 
 TEST(FakeAmdGpu, BothKernelsMatchTheOracle) {
   // Past every tile edge: 32/16 query rows per block, 64/32/16 keys per tile, the three head-dim
-  // buckets, D not a multiple of 16, Lq or Lkv of 1, causal with Lq < Lkv and Lq > Lkv.
+  // buckets, D not a multiple of 16, Lq or Lkv of 1, causal with Lq < Lkv and Lq > Lkv, and
+  // causal aligned bottom-right.
   for (const char* spec : {"dtype=fp32,b=1,h=1,lq=1,lkv=1,d=8",
                            "dtype=fp32,b=2,hq=4,hkv=2,lq=33,lkv=70,d=40,causal",
                            "dtype=fp16,b=1,h=2,lq=17,lkv=65,d=64,mask=bool",
                            "dtype=bf16,b=1,hq=3,hkv=1,lq=40,lkv=9,d=72,causal",
                            "dtype=fp16,b=2,h=1,lq=5,lkv=33,d=128,mask=additive,layout=transposed",
                            "dtype=bf16,b=1,h=2,lq=20,lkv=20,d=160,mask=bool,layout=transposed",
-                           "dtype=fp32,b=1,hq=2,hkv=1,lq=18,lkv=40,d=256,causal"}) {
+                           "dtype=fp32,b=1,hq=2,hkv=1,lq=18,lkv=40,d=256,causal",
+                           // Aligned bottom-right: decode under GQA, a chunk past a tile edge.
+                           "dtype=bf16,b=1,hq=8,hkv=2,lq=1,lkv=129,d=64,causal=bottom_right",
+                           "dtype=fp32,b=1,h=2,lq=33,lkv=80,d=40,causal=bottom_right"}) {
     auto c = parse_case_spec(spec);
     ASSERT_TRUE(c) << spec;
     const HostInputs in = make_inputs(*c);

@@ -32,6 +32,17 @@ void expect_close(RefKernel kernel, const Case& c, const HostInputs& in,
   EXPECT_EQ(e.outside, 0) << to_string(kernel) << " " << c.id() << " max abs " << e.max_abs;
 }
 
+// ref-math and ref-flash against the oracle for the case of one --case spec.
+void expect_kernels_match_the_oracle(const char* spec) {
+  auto c = parse_case_spec(spec);
+  ASSERT_TRUE(c) << spec;
+  SCOPED_TRACE(c->id());
+  const HostInputs in = make_inputs(*c);
+  const auto ref = oracle_attention(*c, in);
+  expect_close(RefKernel::math, *c, in, ref);
+  expect_close(RefKernel::flash, *c, in, ref);
+}
+
 // ref-math's CPU scope: every case of the default suite, and a full-suite case of 4096 x 4096 x
 // 128 left to ref-flash; ref-flash has no such limit.
 TEST(CpuScope, RefMathTakesTheQuickSuiteAndLeavesTheLargestToRefFlash) {
@@ -90,6 +101,19 @@ TEST(Oracle, CausalIsTopLeftWhenLqDiffersFromLkv) {
   EXPECT_DOUBLE_EQ(out[0], 2.0);
   EXPECT_DOUBLE_EQ(out[1], 3.0);
   EXPECT_DOUBLE_EQ(out[2], 3.0);
+}
+
+TEST(Oracle, BottomRightAlignsTheLastQueryWithTheLastKey) {
+  // Lq = 2 < Lkv = 3, bottom-right: row 0 sees keys 0 and 1, row 1 all three (top-left: 1 and 2).
+  Case c = *parse_case_spec("dtype=fp32,b=1,h=1,lq=2,lkv=3,d=1,causal=bottom_right");
+  HostInputs in{{0.0f, 0.0f}, {1.0f, 1.0f, 1.0f}, {2.0f, 4.0f, 9.0f}, {}, {}};
+  auto out = oracle_attention(c, in);
+  EXPECT_DOUBLE_EQ(out[0], 3.0);
+  EXPECT_DOUBLE_EQ(out[1], 5.0);
+  c.causal_bottom_right = false;
+  out = oracle_attention(c, in);
+  EXPECT_DOUBLE_EQ(out[0], 2.0);
+  EXPECT_DOUBLE_EQ(out[1], 3.0);
 }
 
 TEST(Oracle, ScaleIsInverseSqrtOfHeadDim) {
@@ -201,6 +225,39 @@ TEST(Oracle, FullyMaskedRowsAreZeroAtEveryLevel) {
   }
 }
 
+// Bottom-right cases past the oracle's and the kernels' block edges: decode (Lq = 1), a few
+// queries against odd key lengths, chunked prefill, with GQA and a transposed layout.
+const char* const k_bottom_right_specs[] = {
+    "dtype=bf16,b=1,hq=8,hkv=2,lq=1,lkv=129,d=64,causal=bottom_right",
+    "dtype=fp16,b=2,hq=4,hkv=1,lq=3,lkv=300,d=40,causal=bottom_right",
+    "dtype=bf16,b=1,hq=4,hkv=2,lq=16,lkv=80,d=64,causal=bottom_right",
+    "dtype=fp32,b=1,h=2,lq=97,lkv=290,d=72,causal=bottom_right",
+    "dtype=fp32,b=1,h=2,lq=200,lkv=201,d=24,causal=bottom_right,layout=transposed",
+    "dtype=fp16,b=1,hq=6,hkv=3,lq=130,lkv=333,d=128,causal=bottom_right"};
+
+TEST(Oracle, BlockedAgreesWithThePlainOracleBottomRight) {
+  for (const char* spec : k_bottom_right_specs) {
+    auto c = parse_case_spec(spec);
+    ASSERT_TRUE(c) << spec;
+    ASSERT_TRUE(c->causal_bottom_right) << spec;
+    expect_every_level_matches(*c, make_inputs(*c));
+  }
+}
+
+TEST(CpuKernels, BottomRightCasesMatchTheOracle) {
+  for (const char* spec : k_bottom_right_specs) {
+    expect_kernels_match_the_oracle(spec);
+    // The alignment matters: the top-left oracle of the same inputs is another answer.
+    auto c = parse_case_spec(spec);
+    const HostInputs in = make_inputs(*c);
+    Case top_left = *c;
+    top_left.causal_bottom_right = false;
+    const Errors e = compare(run_cpu(RefKernel::flash, *c, in, 0, 1)->out,
+                             oracle_attention(top_left, in), cases::default_tolerance(c->dtype));
+    EXPECT_GT(e.outside, 0);
+  }
+}
+
 TEST(Oracle, PacksKvHeadsInWavesWhenTheyDoNotFitTogether) {
   // One kv head packs to 2 * 16384 * 256 doubles (64 MiB), the most packed at once: two waves.
   const Case c = *parse_case_spec("dtype=bf16,b=1,hq=4,hkv=2,lq=3,lkv=16384,d=256,causal");
@@ -252,15 +309,8 @@ TEST(CpuKernels, EdgeShapesMatchTheOracle) {
        {"dtype=fp32,b=1,h=1,lq=1,lkv=1,d=1", "dtype=fp16,b=1,h=2,lq=1,lkv=300,d=64,causal",
         "dtype=bf16,b=1,h=2,lq=300,lkv=1,d=64,causal", "dtype=fp32,b=1,h=1,lq=129,lkv=64,d=33,causal",
         "dtype=fp32,b=1,h=1,lq=64,lkv=129,d=31,causal", "dtype=fp16,b=1,hq=8,hkv=1,lq=70,lkv=70,d=256",
-        "dtype=fp32,b=1,hq=6,hkv=2,lq=256,lkv=256,d=128,causal,layout=transposed"}) {
-    auto c = parse_case_spec(spec);
-    ASSERT_TRUE(c) << spec;
-    SCOPED_TRACE(c->id());
-    const HostInputs in = make_inputs(*c);
-    const auto ref = oracle_attention(*c, in);
-    expect_close(RefKernel::math, *c, in, ref);
-    expect_close(RefKernel::flash, *c, in, ref);
-  }
+        "dtype=fp32,b=1,hq=6,hkv=2,lq=256,lkv=256,d=128,causal,layout=transposed"})
+    expect_kernels_match_the_oracle(spec);
 }
 
 TEST(CpuKernels, FullyMaskedRowsAreZeroNotNan) {

@@ -84,6 +84,8 @@ def check_case_lines(probe, directory, failures):
             failures.append("the probe refused a golden case line: %s: %s" % (e, line))
             continue
         # Every key the doctor wrote, as it wrote it; the probe adds the defaults of the rest.
+        if parsed["case"].get("causal_bottom_right"):  # the alignment, as the doctor writes it
+            parsed["case"]["causal"] = "bottom_right"
         parsed["case"] = {key: parsed["case"][key] for key in j["case"]}
         want = {"id": j["id"], "case": j["case"], "atol": j["tolerance"]["atol"],
                 "rtol": j["tolerance"]["rtol"],

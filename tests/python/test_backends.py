@@ -65,3 +65,40 @@ def test_without_the_list_every_failure_is_an_error(monkeypatch, tmp_path, capsy
     assert "cannot read" in capsys.readouterr().err
     monkeypatch.setattr(backends, "REFUSALS", ())
     assert backends.classify(RuntimeError("No available kernel"), [])[0] == "error"
+
+
+def test_a_bottom_right_case_passes_a_causal_lower_right_bias_as_models_do(torch):
+    from sdpa_probe.protocol import normalise_case
+    from torch.nn.attention.bias import CausalBias, CausalVariant
+    c = normalise_case({"lq": 3, "lkv": 7, "causal": "bottom_right", "hq": 4, "hkv": 2})
+    kwargs = backends.sdpa_kwargs(torch, c, None, True)
+    assert isinstance(kwargs["attn_mask"], CausalBias)
+    assert kwargs["attn_mask"].variant == CausalVariant.LOWER_RIGHT
+    assert (kwargs["is_causal"], kwargs["enable_gqa"]) == (False, True)
+    # For the dispatcher's choice: the bool mask it stands for.
+    mask = backends.sdpa_kwargs(torch, c, None, False, device="cpu")["attn_mask"]
+    assert torch.equal(mask, torch.ones(3, 7, dtype=torch.bool).tril(4))
+    assert "enable_gqa" not in backends.sdpa_kwargs(torch, c, None, False)
+    top_left = normalise_case({"lq": 3, "lkv": 7, "causal": True})
+    assert backends.sdpa_kwargs(torch, top_left, None, False) == {
+        "attn_mask": None, "dropout_p": 0.0, "is_causal": True}
+
+
+def test_a_torch_without_causal_lower_right_refuses_a_bottom_right_case(torch, monkeypatch,
+                                                                          refusals):
+    import builtins
+    from sdpa_probe.protocol import normalise_case
+    real_import = builtins.__import__
+
+    def no_bias(name, *args, **kwargs):
+        if name == "torch.nn.attention.bias":
+            raise ImportError("No module named 'torch.nn.attention.bias'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_bias)
+    c = normalise_case({"lq": 1, "lkv": 7, "causal": "bottom_right"})
+    with pytest.raises(RuntimeError) as raised:
+        backends.sdpa_kwargs(torch, c, None, False)
+    status, reason = backends.classify(raised.value, [])
+    assert status == "unsupported"
+    assert "causal_lower_right" in reason

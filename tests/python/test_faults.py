@@ -135,6 +135,16 @@ def test_gqa_dtype_and_transposed_conditions(case):
     assert not fires("when=transposed,action=nan", case(layout="transposed", v_layout="strided"))
 
 
+def test_the_bottom_right_condition_selects_causal_aligned_bottom_right(case):
+    assert fires("when=bottom_right,action=perturb", case(lq=4, lkv=9, causal="bottom_right"))
+    assert not fires("when=bottom_right,action=perturb", case(lq=4, lkv=9, causal=True))
+    assert not fires("when=bottom_right,action=perturb", case(lq=4, lkv=9))
+    # At lq == lkv the case is top-left.
+    assert not fires("when=bottom_right,action=perturb", case(l=8, causal="bottom_right"))
+    assert fires("when=causal,action=perturb", case(lq=4, lkv=9, causal="bottom_right"))
+    assert fires("when=bottom_right=0,action=perturb", case(lq=4, lkv=9, causal=True))
+
+
 def test_corrupt_output_hits_the_middle_or_a_fully_masked_row(torch, case):
     from sdpa_probe.faults import corrupt_output
     host = torch.zeros(10, dtype=torch.float64)

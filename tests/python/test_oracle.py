@@ -211,6 +211,31 @@ def test_the_oracle_is_torchs_math_sdpa_in_float64(case, keys):
     assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("keys", [
+    {"lq": 1, "lkv": 13},
+    {"lq": 5, "lkv": 16, "hq": 4, "hkv": 2},
+    {"lq": 15, "lkv": 16},
+])
+def test_a_bottom_right_oracle_is_math_sdpa_under_causal_lower_right(case, keys):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+    c = case(causal="bottom_right", **keys)
+    assert c["causal_bottom_right"]
+    q, k, v, _ = make_inputs(torch, c)
+    group = c["hq"] // c["hkv"]
+    k64, v64 = (x.double().repeat_interleave(group, dim=1) for x in (k, v))
+    with sdpa_kernel([SDPBackend.MATH]):
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q.double(), k64, v64, attn_mask=causal_lower_right(c["lq"], c["lkv"]))
+    got = oracle_attention(torch, c, q, k, v, None)
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    # Not the top-left answer: the last query sees every key.
+    top_left = oracle_attention(torch, case(causal=True, **keys), q, k, v, None)
+    assert not torch.allclose(got, top_left, rtol=1e-3, atol=1e-3)
+    dq, dk, dv = oracle_gradients(torch, c, q, k, v, None, torch.ones(q.shape, dtype=torch.float64))
+    assert torch.isfinite(dq).all() and dk.abs().sum() > 0
+
+
 def test_a_fully_masked_row_is_zero_or_nan_by_the_semantics(case):
     c = case(mask="bool", masked_rows=True, l=8)
     q, k, v, mask = make_inputs(torch, c)

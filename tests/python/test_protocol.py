@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sdpa_probe.protocol import (Writer, finite_or_none, normalise_case, one_line,
+from sdpa_probe.protocol import (Writer, causal_offset, finite_or_none, normalise_case, one_line,
                                  parse_case_line, parse_variant, variant_environment)
 
 TOLERANCES = {"tolerance": {"atol": 0.01, "rtol": 0.02},
@@ -59,6 +59,21 @@ def test_normalise_case_resolves_aliases_layouts_and_the_mask_dtype():
     assert (c["mask"], c["mask_dtype"], c["causal"], c["dropout"]) == ("additive", "fp16", True,
                                                                         0.25)
     assert (c["q_layout"], c["k_layout"], c["v_layout"]) == ("transposed", "transposed", "offset")
+
+
+def test_causal_names_its_alignment_and_bottom_right_needs_fewer_queries_than_keys():
+    for value in (True, 1, "1", "true", "top_left"):
+        c = normalise_case({"lq": 4, "lkv": 9, "causal": value})
+        assert (c["causal"], c["causal_bottom_right"]) == (True, False), value
+    c = normalise_case({"lq": 4, "lkv": 9, "causal": "bottom_right"})
+    assert (c["causal"], c["causal_bottom_right"]) == (True, True)
+    assert causal_offset(c) == 5
+    assert normalise_case({"causal": False})["causal_bottom_right"] is False
+    # At lq == lkv bottom-right is top-left, as the doctor reads it; past it, refused.
+    square = normalise_case({"l": 8, "causal": "bottom_right"})
+    assert (square["causal"], square["causal_bottom_right"], causal_offset(square)) == (True, False, 0)
+    with pytest.raises(ValueError, match="needs lq <= lkv"):
+        normalise_case({"lq": 9, "lkv": 8, "causal": "bottom_right"})
 
 
 def test_a_window_makes_the_mask_bool():

@@ -62,6 +62,9 @@ const char* k_specs[] = {
     // Fully masked rows: the same mask, judged by the rule of the torch that runs the script.
     "dtype=bf16,b=2,h=2,lq=9,lkv=13,d=8,mask=bool,masked_rows,seed=3",
     "dtype=fp32,b=1,h=2,l=12,d=8,mask=additive,mask_shape=11qk,masked_rows,backward",
+    // Causal aligned bottom-right: decoding under GQA, and a chunk's backward.
+    "dtype=bf16,b=1,hq=8,hkv=2,lq=1,lkv=129,d=64,causal=bottom_right",
+    "dtype=fp16,b=1,h=2,lq=16,lkv=80,d=16,causal=bottom_right,backward",
 };
 
 } // namespace
@@ -124,6 +127,24 @@ TEST(Repro, AMaskedRowsCaseIsJudgedByTheRuleOfItsTorch) {
                             "torch < 2.5 returns NaN"),
             std::string::npos)
       << result.out;
+}
+
+// A bottom-right case's script calls SDPA as models do (a causal_lower_right bias) and judges it
+// against a reference aligned the same way: called top-left instead, it is a mismatch.
+TEST(Repro, ABottomRightCaseCallsCausalLowerRightAndItsReferenceIsAlignedSo) {
+  if (!have_torch()) GTEST_SKIP() << "no torch in " << k_python;
+  std::string script = report::render_repro(
+      cpu_case("dtype=fp32,b=1,hq=4,hkv=2,lq=8,lkv=40,d=16,causal=bottom_right")).value();
+  EXPECT_NE(script.find("causal_bottom_right=True"), std::string::npos);
+  const std::string call = "causal_lower_right(c[\"lq\"], c[\"lkv\"]), False";
+  const size_t at = script.find(call);
+  ASSERT_NE(at, std::string::npos) << script;
+  auto pass = run_script(script);
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  script.replace(at, call.size(), "None, True");
+  auto top_left = run_script(script);
+  EXPECT_EQ(top_left.exit_code, 1) << top_left.out << top_left.err;
+  EXPECT_NE(top_left.out.find("MISMATCH"), std::string::npos) << top_left.out;
 }
 
 TEST(Repro, MathOnTheCpuPasses) {

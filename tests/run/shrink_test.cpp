@@ -184,6 +184,57 @@ TEST(ShrinkSearch, BoundsAQueryLengthFromBothSides) {
   EXPECT_EQ(s.rule, "math on cpu: error only when query length > 2 and query length <= 8");
 }
 
+// A failure only where causal is aligned bottom-right (decoding, chunked prefill): the shrink
+// says so, and every case it asks for keeps more keys than queries (bottom-right with Lq >= Lkv
+// is top-left, or undefined).
+TEST(ShrinkSearch, KeepsTheBottomRightAlignmentAndNeverRunsPastItsKeys) {
+  const Case start =
+      *parse_case_spec("dtype=bf16,b=2,hq=8,hkv=2,lq=16,lkv=80,d=64,causal=bottom_right");
+  const auto fails = [](const Case& c) { return c.causal && c.causal_bottom_right; };
+  int asked = 0;
+  std::vector<std::string> invalid;
+  Shrink s = search(
+      [&](const Case& c) {
+        if (!validate(c).empty() || (c.causal_bottom_right && c.lq >= c.lkv))
+          invalid.push_back(c.id());
+        return fails(c);
+      },
+      &asked, start);
+  EXPECT_TRUE(invalid.empty()) << invalid.front();
+  EXPECT_EQ(s.verdict, "boundary");
+  ASSERT_EQ(s.conditions.size(), 2u) << s.rule;
+  EXPECT_EQ(s.conditions[0].axis, "causal");
+  EXPECT_EQ(s.conditions[1].axis, "bottom_right");
+  EXPECT_EQ(s.rule, "math on cpu: error only when causal and aligned bottom-right");
+  ASSERT_TRUE(s.minimal.has_value());
+  EXPECT_TRUE(s.minimal->causal_bottom_right) << s.minimal->id();
+  EXPECT_LT(s.minimal->lq, s.minimal->lkv) << s.minimal->id();
+  EXPECT_EQ(s.minimal->lq, 1) << s.minimal->id();
+  EXPECT_LE(s.minimal->lkv, 17) << s.minimal->id(); // the keys reduced to just past the queries
+  EXPECT_LE(asked, ShrinkBudget{}.cases);
+}
+
+// A bottom-right failure that needs many keys: the key length is bisected from just past the
+// queries, never below them.
+TEST(ShrinkSearch, BisectsTheKeysOfABottomRightCaseAboveItsQueries) {
+  Case start = failing_case();
+  start.lq = 16;
+  start.lkv = 300;
+  start.causal_bottom_right = true;
+  std::vector<std::string> invalid;
+  Shrink s = search(
+      [&](const Case& c) {
+        if (!validate(c).empty()) invalid.push_back(c.id());
+        return c.causal_bottom_right && c.lkv - c.lq > 100;
+      },
+      nullptr, start);
+  EXPECT_TRUE(invalid.empty()) << invalid.front();
+  ASSERT_TRUE(s.minimal.has_value());
+  EXPECT_TRUE(s.minimal->causal_bottom_right);
+  EXPECT_GT(s.minimal->lkv - s.minimal->lq, 100) << s.minimal->id();
+  EXPECT_NE(s.rule.find("key length >"), std::string::npos) << s.rule;
+}
+
 TEST(ShrinkSearch, AFailureEverywhereHasNoConditions) {
   Shrink s = search([](const Case&) { return true; });
   EXPECT_EQ(s.verdict, "everywhere");

@@ -1,6 +1,8 @@
 // An interpreter for `check --python` whose torch SDPA is wrapped so that it breaks in one way
 // only: the test's Python function `broken(torch, q, k, v, kwargs, out)` sees every call made
-// with the flash backend alone enabled and returns the output the caller gets. Every other call is torch's own. The wrapper is a sitecustomize.py on
+// with the flash backend alone enabled (a causal_lower_right bias's call, and before it the call
+// that bias makes with the bool mask it stands for) and returns the output the caller gets. Every
+// other call is torch's own. The wrapper is a sitecustomize.py on
 // PYTHONPATH, which the doctor hands its Python workers as it is.
 // Calls traced by torch.compile (torch.compiler.is_compiling()) are torch's own too, unless the
 // test's code sets BREAK_COMPILED = True: then `broken` sees only those (it runs while Dynamo
@@ -32,6 +34,10 @@ import sys
 def _wrap_sdpa(torch):
     F = torch.nn.functional
     real = F.scaled_dot_product_attention
+    try:  # torch >= 2.3
+        from torch.nn.attention.bias import CausalBias
+    except ImportError:
+        CausalBias = ()
 
     compiler = getattr(torch, "compiler", None)
     is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
@@ -44,7 +50,14 @@ def _wrap_sdpa(torch):
     flash_alone_traced = compiler.assume_constant_result(flash_alone) if BREAK_COMPILED else None
 
     def sdpa(q, k, v, *args, **kwargs):
-        out = real(q, k, v, *args, **kwargs)
+        mask = kwargs.get("attn_mask")
+        if isinstance(mask, CausalBias):
+            # A causal_lower_right bias dispatches itself only when called through
+            # F.scaled_dot_product_attention, which is this wrapper now: dispatch it as torch does
+            # (its own SDPA calls come back here with the bool mask it stands for).
+            out = type(mask)._dispatch(q, k, v, *args, **kwargs)
+        else:
+            out = real(q, k, v, *args, **kwargs)
         if is_compiling() != BREAK_COMPILED:
             return out
         if not (flash_alone_traced() if BREAK_COMPILED else flash_alone()):

@@ -96,6 +96,22 @@ TEST(Fault, MaskedRowsConditionAndNaNInAFullyMaskedRow) {
   EXPECT_EQ(std::count_if(out.begin(), out.end(), [](float x) { return std::isnan(x); }), 1);
 }
 
+// `when=bottom_right`: causal aligned bottom-right only, so a test plants a failure there alone.
+TEST(Fault, BottomRightConditionSelectsCausalAlignedBottomRight) {
+  auto f = parse_planted_faults("when=bottom_right,action=perturb");
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  const Case br = *parse_case_spec("dtype=fp32,b=1,h=2,lq=4,lkv=9,d=4,causal=bottom_right");
+  const Case tl = *parse_case_spec("dtype=fp32,b=1,h=2,lq=4,lkv=9,d=4,causal");
+  const Case off = *parse_case_spec("dtype=fp32,b=1,h=2,lq=4,lkv=9,d=4");
+  EXPECT_NE(matching_fault(*f, "flash", br, br.id()), nullptr);
+  EXPECT_EQ(matching_fault(*f, "flash", tl, tl.id()), nullptr);
+  EXPECT_EQ(matching_fault(*f, "flash", off, off.id()), nullptr);
+  auto causal = parse_planted_faults("when=causal,when=bottom_right=0,action=perturb");
+  ASSERT_TRUE(causal.has_value()) << causal.error().message;
+  EXPECT_EQ(matching_fault(*causal, "flash", br, br.id()), nullptr);
+  EXPECT_NE(matching_fault(*causal, "flash", tl, tl.id()), nullptr);
+}
+
 TEST(Fault, ProcessFaultsReallyHappen) {
   const std::pair<FaultAction, int> expect[] = {{FaultAction::abort, SIGABRT},
                                                 {FaultAction::segv, SIGSEGV}};

@@ -477,6 +477,25 @@ private:
     c10::optional<at::Tensor> mask;
     if (c.mask != SDPA_PLUGIN_MASK_NONE) mask = to_mask(c);
     const bool gqa = c.hq != c.hkv;
+    // Bottom-right causal as Python models ask for it: torch.nn.attention.bias.causal_lower_right
+    // (a CausalBias, torch >= 2.3) as attn_mask with is_causal false. What CausalBias does with
+    // it: at Lq = Lkv it calls is_causal (the doctor plans no such case); on the CPU it hands SDPA
+    // the bool mask it stands for, the lower triangle with diagonal Lkv - Lq. On a GPU it calls
+    // the ATen ops that take bottom-right where they take the problem (flash's is_causal, which
+    // aligns bottom-right, or efficient attention's custom_mask_type), else that mask; this probe
+    // hands SDPA the mask on a GPU too, so that the backend this cell forces is the one that runs.
+    const bool is_causal = c.causal == SDPA_PLUGIN_CAUSAL_TOP_LEFT;
+    if (c.causal == SDPA_PLUGIN_CAUSAL_BOTTOM_RIGHT) {
+#if !SDPA_DOCTOR_TORCH_AT_LEAST(2, 3)
+      CaseOutcome r;
+      r.outcome = SDPA_PLUGIN_UNSUPPORTED;
+      r.reason = "bottom-right causal attention (torch.nn.attention.bias.causal_lower_right) is "
+                 "not supported before PyTorch 2.3";
+      return r;
+#endif
+      mask = at::ones({c.lq, c.lkv}, at::TensorOptions().dtype(at::kBool).device(m_device))
+                 .tril(c.lkv - c.lq);
+    }
 #if !SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
     if (gqa) {
       CaseOutcome r;
@@ -489,16 +508,16 @@ private:
     CaseOutcome r;
     if (m_args.backend == "default") {
 #if SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
-      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, c.dropout_p, c.causal, {}, gqa));
+      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, c.dropout_p, is_causal, {}, gqa));
 #else
-      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, c.dropout_p, c.causal, {}));
+      r.backend_chosen = backend_name(at::_fused_sdp_choice(q, k, v, mask, c.dropout_p, is_causal, {}));
 #endif
     }
     auto forward = [&] {
 #if SDPA_DOCTOR_TORCH_AT_LEAST(2, 5)
-      return at::scaled_dot_product_attention(q, k, v, mask, c.dropout_p, c.causal, {}, gqa);
+      return at::scaled_dot_product_attention(q, k, v, mask, c.dropout_p, is_causal, {}, gqa);
 #else
-      return at::scaled_dot_product_attention(q, k, v, mask, c.dropout_p, c.causal, {});
+      return at::scaled_dot_product_attention(q, k, v, mask, c.dropout_p, is_causal, {});
 #endif
     };
     auto reset_grads = [&] {

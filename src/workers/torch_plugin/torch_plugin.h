@@ -19,6 +19,13 @@ extern "C" {
 
 enum sdpa_plugin_dtype { SDPA_PLUGIN_F16 = 0, SDPA_PLUGIN_BF16 = 1, SDPA_PLUGIN_F32 = 2 };
 enum sdpa_plugin_mask { SDPA_PLUGIN_MASK_NONE = 0, SDPA_PLUGIN_MASK_BOOL = 1, SDPA_PLUGIN_MASK_ADDITIVE = 2 };
+/* Causal attention's diagonal: top-left is torch's is_causal, bottom-right its causal_lower_right
+ * (query i sees key j <= i + Lkv - Lq). */
+enum sdpa_plugin_causal {
+  SDPA_PLUGIN_CAUSAL_NONE = 0,
+  SDPA_PLUGIN_CAUSAL_TOP_LEFT = 1,
+  SDPA_PLUGIN_CAUSAL_BOTTOM_RIGHT = 2
+};
 /* Case's Layout: transposed is a (B,L,H,D) buffer viewed as (B,H,L,D); strided the first part of
  * each row of a wider buffer (2D for q, k and v; round_up(Lkv, 16) + 1 for a mask); offset one
  * element into its storage. */
@@ -43,7 +50,7 @@ typedef struct sdpa_plugin_case {
   int64_t b, hq, hkv, lq, lkv, d;
   int dtype;  /* sdpa_plugin_dtype */
   int mask;   /* sdpa_plugin_mask */
-  int causal;
+  int causal; /* sdpa_plugin_causal */
   int q_layout, k_layout, v_layout; /* sdpa_plugin_layout */
   int mask_dtype;  /* sdpa_plugin_dtype of an additive mask */
   int mask_shape;  /* sdpa_plugin_mask_shape */

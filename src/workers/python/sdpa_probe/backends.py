@@ -11,9 +11,40 @@ import warnings
 from .facts import gpu_truth_facts
 from .inputs import place_inputs
 from .oracle import RepeatCompare, dropout_seed
-from .protocol import one_line
+from .protocol import causal_offset, one_line
 
 TORCH_BACKENDS = ("math", "flash", "mem_efficient", "cudnn", "default")
+
+
+def lower_right_bias(torch, c):
+    """torch.nn.attention.bias.causal_lower_right(Lq, Lkv): the attn_mask models pass for
+    bottom-right causal attention (decoding, chunked prefill). A torch without it (before 2.3)
+    cannot run such a case: its refusal makes the cell `unsupported`."""
+    try:
+        from torch.nn.attention.bias import causal_lower_right
+    except ImportError:
+        raise RuntimeError("this PyTorch %s has no torch.nn.attention.bias.causal_lower_right: "
+                           "bottom-right causal attention is not supported"
+                           % getattr(torch, "__version__", "?"))
+    return causal_lower_right(c["lq"], c["lkv"])
+
+
+def sdpa_kwargs(torch, c, mask, gqa, device=None):
+    """SDPA's keyword arguments for a case, as user code passes them: a bottom-right causal case
+    hands a causal_lower_right bias as attn_mask with is_causal=False. With `device`, that bias
+    as the bool mask it stands for there (lower triangle, diagonal Lkv - Lq), which is what
+    torch's dispatcher can be asked about."""
+    bottom_right = c["causal"] and c.get("causal_bottom_right")
+    if bottom_right and device is None:
+        mask = lower_right_bias(torch, c)
+    elif bottom_right:
+        mask = torch.ones(c["lq"], c["lkv"], dtype=torch.bool, device=device).tril(
+            diagonal=causal_offset(c))
+    kwargs = {"attn_mask": mask, "dropout_p": c["dropout"],
+              "is_causal": bool(c["causal"] and not bottom_right)}
+    if gqa:
+        kwargs["enable_gqa"] = True
+    return kwargs
 
 
 def load_refusals():
@@ -234,9 +265,7 @@ class Probe(object):
     def chosen(self, q, k, v, mask, c, gqa):
         torch = self.torch
         try:
-            kwargs = {"attn_mask": mask, "dropout_p": c["dropout"], "is_causal": c["causal"]}
-            if gqa:
-                kwargs["enable_gqa"] = True
+            kwargs = sdpa_kwargs(torch, c, mask, gqa, device=q.device)
             choice = int(torch._fused_sdp_choice(q, k, v, **kwargs))
         except Exception as e:
             return "unknown (%s)" % one_line(e, 200)
@@ -302,14 +331,13 @@ class Probe(object):
             q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
             grad_out = grad_out.to(torch.device(self.device))
         gqa = c["hq"] != c["hkv"]
-        kwargs = {"attn_mask": mask, "dropout_p": c["dropout"], "is_causal": c["causal"]}
-        if gqa:
-            kwargs["enable_gqa"] = True
+        kwargs = sdpa_kwargs(torch, c, mask, gqa)
         chosen = self.chosen(q, k, v, mask, c, gqa) if self.backend == "default" else self.backend
         attention = self.attention(kwargs)
+        attn_mask = kwargs["attn_mask"]  # the case's mask, or a bottom-right case's CausalBias
 
         def forward():
-            return attention(q, k, v, mask)
+            return attention(q, k, v, attn_mask)
 
         def call():
             o = forward()

@@ -12,7 +12,7 @@ from .protocol import DTYPE_NAMES
 FAULT_ACTIONS = ("abort", "segv", "hang", "nan", "perturb", "exit3", "poison", "zeros")
 FAULT_NAMES = ("b", "hq", "hkv", "lq", "lkv", "d", "causal", "gqa", "mask", "transposed",
                "q_layout", "k_layout", "v_layout", "mask_dtype", "mask_shape", "mask_layout",
-               "window", "large", "bwd", "dropout", "mrows")
+               "window", "large", "bwd", "dropout", "mrows", "bottom_right")
 LAYOUT_VALUES = {"contiguous": 0, "transposed": 1, "strided": 2, "offset": 3}
 MASK_SHAPE_VALUES = {"b1qk": 0, "bhqk": 1, "11qk": 2, "qk": 3}
 
@@ -21,6 +21,8 @@ def fault_value(name, c):
     """A case's value for a fault condition, as workers::FaultCondition reads it."""
     if name == "causal":
         return 1 if c["causal"] else 0
+    if name == "bottom_right":
+        return 1 if c["causal"] and c.get("causal_bottom_right") else 0
     if name == "gqa":
         return 1 if c["hq"] != c["hkv"] else 0
     if name == "mask":

@@ -6,6 +6,7 @@ import math
 import sys
 
 from .inputs import q_elements
+from .protocol import causal_offset
 
 
 def masked_row_semantics(torch):
@@ -18,11 +19,15 @@ def masked_row_semantics(torch):
     return "zero" if (major, minor) >= (2, 5) else "nan"
 
 
+def causal_keep(torch, c):
+    """Bool (Lq, Lkv): the keys each query sees under the case's causal rule (all without it)."""
+    keep = torch.ones(c["lq"], c["lkv"], dtype=torch.bool)
+    return keep.tril(diagonal=causal_offset(c)) if c["causal"] else keep
+
+
 def fully_masked_rows(torch, c, mask):
     """Bool (B or 1, H or 1, Lq, 1): the query rows with no key to attend to."""
-    keep = torch.ones(c["lq"], c["lkv"], dtype=torch.bool)
-    if c["causal"]:
-        keep = keep.tril()
+    keep = causal_keep(torch, c)
     if mask is not None:
         keep = keep & (mask if mask.dtype == torch.bool else ~torch.isneginf(mask))
     return ~keep.any(dim=-1, keepdim=True)
@@ -37,10 +42,7 @@ def oracle_attention(torch, c, q, k, v, mask, semantics="zero"):
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
     s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(c["d"]))
-    keep = torch.ones(c["lq"], c["lkv"], dtype=torch.bool)
-    if c["causal"]:
-        keep = torch.ones(c["lq"], c["lkv"], dtype=torch.bool).tril()
-    keep = keep.expand(s.shape)
+    keep = causal_keep(torch, c).expand(s.shape)
     if mask is not None:
         if mask.dtype == torch.bool:
             keep = keep & mask

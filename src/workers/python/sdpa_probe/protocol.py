@@ -96,7 +96,7 @@ def normalise_case(c):
     """The case with every key, each tensor's layout resolved (`layout` unless its own says
     otherwise) and the mask's dtype named (the case dtype unless its own)."""
     out = {"dtype": "fp16", "b": 1, "hq": 8, "hkv": 8, "lq": 128, "lkv": 128, "d": 64,
-           "causal": False, "mask": "none", "layout": "contiguous", "seed": 0,
+           "causal": False, "causal_bottom_right": False, "mask": "none", "layout": "contiguous", "seed": 0,
            "mask_dtype": None, "mask_shape": "b1qk", "mask_layout": "contiguous", "window": 0,
            "large": False, "dropout": 0.0}
     own = {}
@@ -113,6 +113,11 @@ def normalise_case(c):
             if value not in MASK_SHAPES:
                 raise ValueError("unknown mask_shape '%s'" % value)
             out[key] = value
+        # "causal": true/false, or the alignment: "top_left" (is_causal) or "bottom_right"
+        # (causal_lower_right)
+        elif key == "causal" and value in ("top_left", "bottom_right"):
+            out["causal"] = True
+            out["causal_bottom_right"] = value == "bottom_right"
         # backward and masked_rows: only where the doctor wrote them
         elif key in ("causal", "large", "backward", "masked_rows"):
             out[key] = bool(value) if not isinstance(value, str) else value in ("1", "true")
@@ -131,7 +136,20 @@ def normalise_case(c):
     out["mask_dtype"] = out["mask_dtype"] or out["dtype"]
     if out["window"] > 0:
         out["mask"] = "bool"
+    # At lq == lkv bottom-right is top-left exactly (as parse_case_spec normalises it); past it
+    # torch leaves the first query rows undefined.
+    if out["causal_bottom_right"] and out["lq"] > out["lkv"]:
+        raise ValueError("causal=bottom_right needs lq <= lkv, got lq=%d lkv=%d"
+                         % (out["lq"], out["lkv"]))
+    out["causal_bottom_right"] = (out["causal"] and out["causal_bottom_right"]
+                                  and out["lq"] != out["lkv"])
     return out
+
+
+def causal_offset(c):
+    """Query i sees key j when j <= i + causal_offset(c) (under causal): 0 top-left (is_causal),
+    lkv - lq bottom-right (Case::causal_offset)."""
+    return c["lkv"] - c["lq"] if c["causal"] and c.get("causal_bottom_right") else 0
 
 
 def parse_case_line(text):
