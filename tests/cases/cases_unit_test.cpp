@@ -845,6 +845,7 @@ TEST(CompileFamily, QuickCompilesAHandfulChosenByWhatTheCasesAre) {
   EXPECT_EQ(plan->compiled,
             (std::vector<std::string>{"fp16-b1-h4-q128-k128-d64-causal", "fp16-b1-h8:2-q128-k128-d64",
                                       "fp16-b1-h4-q96-k96-d64-mask_add",
+                                      "bf16-b1-h8:2-q1-k129-d64-causal_br",
                                       "fp16-b1-h2-q64-k64-d64-causal-bwd"}));
   Case decode = *parse_case_spec("dtype=bf16,b=1,hq=8,hkv=2,lq=1,lkv=129,d=128,causal");
   EXPECT_TRUE(in_compile_family(decode, "quick"));
