@@ -94,16 +94,18 @@ int run_pipeline(const CheckRequest& r, const Outputs& outputs,
   InterruptGuard interrupt_guard;
   // Found, not yet imported: the enumeration looks for its HIP runtime first.
   const run::PythonChoice python = located_python(r);
-  Report report = started_report(r, python);
-  report.planted_faults = planted;
-  run::ExecuteOptions exec = execute_options(r, outputs, python, report.inventory, &g_interrupted);
-  const run::Plan plan = checked_plan(r, report.inventory);
+  run::ExecuteOptions exec = execute_options(r, outputs, &g_interrupted);
   exec.run_dir = checked_run_dir(r.run_dir);
   const run::RunDirLock lock = locked_run_dir(exec.run_dir, !r.run_dir.empty());
+  // One start-up server for the check's pre-flight, its Python workers, its shrinking and the
+  // advice's re-runs: it imports torch while the devices are enumerated.
+  exec.shared_probe_server = started_probe_server(r, python, exec);
+  Report report = started_report(r, python);
+  report.planted_faults = planted;
+  preflight_step(r, python, exec, report.inventory);
+  const run::Plan plan = checked_plan(r, report.inventory);
   const cache::FileInUse plugin_in_use =
       choose_torch_plugin(r, plan, python, outputs.quiet, exec, report.inventory);
-  // One start-up server for the check's Python workers, its shrinking and the advice's re-runs.
-  exec.shared_probe_server = run::start_probe_server(exec, plan);
   report.targets = plan.targets;
   exec.journal_header = journal_header_to_json({r, report, outputs.redact});
   if (outputs.redact) exec.journal_redactions = report::redactions(report);

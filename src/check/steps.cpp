@@ -101,7 +101,6 @@ Report started_report(const CheckRequest& r, const run::PythonChoice& python) {
 }
 
 run::ExecuteOptions execute_options(const CheckRequest& r, const Outputs& outputs,
-                                    const run::PythonChoice& located, DeviceInventory& inventory,
                                     const std::atomic<bool>* interrupted) {
   run::ExecuteOptions exec;
   exec.tolerances = r.tolerances;
@@ -123,18 +122,41 @@ run::ExecuteOptions execute_options(const CheckRequest& r, const Outputs& output
                                                  : run::ProgressMode::log;
   exec.progress_interval = r.progress_interval;
   exec.interrupted = interrupted;
-  if (r.runs_python()) {
-    const auto python = run::preflight_python(located, preflight_deadline(r));
-    exec.python = python.path;
-    exec.python_reason = python.reason;
-    exec.python_unusable = python.unusable;
-    exec.torch_lib_dirs = python.torch_lib_dirs;
-    devices::add_torch_gpus(inventory, python.gpus, python.path);
-    devices::compare_torch_hip_runtime(inventory, python.torch_hip_runtimes, python.path);
-    if (!python.gpus_error.empty())
-      spdlog::warn("{}: torch could not list its GPUs: {}", python.path, python.gpus_error);
-  }
   return exec;
+}
+
+run::ProbeServer started_probe_server(const CheckRequest& r, const run::PythonChoice& located,
+                                      const run::ExecuteOptions& exec) {
+  if (!r.runs_python() || located.path.empty() || located.hung) return {};
+  run::ExecuteOptions with_python = exec;
+  with_python.python = located.path;
+  run::ServerWarmUps warm_ups;
+  const auto backward = [](const Case& c) { return c.backward; };
+  const auto bottom_right = [](const Case& c) { return c.causal_bottom_right; };
+  warm_ups.backward = std::any_of(r.cases.begin(), r.cases.end(), backward) ||
+                      std::any_of(r.gpu_cases.begin(), r.gpu_cases.end(), backward);
+  warm_ups.causal_bias = std::any_of(r.cases.begin(), r.cases.end(), bottom_right) ||
+                         std::any_of(r.gpu_cases.begin(), r.gpu_cases.end(), bottom_right);
+  const bool compiled_mode =
+      r.modes.empty() || std::find(r.modes.begin(), r.modes.end(), Mode::compiled) != r.modes.end();
+  if (compiled_mode && !r.compiled_cases.empty()) warm_ups.compile_backend = r.compile_backend;
+  return run::start_probe_server(with_python, warm_ups);
+}
+
+void preflight_step(const CheckRequest& r, const run::PythonChoice& located,
+                    run::ExecuteOptions& exec, DeviceInventory& inventory) {
+  if (!r.runs_python()) return;
+  const auto python =
+      run::preflight_python(located, preflight_deadline(r), exec.shared_probe_server.socket);
+  exec.python = python.path;
+  exec.python_reason = python.reason;
+  exec.python_unusable = python.unusable;
+  exec.torch_lib_dirs = python.torch_lib_dirs;
+  if (exec.python.empty()) exec.shared_probe_server = {}; // an import that failed or hangs there
+  devices::add_torch_gpus(inventory, python.gpus, python.path);
+  devices::compare_torch_hip_runtime(inventory, python.torch_hip_runtimes, python.path);
+  if (!python.gpus_error.empty())
+    spdlog::warn("{}: torch could not list its GPUs: {}", python.path, python.gpus_error);
 }
 
 run::Plan checked_plan(const CheckRequest& r, const DeviceInventory& inventory) {

@@ -24,13 +24,23 @@ std::string planted_faults();
 // HIP runtime first.
 Report started_report(const CheckRequest& request, const run::PythonChoice& python);
 
-// Everything the execution needs but the run directory. The python probe's interpreter is
-// pre-flighted here (its pre-flight imports torch once); the GPUs that torch sees join
-// `inventory`, so a device only torch can reach (another vendor's, or one whose ROCm only the
-// wheel carries) is a target too.
+// Everything the execution needs but the run directory and the python probe's interpreter.
 run::ExecuteOptions execute_options(const CheckRequest& request, const Outputs& outputs,
-                                    const run::PythonChoice& located, DeviceInventory& inventory,
                                     const std::atomic<bool>* interrupted);
+
+// The start-up server for the check's Python workers (null where none runs), started as soon as
+// the run directory is there: it imports torch while the devices are enumerated, its child answers
+// the pre-flight, and it warms what the request's cells will need (backward, compiled).
+run::ProbeServer started_probe_server(const CheckRequest& request,
+                                      const run::PythonChoice& located,
+                                      const run::ExecuteOptions& exec);
+
+// The python probe's interpreter pre-flighted (by a child of exec.shared_probe_server where one
+// runs): exec says which interpreter the workers use, or why none; the GPUs that torch sees join
+// `inventory`, so a device only torch can reach (another vendor's, or one whose ROCm only the
+// wheel carries) is a target too. A server whose interpreter failed is stopped.
+void preflight_step(const CheckRequest& request, const run::PythonChoice& located,
+                    run::ExecuteOptions& exec, DeviceInventory& inventory);
 
 // The plan over what is here. A `--device` the inventory lacks, or a `--variant` that plans
 // nothing, is Fatal (exit 2) naming what is there.

@@ -48,7 +48,8 @@ struct SharedState {
   OracleFeed& feed; // oracle files and host skips, per case index
   Journal& journal;
   Progress& progress;
-  const std::string& probe_server; // the start-up server's socket, empty when none
+  const ProbeServer& probe_server; // the Python workers' start-up server (sockets empty: none)
+  const ProbeServer& torch_server; // the libtorch workers'
   const std::map<std::string, const CaseResult*>& finished; // by cell_key: measured before
 };
 
@@ -317,7 +318,11 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, Skip& unhealt
   info.variant = ctx.variant;
   info.mode = run.mode;
 
-  const WorkerLaunch launch = worker_launch(run, s.options, s.probe_server);
+  const WorkerLaunch launch = worker_launch(
+      run, s.options,
+      run.probe == Probe::python  ? s.probe_server.for_mode(run.mode)
+      : run.probe == Probe::torch ? s.torch_server.socket
+                                  : std::string());
   RunJournal observer(s.journal, s.progress, ctx);
   RunCases cases = sort_cases(run, s.feed.batches()[batch_index], ctx, launch, unhealthy,
                               observer, s);
@@ -369,15 +374,27 @@ void run_one(size_t run_index, size_t batch_index, SharedState& s, Skip& unhealt
   std::move(cases.results.begin(), cases.results.end(), std::back_inserter(out.results));
 }
 
+// The runs of `target` in the order they start: the Python probe's last, so that its start-up
+// server imports torch (and warms Dynamo) while the C++ workers run; each probe's in plan order.
+// The results are sorted back into plan order.
+std::vector<size_t> start_order(const Plan& plan, const std::string& target) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < plan.runs.size(); ++i)
+    if (plan.runs[i].target == target) order.push_back(i);
+  std::stable_partition(order.begin(), order.end(),
+                        [&](size_t i) { return plan.runs[i].probe != Probe::python; });
+  return order;
+}
+
 // Batch by batch, as the oracle feed delivers them: every run of the target over one batch, then
 // the next; the feed may drop a batch's oracle files once every target is past it.
 TargetOutput run_target(const std::string& target, SharedState& s) {
   TargetOutput out;
   Skip unhealthy;
+  const std::vector<size_t> order = start_order(s.plan, target);
   for (size_t b = 0; b < s.feed.batches().size(); ++b) {
     s.feed.wait_ready(b);
-    for (size_t i = 0; i < s.plan.runs.size(); ++i)
-      if (s.plan.runs[i].target == target) run_one(i, b, s, unhealthy, out);
+    for (size_t i : order) run_one(i, b, s, unhealthy, out);
     s.feed.finished(b);
   }
   return out;
@@ -464,10 +481,14 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
     OracleFeed feed(plan.cases, oracle_batches(plan.cases), fo);
     // The caller's, or one of its own that is killed when the runs end.
     const ProbeServer server = probe_server_for(plan, options);
-    if (server.service)
-      journal.append({{"event", "probe-server"}, {"pid", server.service->pid()},
-                      {"socket", server.socket}});
-    SharedState shared{plan, inventory, options, feed, journal, progress, server.socket, finished};
+    const ProbeServer torch_server = torch_server_for(plan, options);
+    for (const auto& [probe, started] :
+         {std::pair{Probe::python, &server}, std::pair{Probe::torch, &torch_server}})
+      if (started->service)
+        journal.append({{"event", "probe-server"}, {"probe", to_string(probe)},
+                        {"pid", started->service->pid()}, {"socket", started->socket}});
+    SharedState shared{plan, inventory, options, feed, journal, progress, server, torch_server,
+                       finished};
     // One thread per target: GPUs run beside each other, each strictly one worker at a time.
     std::vector<std::thread> threads;
     for (size_t i = 0; i < plan.targets.size(); ++i)

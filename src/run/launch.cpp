@@ -49,11 +49,10 @@ WorkerLaunch probe_executable(Probe probe, const ExecuteOptions& options) {
     else launch.why_not = "the reference worker sdpa-doctor-ref-worker is missing beside the doctor";
     break;
   case Probe::python: {
-    const auto data = data_dir();
+    const auto script = python_probe_script();
     if (options.python.empty()) launch.why_not = options.python_reason;
-    else if (!data || !fs::exists(*data / k_python_probe))
-      launch.why_not = "the Python probe sdpa_probe is missing from the doctor's data directory";
-    else cmd.argv = {options.python, (*data / k_python_probe).string()};
+    else if (!script) launch.why_not = k_no_python_probe;
+    else cmd.argv = {options.python, *script};
     break;
   }
   case Probe::fault: launch.why_not = "not a probe"; break;
@@ -83,6 +82,8 @@ WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
   }
   if (run.probe == Probe::torch && !options.torch_plugin.empty())
     launch.command->env.emplace_back(workers::k_torch_plugin_env, options.torch_plugin);
+  if (run.probe == Probe::torch && !probe_server.empty())
+    launch.command->env.emplace_back(workers::k_torch_server_env, probe_server);
   if (run.probe == Probe::python && !probe_server.empty())
     launch.command->env.emplace_back("SDPA_DOCTOR_PROBE_SERVER", probe_server);
   // The GPU compiler and runtime the diagnosed torch brought come first for our kernels too
@@ -132,39 +133,84 @@ std::string safe_name(std::string text) {
   return text;
 }
 
-ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options) {
-  if (options.shared_probe_server.service) return options.shared_probe_server;
-  return start_probe_server(options, plan);
-}
-
-ProbeServer start_probe_server(const ExecuteOptions& options, const Plan& plan) {
-  ProbeServer server;
-  const bool has_python = std::any_of(plan.runs.begin(), plan.runs.end(),
-                                      [](const PlannedRun& r) { return r.probe == Probe::python; });
-  if (!has_python || !options.probe_server || options.python.empty()) return server;
-  const bool backward = std::any_of(plan.cases.begin(), plan.cases.end(),
-                                    [](const Case& c) { return c.backward; });
-  const bool compiled = std::any_of(plan.runs.begin(), plan.runs.end(), [](const PlannedRun& r) {
-    return r.probe == Probe::python && r.mode == Mode::compiled;
-  });
-  const WorkerLaunch launch = probe_executable(Probe::python, options);
-  const std::string socket = (fs::path(options.run_dir) / "probe-server.sock").string();
-  if (!launch.command || socket.size() >= k_max_socket_path) return server; // workers start alone
-  isolate::Command cmd = *launch.command;
-  cmd.argv.insert(cmd.argv.end(), {"--serve", socket});
-  if (backward) cmd.argv.push_back("--preload-backward");
-  if (compiled) cmd.argv.insert(cmd.argv.end(), {"--preload-compile", options.compile_backend});
-  auto service = isolate::Service::start(
-      cmd, (fs::path(options.run_dir) / "probe-server.log").string());
-  if (!service) return server;
-  // It binds before it imports torch: wait for that much (tens of ms), so that the first worker
-  // finds it; the workers that come during the import wait in its backlog.
+// Starts `cmd` as a server listening at `socket` and waits until it binds (before it loads what
+// is slow to load: the workers that come meanwhile wait in its backlog); null when it cannot.
+std::shared_ptr<isolate::Service> started_server(const isolate::Command& cmd,
+                                                const std::string& socket,
+                                                const std::string& log) {
+  auto service = isolate::Service::start(cmd, log);
+  if (!service) return nullptr;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!fs::exists(socket) && (*service)->running() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (!fs::exists(socket)) return server;
-  server.service = std::move(*service);
+  if (!fs::exists(socket)) return nullptr;
+  return std::move(*service);
+}
+
+ProbeServer torch_server_for(const Plan& plan, const ExecuteOptions& options) {
+  ProbeServer server;
+  if (!options.probe_server || options.torch_plugin.empty() ||
+      std::none_of(plan.runs.begin(), plan.runs.end(),
+                   [](const PlannedRun& r) { return r.probe == Probe::torch; }))
+    return server;
+  const WorkerLaunch launch = probe_executable(Probe::torch, options);
+  const fs::path dir = options.run_dir;
+  const std::string socket = (dir / "torch-server.sock").string();
+  if (!launch.command || socket.size() >= k_max_socket_path) return server;
+  isolate::Command cmd = *launch.command;
+  cmd.argv.insert(cmd.argv.end(), {"--serve", socket});
+  cmd.env.emplace_back(workers::k_torch_plugin_env, options.torch_plugin);
+  server.service = started_server(cmd, socket, (dir / "torch-server.log").string());
+  if (server.service) server.socket = socket;
+  return server;
+}
+
+ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options) {
+  if (options.shared_probe_server.service) return options.shared_probe_server;
+  if (std::none_of(plan.runs.begin(), plan.runs.end(),
+                   [](const PlannedRun& r) { return r.probe == Probe::python; }))
+    return {};
+  return start_probe_server(options, warm_ups_for(plan, options.compile_backend));
+}
+
+ServerWarmUps warm_ups_for(const Plan& plan, const std::string& compile_backend) {
+  ServerWarmUps warm_ups;
+  warm_ups.backward = std::any_of(plan.cases.begin(), plan.cases.end(),
+                                  [](const Case& c) { return c.backward; });
+  warm_ups.causal_bias = std::any_of(plan.cases.begin(), plan.cases.end(),
+                                     [](const Case& c) { return c.causal_bottom_right; });
+  if (std::any_of(plan.runs.begin(), plan.runs.end(), [](const PlannedRun& r) {
+        return r.probe == Probe::python && r.mode == Mode::compiled;
+      }))
+    warm_ups.compile_backend = compile_backend;
+  return warm_ups;
+}
+
+std::optional<std::string> python_probe_script() {
+  const auto data = data_dir();
+  if (!data || !fs::exists(*data / k_python_probe)) return std::nullopt;
+  return (*data / k_python_probe).string();
+}
+
+ProbeServer start_probe_server(const ExecuteOptions& options, const ServerWarmUps& warm_ups) {
+  ProbeServer server;
+  if (!options.probe_server || options.python.empty()) return server;
+  const WorkerLaunch launch = probe_executable(Probe::python, options);
+  const fs::path dir = options.run_dir;
+  const std::string socket = (dir / "probe-server.sock").string();
+  const std::string compiled_socket = (dir / "probe-server-compiled.sock").string();
+  if (!launch.command || compiled_socket.size() >= k_max_socket_path)
+    return server; // workers start alone
+  isolate::Command cmd = *launch.command;
+  cmd.argv.insert(cmd.argv.end(), {"--serve", socket});
+  if (warm_ups.backward) cmd.argv.push_back("--preload-backward");
+  if (warm_ups.causal_bias) cmd.argv.push_back("--preload-causal-bias");
+  if (!warm_ups.compile_backend.empty())
+    cmd.argv.insert(cmd.argv.end(), {"--preload-compile", warm_ups.compile_backend, compiled_socket});
+  server.service = started_server(cmd, socket, (dir / "probe-server.log").string());
+  if (!server.service) return server;
   server.socket = socket;
+  if (!warm_ups.compile_backend.empty()) server.compiled_socket = compiled_socket;
   return server;
 }
 

@@ -19,13 +19,23 @@ struct WorkerLaunch {
 };
 
 // The command of the worker for `run`, or why it cannot be started on this install.
-// `probe_server`: the socket of the Python probe's start-up server, empty when none runs.
+// `probe_server`: the socket of the start-up server of the run's probe (Python, or libtorch),
+// empty when none runs.
 WorkerLaunch worker_launch(const PlannedRun& run, const ExecuteOptions& options,
                            const std::string& probe_server = {});
+
+// The Python probe's entry script in the doctor's data directory, nullopt when it is missing.
+std::optional<std::string> python_probe_script();
+inline constexpr const char* k_no_python_probe =
+    "the Python probe sdpa_probe is missing from the doctor's data directory";
 
 // The start-up server for a plan's run: the caller's (ExecuteOptions::shared_probe_server), else
 // one of its own when the plan has a Python worker; null otherwise.
 ProbeServer probe_server_for(const Plan& plan, const ExecuteOptions& options);
+
+// The libtorch workers' start-up server (sdpa-doctor-torch-worker --serve: the plugin loaded once,
+// a child forked per worker) where the plan has libtorch runs and a plugin; null otherwise.
+ProbeServer torch_server_for(const Plan& plan, const ExecuteOptions& options);
 
 // The reference worker's device health check for a GPU target the HIP runtime enumerated;
 // nullopt on the CPU and for a GPU only torch sees (the canary after each case speaks for it).

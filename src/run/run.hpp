@@ -176,7 +176,10 @@ Expected<PythonChoice> locate_python(const std::string& requested,
 // The located interpreter runs `import torch` once within `deadline`: one that cannot, prints no
 // answer or does not answer in time (a wedged GPU or driver) is `unusable`, its reason naming the
 // step that failed or hung. Fills torch_version, gpus and torch_hip_runtimes.
-PythonChoice preflight_python(PythonChoice located, std::chrono::milliseconds deadline);
+// `server`: the socket of a start-up server for this interpreter (empty: none), whose child then
+// answers without a second import.
+PythonChoice preflight_python(PythonChoice located, std::chrono::milliseconds deadline,
+                              const std::string& server = {});
 
 // SDPA_DOCTOR_TEST_FAULT as this process's workers will read it, checked as they parse it; empty
 // when unset. A malformed value is an error naming what is wrong.
@@ -228,9 +231,27 @@ RunDirClaim claim_run_dir(const std::string& dir);
 
 // The Python probe's start-up server (sdpa_probe --serve): one `import torch` that Python
 // workers fork from, never touching a GPU itself. Stops when the last copy of `service` goes.
+// Compiled cells are served by a second server that the first forks once torch is imported: it
+// warms Dynamo (seconds) while the first serves the pre-flight and the eager workers.
 struct ProbeServer {
   std::shared_ptr<isolate::Service> service; // null: none runs (off, no python, cannot start)
-  std::string socket;
+  std::string socket;          // the pre-flight's and the eager workers'
+  std::string compiled_socket; // the compiled cells'; empty when no compiled cell is planned
+  // The socket a worker of `mode` connects to (a compiled worker without a warmed server of its
+  // own still gains the imported torch).
+  const std::string& for_mode(Mode mode) const {
+    return mode == Mode::compiled && !compiled_socket.empty() ? compiled_socket : socket;
+  }
+};
+
+// What a start-up server imports before the workers that need it come, so that no forked worker
+// pays for it: what torch's first backward imports lazily (a third of a second), the causal bias
+// module of bottom-right cases (with Dynamo: most of a second), and Dynamo warmed under the
+// compiled cells' backend (a cold first compile costs a second).
+struct ServerWarmUps {
+  bool backward = false;
+  bool causal_bias = false;    // bottom-right cases: torch.nn.attention.bias imports Dynamo
+  std::string compile_backend; // empty: no compiled cell
 };
 
 // Where progress goes on stderr: nowhere (-q), a live terminal line, or a log line now and then.
@@ -330,13 +351,14 @@ struct ExecuteResult {
 // The id of the finding a run adds when its directory could not be written.
 inline constexpr const char* k_run_dir_unwritable = "run-dir-unwritable";
 
-// Starts one for options.python unless options.probe_server is off or there is no python; a
-// check keeps it for its run, its shrinking and its advice's re-runs (ExecuteOptions::
-// shared_probe_server). Workers start on their own when it is null. Where `plan` runs backward
-// cases the server also imports what torch's first backward imports lazily (a third of a second
-// each forked worker would otherwise pay), and where it has compiled cells it warms Dynamo once
-// (a cold first compile costs a second in every worker).
-ProbeServer start_probe_server(const ExecuteOptions& options, const Plan& plan);
+// The warm-ups the Python runs of `plan` need.
+ServerWarmUps warm_ups_for(const Plan& plan, const std::string& compile_backend);
+
+// Starts one for options.python in options.run_dir unless options.probe_server is off or there is
+// no python; a check starts it before its pre-flight (which a child of the server answers, torch
+// imported once) and keeps it for its run, its shrinking and its advice's re-runs
+// (ExecuteOptions::shared_probe_server). Workers start on their own when it is null.
+ProbeServer start_probe_server(const ExecuteOptions& options, const ServerWarmUps& warm_ups);
 
 // Runs every planned (run, case) pair; every one ends in `results` with exactly one status.
 ExecuteResult execute_plan(const Plan& plan, const DeviceInventory& inventory,

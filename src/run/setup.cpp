@@ -5,6 +5,7 @@
 #include "core/paths.hpp"
 #include "core/text.hpp"
 #include "isolate/isolate.hpp"
+#include "run/launch.hpp"
 #include "workers/planted_fault.hpp"
 
 #include <fmt/format.h>
@@ -132,45 +133,28 @@ PythonChoice hung_python(PythonChoice choice, std::string_view step,
 
 } // namespace
 
-// What `python -c "import torch"` says, as the pre-flight's verdict on `choice`, the GPUs that
-// torch sees (the device the probes will use, whatever the doctor's own sources saw) and the HIP
-// runtime it loaded.
-PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds deadline) {
+// What the probe's pre-flight says (does `import torch` work, which version), as the verdict on
+// `choice`, the GPUs that torch sees (the device the probes will use, whatever the doctor's own
+// sources saw) and the HIP runtime it loaded.
+PythonChoice preflight_python(PythonChoice choice, std::chrono::milliseconds deadline,
+                              const std::string& server) {
   if (choice.path.empty()) return choice;
   if (choice.hung) // it did not even find torch in time: do not wait for it twice
     return hung_python(std::move(choice), "finding torch (importlib.util.find_spec)",
                        std::min(deadline, k_find_deadline));
+  // The probe's own pre-flight (sdpa_probe/preflight.py): a child of the start-up server where
+  // one runs, its torch already imported; else this interpreter imports torch itself.
+  const auto script = python_probe_script();
+  if (!script) {
+    choice.unusable = true;
+    choice.unusable_path = choice.path;
+    choice.reason = k_no_python_probe;
+    choice.path.clear();
+    return choice;
+  }
   isolate::Command cmd;
-  cmd.argv = {
-      choice.path, "-W", "ignore", "-c",
-      fmt::format(
-          "import sys, json, os\n"
-          "try:\n"
-          "    import torch\n"
-          "except BaseException as e:\n"
-          "    print('{0} error', str(e) or type(e).__name__); sys.exit(0)\n"
-          "print('{0} torch', torch.__version__, flush=True)\n"
-          "gpus = []\n"
-          "try:\n"
-          "    for i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
-          "        p = torch.cuda.get_device_properties(i)\n"
-          "        a = str(getattr(p, 'gcnArchName', '') or '')\n"
-          "        g = {{'index': i, 'name': p.name, 'memory': int(p.total_memory),\n"
-          "             'arch': a if a.startswith('gfx') else ''}}\n"
-          "        if hasattr(p, 'pci_bus_id'):\n"
-          "            g['pci'] = '%04x:%02x:%02x.0' % (getattr(p, 'pci_domain_id', 0),\n"
-          "                                             p.pci_bus_id, p.pci_device_id)\n"
-          "        gpus.append(g)\n"
-          "except BaseException as e:\n"
-          "    print('{0} gpus-error', str(e).splitlines()[0] if str(e) else type(e).__name__)\n"
-          "print('{0} gpus', json.dumps(gpus))\n"
-          "hip = set()\n"
-          "for line in open('/proc/self/maps'):\n"
-          "    f = line.rstrip('\\n').split(None, 5)\n"
-          "    if len(f) == 6 and os.path.basename(f[5]).startswith('libamdhip64'):\n"
-          "        hip.add(f[5].replace(' (deleted)', ''))\n"
-          "print('{0} hip-runtimes', json.dumps(sorted(hip)))\n",
-          k_preflight_mark)};
+  cmd.argv = {choice.path, *script, "--preflight"};
+  if (!server.empty()) cmd.env.emplace_back("SDPA_DOCTOR_PROBE_SERVER", server);
   auto run = isolate::run_simple(cmd, deadline);
   if (run && run->timed_out) {
     const bool imported = run->out.find(fmt::format("{} torch ", k_preflight_mark)) != std::string::npos;

@@ -6,5 +6,5 @@ int main(int argc, char** argv) {
   using namespace sdpa_doctor::workers;
   if (is_health_check(argc, argv)) return run_health_check(argc, argv);
   // The fault switch reaches our own kernels too: a failure of theirs must be reported as ours.
-  return worker_main(argc, argv, make_reference_executor, WorkerOptions{.honour_test_fault = true});
+  return worker_main(argc, argv, make_reference_executor, WorkerOptions{.honour_test_fault = true, .started = {}});
 }

@@ -237,6 +237,17 @@ std::string torch_plugin_path() {
   return built_in ? built_in->string() : std::string();
 }
 
+std::string preload_torch_plugin() {
+  const std::string path = torch_plugin_path();
+  if (path.empty()) return "no LibTorch plugin";
+  // What every worker does first (below); a child forked from here finds it loaded.
+  if (!::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+    const char* why = ::dlerror();
+    return fmt::format("{} did not load: {}", path, why ? why : "unknown error");
+  }
+  return {};
+}
+
 std::unique_ptr<CaseExecutor> make_torch_executor(const WorkerArgs& args) {
   const std::string path = torch_plugin_path();
   if (path.empty())

@@ -25,4 +25,12 @@ std::string torch_plugin_path();
 
 std::unique_ptr<CaseExecutor> make_torch_executor(const WorkerArgs& args);
 
+// The socket of the libtorch workers' start-up server (workers/fork_server.hpp), which has loaded
+// the plugin once: a worker started with it set is forked from there.
+inline constexpr const char* k_torch_server_env = "SDPA_DOCTOR_TORCH_SERVER";
+
+// Loads the plugin into this process (the start-up server's preparation) without starting torch
+// on any device; empty on success, else why not.
+std::string preload_torch_plugin();
+
 } // namespace sdpa_doctor::workers

@@ -244,6 +244,7 @@ int serve_cases(const WorkerArgs& args, CaseExecutor& executor, const WorkerOpti
   auto lines = protocol::read_cases_file(args.cases_path);
   HelloInfo info = executor.hello();
   add_mapped_hip_runtimes(info.facts);
+  if (!options.started.empty()) info.facts["started"] = options.started;
   out.hello({info.worker, args.device, args.variant.name(), info.versions, info.facts});
   if (!lines) {
     std::fprintf(stderr, "%s\n", lines.error().message.c_str());

@@ -6,7 +6,8 @@
 // (oracle_file.hpp: run computes and writes it, a worker reads it); sdpa-doctor-torch-worker
 // (torch_worker.hpp), which opens the LibTorch plugin with dlopen (torch_plugin/: the one
 // translation unit that includes torch, behind the C interface of torch_plugin.h; built as
-// PyTorch's C++ extensions are, at build time or by run/torch_plugin.cpp for another torch);
+// PyTorch's C++ extensions are, at build time or by run/torch_plugin.cpp for another torch), or
+// is forked from its start-up server, which loaded the plugin once (fork_server.hpp);
 // sdpa-doctor-ref-worker (reference_worker.hpp: our kernels, and --health-check on a GPU); and the
 // Python probe, the package python/sdpa_probe/ (the user's torch, the same protocol).
 // Depends on core, kernels, protocol, cases and loader; must not depend on torch or HIP, so that
@@ -98,6 +99,7 @@ public:
 
 struct WorkerOptions {
   bool honour_test_fault = false; // SDPA_DOCTOR_TEST_FAULT (torch, python and reference workers)
+  std::string started;            // the hello's "started" fact when set (a forked worker's)
 };
 
 // The whole worker: hello, then for each case begin -> run -> compare -> result, then bye.

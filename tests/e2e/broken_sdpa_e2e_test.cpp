@@ -94,10 +94,13 @@ def broken(torch, q, k, v, kwargs, out):
       EXPECT_EQ(res.at("probe"), "python") << res; // the libtorch probe has no compiled cells
       compiled.insert(res.at("case_id").get<std::string>());
     }
-  ASSERT_GE(compiled.size(), 4u) << "forward, backward, GQA and a mask are compiled";
+  ASSERT_GE(compiled.size(), 3u) << "forward, backward, GQA and a mask are compiled";
   ASSERT_LE(compiled.size(), 8u) << "only the compile family, not every quick case";
   EXPECT_TRUE(std::any_of(compiled.begin(), compiled.end(),
                           [](const std::string& id) { return id.ends_with("-bwd"); }));
+  EXPECT_TRUE(std::any_of(compiled.begin(), compiled.end(),
+                          [](const std::string& id) { return id.find(":") != std::string::npos; }))
+      << "grouped heads";
   EXPECT_TRUE(std::any_of(compiled.begin(), compiled.end(),
                           [](const std::string& id) { return id.find("-mask_add") != std::string::npos; }));
   const auto failed = expect_failures_only_at(c, compiled, "mismatch", "elements outside", "compiled");
@@ -124,7 +127,7 @@ def broken(torch, q, k, v, kwargs, out):
 
   // `repro` of a compiled failure writes the torch.compile call, and its script reproduces the
   // failure where it lives (the broken interpreter) and passes where it does not.
-  const std::string id = "fp16-b1-h4-q128-k128-d64-causal";
+  const std::string id = "fp16-b1-h4-q96-k96-d64-mask_add";
   ASSERT_TRUE(compiled.count(id));
   const auto repro = sdpa_test::run_binary({sdpa_test::doctor(), "repro", id, "--report",
                                             dir.file("r.json"), "--original", "-o",

@@ -35,10 +35,11 @@ TEST(NoShell, MetacharactersInTheInterpreterPathAndRunDirAreBytes) {
   const std::string weird = dir.path() + "/py thon;$(id)`id`&|<>'\"";
   fs::create_directories(weird);
   const std::string python = weird + "/python";
-  // It answers the doctor's `import torch` pre-flight like a Python with torch would.
+  // It answers the doctor's pre-flight like a Python with torch would, and serves no workers.
   sdpa_hardening::make_executable(python, "#!/bin/sh\n"
-                                          "[ \"$1\" = -W ] && echo 'sdpa-doctor-preflight torch "
-                                          "0' && exit 0\n"
+                                          "[ \"$2\" = --preflight ] && echo 'sdpa-doctor-preflight "
+                                          "torch 0' && exit 0\n"
+                                          "[ \"$2\" = --serve ] && exit 1\n"
                                           "printf '%s\\n' \"$0\" \"$@\" > \"$(dirname "
                                           "\"$0\")/argv.txt\"\nexit 3\n");
   const std::string run_dir = dir.path() + "/run " + injection(dir.path(), 1);

@@ -25,10 +25,15 @@ def test_a_bad_mode_or_backend_is_refused(extra):
 
 
 def test_the_server_warms_dynamo_only_when_told():
-    assert parse_serve(["--serve", "s"]) == ("s", False, None)
-    assert parse_serve(["--serve", "s", "--preload-backward", "--preload-compile", "aot_eager"]) == \
-        ("s", True, "aot_eager")
-    assert parse_serve(["--serve", "s", "--preload-compile", "tvm"]) is None
+    plain = {"path": "s", "preload_backward": False, "preload_causal_bias": False,
+             "preload_compile": None, "compiled_path": None}
+    assert parse_serve(["--serve", "s"]) == plain
+    assert parse_serve(["--serve", "s", "--preload-backward", "--preload-causal-bias",
+                        "--preload-compile", "aot_eager", "c"]) == \
+        dict(plain, preload_backward=True, preload_causal_bias=True, preload_compile="aot_eager",
+             compiled_path="c")
+    assert parse_serve(["--serve", "s", "--preload-compile", "tvm", "c"]) is None
+    assert parse_serve(["--serve", "s", "--preload-compile", "aot_eager"]) is None  # no socket
     assert parse_serve(BASE) is None
 
 

@@ -1,12 +1,10 @@
-// The Python probe's start-up server (sdpa_probe --serve), started the way the runner starts it
-// (isolate::Service), with real workers forked from it: each child has its own variant environment
-// and FA library, a crash or a kill of one takes no other down, and without a server the worker
-// runs itself. Through the binary: a check forks every Python worker and leaves no server behind.
-#include "core/case.hpp"
+// The start-up servers, started the way the runner starts them (isolate::Service), with real
+// workers forked from them: the Python probe's (sdpa_probe --serve) and the libtorch workers'
+// (sdpa-doctor-torch-worker --serve). A crash of a child is its worker's crash and the next still
+// runs, a killed worker takes its child down, and without a server the worker runs itself; each
+// Python child has its own variant environment and FA library. Through the binary: a check forks
+// every worker of both probes and leaves no server behind.
 #include "isolate/isolate.hpp"
-#include "cases/cases.hpp"
-#include "protocol/protocol.hpp"
-#include "cases/tolerance.hpp"
 #include "support/run_binary.hpp"
 #include "worker_process.hpp"
 
@@ -15,12 +13,11 @@
 
 #include <signal.h>
 
-#include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <string>
-#include <thread>
+#include <vector>
 
 using namespace sdpa_doctor;
 using nlohmann::json;
@@ -29,54 +26,54 @@ namespace {
 
 const std::string k_python = SDPA_TEST_PYTHON;
 const std::string k_script = SDPA_TEST_PROBE_SCRIPT;
+const std::string k_torch_worker = SDPA_TEST_TORCH_WORKER;
 constexpr const char* k_forked = "forked by the start-up server";
 
 bool python_has_torch() { return sdpa_test::imports_torch(k_python); }
 
-class ProbeServer : public ::testing::Test {
+// One kind of start-up server: how it is started and how its workers are.
+struct Server {
+  std::string name;
+  std::vector<std::string> program; // the worker's program; `--serve SOCKET` makes it the server
+  std::string socket_variable;      // where a worker finds the server
+  std::string started_alone;        // the hello's "started" fact of a worker that ran itself
+  std::string why_not;              // why this machine cannot run it; empty when it can
+};
+
+void PrintTo(const Server& server, std::ostream* os) { *os << server.name; }
+
+Server python_server() {
+  return {"python", {k_python, k_script}, "SDPA_DOCTOR_PROBE_SERVER", "exec",
+          python_has_torch() ? "" : "no Python with torch"};
+}
+
+Server libtorch_server() {
+  return {"libtorch", {k_torch_worker}, "SDPA_DOCTOR_TORCH_SERVER", "",
+          k_torch_worker.empty() ? "sdpa-doctor-torch-worker is not built (no LibTorch)" : ""};
+}
+
+class StartUpServer : public ::testing::TestWithParam<Server> {
 protected:
   void SetUp() override {
-    if (!python_has_torch()) GTEST_SKIP() << "no Python with torch";
-    const Case c = *parse_case_spec("dtype=fp32,b=1,h=1,l=16,d=8");
-    const Tolerance t = cases::default_tolerance(c.dtype);
-    ASSERT_TRUE(protocol::write_cases_file(
-                    m_cases, {protocol::make_case_line(c, t, cases::gradient_tolerance(t), "", 1, 1)})
-                    .has_value());
+    if (!GetParam().why_not.empty()) GTEST_SKIP() << GetParam().why_not;
+    sdpa_test::write_one_case(m_cases);
     isolate::Command cmd;
-    cmd.argv = {k_python, k_script, "--serve", m_socket};
+    cmd.argv = GetParam().program;
+    cmd.argv.insert(cmd.argv.end(), {"--serve", m_socket});
     auto service = isolate::Service::start(cmd, m_dir.file("server.log"));
     ASSERT_TRUE(service.has_value()) << service.error().message;
     m_server = std::move(*service);
-    // It listens before it imports torch: a worker that comes early waits in the backlog.
-    for (int i = 0; i < 200 && !std::filesystem::exists(m_socket); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ASSERT_TRUE(std::filesystem::exists(m_socket)) << sdpa_test::read_file(m_dir.file("server.log"));
+    // It listens before it loads torch: a worker that comes early waits in the backlog.
+    ASSERT_TRUE(sdpa_test::wait_for_socket(m_socket)) << sdpa_test::read_file(m_dir.file("server.log"));
   }
 
   sdpa_test::WorkerRun worker(const std::string& variant, std::map<std::string, std::string> env = {},
                               int timeout_s = 120) {
-    env.emplace("SDPA_DOCTOR_PROBE_SERVER", m_socket);
-    return sdpa_test::run_worker_process({k_python, k_script, "--device", "cpu", "--variant",
-                                          variant, "--results-fd", "3", "--cases", m_cases},
-                                         env, {"SDPA_DOCTOR_TEST_FAULT"}, timeout_s);
-  }
-
-  // The pids whose parent is the server: the workers it forked and that still run.
-  std::vector<int> server_children() const {
-    std::vector<int> out;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      std::ifstream stat(entry.path() / "stat");
-      std::string line;
-      if (!std::getline(stat, line)) continue;
-      const auto close = line.rfind(')');
-      if (close == std::string::npos) continue;
-      char state = 0;
-      int ppid = 0;
-      if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 &&
-          ppid == m_server->pid() && state != 'Z')
-        out.push_back(std::stoi(entry.path().filename().string()));
-    }
-    return out;
+    env.emplace(GetParam().socket_variable, m_socket);
+    std::vector<std::string> argv = GetParam().program;
+    argv.insert(argv.end(), {"--device", "cpu", "--variant", variant, "--results-fd", "3",
+                             "--cases", m_cases});
+    return sdpa_test::run_worker_process(argv, env, {"SDPA_DOCTOR_TEST_FAULT"}, timeout_s);
   }
 
   sdpa_test::TempDir m_dir;
@@ -85,13 +82,9 @@ protected:
   std::unique_ptr<isolate::Service> m_server;
 };
 
-json hello_facts(const sdpa_test::WorkerRun& run) {
-  for (const json& e : run.events)
-    if (e.value("event", "") == "hello") return e.at("facts");
-  return json::object();
-}
+using PythonServer = StartUpServer;
 
-TEST_F(ProbeServer, EachChildHasItsOwnVariantEnvironmentAndFaLibrary) {
+TEST_P(PythonServer, EachChildHasItsOwnVariantEnvironmentAndFaLibrary) {
   struct Expect {
     const char* variant;
     const char* environment;
@@ -107,7 +100,7 @@ TEST_F(ProbeServer, EachChildHasItsOwnVariantEnvironmentAndFaLibrary) {
   for (const Expect& e : expected) {
     const auto run = worker(e.variant);
     EXPECT_EQ(run.exit_code, 0) << e.variant << ": " << run.err;
-    const json facts = hello_facts(run);
+    const json facts = run.hello_facts();
     EXPECT_EQ(facts.value("started", ""), k_forked) << e.variant;
     EXPECT_EQ(facts.value("variant_environment", "?"), e.environment) << e.variant;
     EXPECT_NE(facts.value("preferred_rocm_fa_library", "").find(e.library), std::string::npos)
@@ -115,43 +108,59 @@ TEST_F(ProbeServer, EachChildHasItsOwnVariantEnvironmentAndFaLibrary) {
   }
 }
 
-TEST_F(ProbeServer, ACrashedChildIsTheWorkersCrashAndTheNextChildRuns) {
+TEST_P(StartUpServer, EachVariantRunsInAChildForkedFromTheServer) {
+  for (const char* variant : {"math", "flash", "default", "math"}) {
+    const auto run = worker(variant);
+    EXPECT_EQ(run.exit_code, 0) << variant << ": " << run.err;
+    EXPECT_EQ(run.hello_facts().value("started", ""), k_forked) << variant;
+    ASSERT_EQ(run.results().size(), 1u) << variant;
+    EXPECT_EQ(run.results()[0].value("status", ""), "pass") << variant;
+  }
+}
+
+TEST_P(StartUpServer, ACrashedChildIsTheWorkersCrashAndTheNextChildRuns) {
   const auto crashed = worker("math", {{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=*,action=segv"}});
   EXPECT_EQ(crashed.signal, SIGSEGV) << crashed.exit_code << " " << crashed.err;
+  const auto exited = worker("math", {{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=*,action=exit3"}});
+  EXPECT_EQ(exited.exit_code, 3) << exited.err;
   const auto next = worker("flash");
   EXPECT_EQ(next.exit_code, 0) << next.err;
   ASSERT_EQ(next.results().size(), 1u);
   EXPECT_EQ(next.results()[0].value("status", ""), "pass");
-  EXPECT_EQ(hello_facts(next).value("started", ""), k_forked);
+  EXPECT_EQ(next.hello_facts().value("started", ""), k_forked);
 }
 
-TEST_F(ProbeServer, AKilledWorkerTakesItsChildDown) {
+TEST_P(StartUpServer, AKilledWorkerTakesItsChildDown) {
   const auto hung = worker("math", {{"SDPA_DOCTOR_TEST_FAULT", "variant=math,case=*,action=hang"}}, 5);
   EXPECT_TRUE(hung.timed_out);
-  std::vector<int> left = server_children();
-  for (int i = 0; i < 100 && !left.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    left = server_children();
-  }
+  const std::vector<int> left = sdpa_test::children_left(m_server->pid());
   EXPECT_TRUE(left.empty()) << left.size() << " children of the server still run";
   EXPECT_EQ(worker("math").exit_code, 0); // and it still serves
 }
 
-TEST_F(ProbeServer, WithoutAServerTheWorkerRunsItself) {
-  const auto run = worker("math", {{"SDPA_DOCTOR_PROBE_SERVER", m_dir.file("none.sock")}});
+TEST_P(StartUpServer, WithoutAServerTheWorkerRunsItself) {
+  const auto run = worker("math", {{GetParam().socket_variable, m_dir.file("none.sock")}});
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_EQ(hello_facts(run).value("started", ""), "exec");
+  EXPECT_EQ(run.hello_facts().value("started", ""), GetParam().started_alone);
   ASSERT_EQ(run.results().size(), 1u);
   EXPECT_EQ(run.results()[0].value("status", ""), "pass");
 }
 
-TEST(ProbeServerCheck, EveryPythonWorkerIsForkedAndNoServerOutlivesTheRun) {
-  if (!python_has_torch()) GTEST_SKIP() << "no Python with torch";
+std::string name_of(const ::testing::TestParamInfo<Server>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Probes, StartUpServer, ::testing::Values(python_server(), libtorch_server()),
+                         name_of);
+INSTANTIATE_TEST_SUITE_P(Probes, PythonServer, ::testing::Values(python_server()), name_of);
+
+// A check through the binary: every worker of `probe` forked, and its server gone afterwards.
+void expect_forked_workers_and_no_server_left(const std::string& probe,
+                                              std::vector<std::string> extra) {
   sdpa_test::TempDir dir;
-  const auto run = sdpa_test::run_binary(
-      {sdpa_test::doctor(), "check", "-q", "--probe", "python", "--python", k_python, "--variant",
-       "math,flash", "--case", "dtype=fp32,b=1,h=1,l=16,d=8", "--json", dir.file("r.json"),
-       "--run-dir", dir.file("run")});
+  std::vector<std::string> argv = {sdpa_test::doctor(), "check", "-q", "--probe", probe, "--variant",
+                                   "math,flash", "--case", "dtype=fp32,b=1,h=1,l=16,d=8", "--json",
+                                   dir.file("r.json"), "--run-dir", dir.file("run")};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const auto run = sdpa_test::run_binary(argv);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const json report = json::parse(sdpa_test::read_file(dir.file("r.json")));
   ASSERT_EQ(report.at("workers").size(), 2u);
@@ -160,10 +169,21 @@ TEST(ProbeServerCheck, EveryPythonWorkerIsForkedAndNoServerOutlivesTheRun) {
   int server_pid = 0;
   std::ifstream journal(dir.file("run/journal.jsonl"));
   for (std::string line; std::getline(journal, line);)
-    if (const json e = json::parse(line); e.value("event", "") == "probe-server")
+    if (const json e = json::parse(line);
+        e.value("event", "") == "probe-server" && e.value("probe", "") == probe)
       server_pid = e.at("pid").get<int>();
   ASSERT_GT(server_pid, 0);
   EXPECT_NE(::kill(server_pid, 0), 0) << "the server outlived the run";
+}
+
+TEST(ProbeServerCheck, EveryPythonWorkerIsForkedAndNoServerOutlivesTheRun) {
+  if (!python_has_torch()) GTEST_SKIP() << "no Python with torch";
+  expect_forked_workers_and_no_server_left("python", {"--python", k_python});
+}
+
+TEST(ProbeServerCheck, EveryLibtorchWorkerIsForkedAndNoServerOutlivesTheRun) {
+  if (k_torch_worker.empty()) GTEST_SKIP() << "sdpa-doctor-torch-worker is not built (no LibTorch)";
+  expect_forked_workers_and_no_server_left("libtorch", {});
 }
 
 } // namespace

@@ -4,7 +4,17 @@
 
 #include "cases/cases.hpp"
 
+#include "cases/tolerance.hpp"
+#include "core/case.hpp"
+#include "protocol/protocol.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 namespace sdpa_test {
 
@@ -19,6 +29,53 @@ std::vector<nlohmann::json> WorkerRun::results() const {
   for (const auto& e : events)
     if (e.value("event", "") == "result") found.push_back(e);
   return found;
+}
+
+nlohmann::json WorkerRun::hello_facts() const {
+  for (const auto& e : events)
+    if (e.value("event", "") == "hello") return e.value("facts", nlohmann::json::object());
+  return nlohmann::json::object();
+}
+
+std::vector<int> children_of(int pid) {
+  std::vector<int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == pid &&
+        state != 'Z')
+      out.push_back(std::stoi(entry.path().filename().string()));
+  }
+  return out;
+}
+
+std::vector<int> children_left(int pid) {
+  std::vector<int> left = children_of(pid);
+  for (int i = 0; i < 100 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left = children_of(pid);
+  }
+  return left;
+}
+
+void write_one_case(const std::string& path) {
+  using namespace sdpa_doctor;
+  const Case c = *parse_case_spec("dtype=fp32,b=1,h=1,l=16,d=8");
+  const Tolerance t = cases::default_tolerance(c.dtype);
+  if (!protocol::write_cases_file(path, {protocol::make_case_line(c, t, cases::gradient_tolerance(t),
+                                                                  "", 1, 1)}))
+    throw std::runtime_error("cannot write " + path);
+}
+
+bool wait_for_socket(const std::string& path) {
+  for (int i = 0; i < 200 && !std::filesystem::exists(path); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return std::filesystem::exists(path);
 }
 
 WorkerRun run_worker_process(const std::vector<std::string>& argv,

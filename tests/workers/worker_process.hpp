@@ -21,7 +21,21 @@ struct WorkerRun {
   // The result event of a case, or null.
   nlohmann::json result(const std::string& case_id) const;
   std::vector<nlohmann::json> results() const;
+  // The hello's facts (an empty object when it said none).
+  nlohmann::json hello_facts() const;
 };
+
+// The live (not zombie) children of process `pid`: the workers a start-up server forked that
+// still run.
+std::vector<int> children_of(int pid);
+// Those still there after up to 2 s: a killed worker's child goes with it.
+std::vector<int> children_left(int pid);
+
+// A cases file with one small fp32 case (what a start-up server's workers run).
+void write_one_case(const std::string& path);
+
+// Waits up to 2 s for a start-up server's socket: it binds before it loads what is slow to load.
+bool wait_for_socket(const std::string& path);
 
 // argv[0] must be a path. `set_env` is added to the test's environment; `unset_env` removed.
 WorkerRun run_worker_process(const std::vector<std::string>& argv,

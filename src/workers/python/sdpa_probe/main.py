@@ -5,6 +5,7 @@ import re
 import signal
 import sys
 
+from . import preflight
 from .protocol import COMPILE_BACKENDS, MODES, parse_variant
 from .server import SERVER_ENV, run_through_server, serve
 from .worker import dump_inputs, run_worker
@@ -71,19 +72,37 @@ def parse_args(argv):
 
 
 def parse_serve(argv):
-    """`--serve SOCKET [--preload-backward] [--preload-compile BACKEND]`: (socket, backward,
-    compile backend or None); None when argv is no server's."""
+    """`--serve SOCKET [--preload-backward] [--preload-causal-bias] [--preload-compile BACKEND
+    COMPILED_SOCKET]`: {socket, backward, causal_bias, compile backend or None, the compiled cells'
+    socket or None}; None when argv is no server's."""
     if len(argv) < 2 or argv[0] != "--serve":
         return None
-    rest, backward, compile_backend = argv[2:], False, None
+    served = {"path": argv[1], "preload_backward": False, "preload_causal_bias": False,
+              "preload_compile": None, "compiled_path": None}
+    rest = argv[2:]
     while rest:
         if rest[0] == "--preload-backward":
-            backward, rest = True, rest[1:]
-        elif rest[0] == "--preload-compile" and len(rest) > 1 and rest[1] in COMPILE_BACKENDS:
-            compile_backend, rest = rest[1], rest[2:]
+            served["preload_backward"], rest = True, rest[1:]
+        elif rest[0] == "--preload-causal-bias":
+            served["preload_causal_bias"], rest = True, rest[1:]
+        elif rest[0] == "--preload-compile" and len(rest) > 2 and rest[1] in COMPILE_BACKENDS:
+            served["preload_compile"], served["compiled_path"], rest = rest[1], rest[2], rest[3:]
         else:
             return None
-    return argv[1], backward, compile_backend
+    return served
+
+
+def run_preflight(started):
+    """`--preflight`: what the doctor asks an interpreter before a check (preflight.py), answered
+    by a child of the start-up server where one runs: its torch is imported already."""
+    server = os.environ.get(SERVER_ENV, "")
+    if server and started == "exec":
+        code = run_through_server(server, ["--preflight"], 1)
+        if code is not None:
+            os._exit(code)
+    code = preflight.report()
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def main(argv, started="exec"):
@@ -91,7 +110,9 @@ def main(argv, started="exec"):
     worker, "exec" or "forked by the start-up server"."""
     served = parse_serve(argv)
     if served is not None:
-        return serve(served[0], main, preload_backward=served[1], preload_compile=served[2])
+        return serve(run_main=main, **served)
+    if argv == ["--preflight"]:
+        return run_preflight(started)
     try:
         args = parse_args(argv)
     except ValueError as e:

@@ -104,6 +104,15 @@ def preload_backward_imports():
         pass
 
 
+def preload_causal_bias_imports():
+    """What a bottom-right causal case imports (torch.nn.attention.bias, and Dynamo with it: most
+    of a second), imported once here. Pure Python: no thread starts."""
+    try:
+        import torch.nn.attention.bias  # noqa: F401
+    except Exception:  # a torch without it: the workers say the case is unsupported
+        pass
+
+
 def preload_compile_imports(torch, backend):
     """Warms Dynamo for compiled cells: its modules imported and one tiny function traced by
     `backend` (a cold first compile costs a second, which every forked worker would otherwise
@@ -130,48 +139,172 @@ def preload_compile_imports(torch, backend):
         pass
 
 
-def serve(path, run_main, preload_backward=False, preload_compile=None):
+def serve(path, run_main, preload_backward=False, preload_compile=None, compiled_path=None,
+          preload_causal_bias=False):
     """Accepts workers until the doctor kills the server's process group; each child calls
     run_main(argv, started) as the worker it becomes. `preload_backward`: the check runs backward
-    cases; `preload_compile`: it runs compiled cells under that torch.compile backend."""
+    cases; `preload_causal_bias`: bottom-right causal ones; `preload_compile`: it runs compiled
+    cells under that torch.compile backend, served by a second server at `compiled_path` that this
+    one forks once it has imported the rest."""
     set_parent_death_signal()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(64)  # before the import: early workers wait in the backlog
+    listener = listen(path)  # before the import: early workers wait in the backlog
     # torch imports numpy where it is installed, and OpenBLAS starts a thread per core at load:
     # with them alive this process could not fork. The probe never calls numpy; a child gets its
     # own environment back, and only numpy's BLAS pool (one thread) from here.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     torch, why = import_torch()
-    if torch is not None and preload_backward:
-        preload_backward_imports()
-    if torch is not None and preload_compile:
-        preload_compile_imports(torch, preload_compile)
-    others = other_threads()
-    if torch is None or others != []:
-        why = why or ("threads alive after import: %s" % ", ".join(others or ["unknown"]))
-        sys.stderr.write("sdpa_probe: not serving: %s\n" % why)
-        listener.close()
-        os.unlink(path)  # workers then run themselves
-        return 1
+    if torch is None:
+        return refuse(listener, path, why)
+    if not fork_safe():
+        return refuse(listener, path, why_not_fork_safe())
+    # The pre-flight and the first workers need torch only: they are served from now on, and what
+    # later cells need is imported between their requests. Dynamo's warm-up takes seconds: a
+    # second server forked from this one does it and serves the compiled cells, while this one
+    # serves the eager workers.
+    children = {}  # pid -> the worker's connection
+    warm_ups = []  # each called with the loop's listener and selector
+    if preload_backward:
+        warm_ups.append(lambda *_: preload_backward_imports())
+    if preload_causal_bias:
+        warm_ups.append(lambda *_: preload_causal_bias_imports())
+    if preload_compile and compiled_path:
+        warm_ups.append(lambda *loop: fork_compiled_server(compiled_path, run_main, torch,
+                                                           preload_compile, children, loop))
+    return serve_forever(listener, path, run_main, warm_ups, children)
+
+
+def listen(path):
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    return listener
+
+
+def refuse(listener, path, why):
+    """Not serving: the workers then run themselves."""
+    sys.stderr.write("sdpa_probe: not serving: %s\n" % why)
+    listener.close()
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return 1
+
+
+def fork_safe():
+    return other_threads() == []
+
+
+def why_not_fork_safe():
+    return "threads alive after import: %s" % ", ".join(other_threads() or ["unknown"])
+
+
+def fork_compiled_server(path, run_main, torch, backend, children, loop):
+    """Forks the server of the compiled cells: it listens at `path` at once (compiled workers that
+    come early wait in its backlog), warms Dynamo, then serves. Nothing of the first server's
+    (`loop`: its listener and selector, `children`: its workers) is this one's business."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() != 0:
+        return
+    try:
+        set_parent_death_signal()
+        for thing in list(children.values()) + list(loop):
+            thing.close()
+        children.clear()
+        close_wakeup()
+        listener = listen(path)
+        with only_when_idle():
+            preload_compile_imports(torch, backend)
+        if not fork_safe():
+            os._exit(refuse(listener, path, why_not_fork_safe()))
+        os._exit(serve_forever(listener, path, run_main, [], children))
+    except BaseException as e:  # never back into the first server's loop
+        os.write(2, ("sdpa_probe: the compiled cells' server failed: %s\n" % one_line(e)).encode())
+        os._exit(1)
+
+
+_wakeup = []  # the pipe a SIGCHLD writes to: a finished worker is told at once, not at a poll
+
+
+def open_wakeup():
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler: the wake-up fd is written
+    signal.set_wakeup_fd(w)
+    _wakeup[:] = [r, w]
+    return r
+
+
+def close_wakeup():
+    """In a forked process: the signals are its own again, the pipe is not."""
+    if not _wakeup:
+        return
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in _wakeup:
+        os.close(fd)
+    del _wakeup[:]
+
+
+class only_when_idle:
+    """Runs a warm-up under SCHED_IDLE: the workers running meanwhile (timed, on every core) keep
+    the CPU, and the warm-up takes what they leave. Back to SCHED_OTHER after it, which Linux
+    allows without privilege (the nice value never changed), so that no worker forked later
+    inherits the idle class."""
+
+    def __enter__(self):
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):
+            pass
+
+    def __exit__(self, *_):
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except (AttributeError, OSError):
+            pass
+
+
+def serve_forever(listener, path, run_main, warm_ups, children):
+    """Forks a child per request; between requests, runs the next of `warm_ups` (each followed by
+    the check that forking stays safe: one that leaves a thread alive ends the serving)."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
-    children = {}  # pid -> the worker's connection
+    wake = open_wakeup()
+    sel.register(wake, selectors.EVENT_READ)
     while True:
-        for key, _ in sel.select(timeout=0.05):
+        events = sel.select(timeout=0 if warm_ups else None)
+        for key, _ in events:
             if key.fileobj is listener:
                 conn, _ = listener.accept()
                 pid = start_child(conn, listener, sel, run_main)
                 if pid:
                     children[pid] = conn
                     sel.register(conn, selectors.EVENT_READ, pid)
+            elif key.fileobj == wake:
+                try:
+                    while os.read(wake, 512):
+                        pass
+                except OSError:  # drained
+                    pass
             else:  # the worker sends nothing after its request: readable means it went away
                 try:
                     os.kill(key.data, signal.SIGKILL)
                 except OSError:
                     pass
         reap(children, sel)
+        if not events and warm_ups:
+            with only_when_idle():
+                warm_ups.pop(0)(listener, sel)
+            if not fork_safe():  # serve no more: the workers that come run themselves
+                sys.stderr.write("sdpa_probe: not serving any more: %s\n" % why_not_fork_safe())
+                sel.unregister(listener)
+                listener.close()
+                os.unlink(path)
+                del warm_ups[:]
 
 
 def start_child(conn, listener, sel, run_main):
@@ -196,6 +329,7 @@ def start_child(conn, listener, sel, run_main):
             listener.close()
             sel.close()
             conn.close()
+            close_wakeup()
             become_worker(request, fds, run_main)
         except BaseException as e:  # the child must never return into the server's loop
             os.write(2, ("sdpa_probe: forked worker failed: %s\n" % one_line(e)).encode())
