@@ -15,7 +15,14 @@ if __package__ in (None, ""):
     else:  # python -I (or -P) puts no script folder first
         sys.path.insert(0, os.path.dirname(here))
 
-from sdpa_probe.main import main  # noqa: E402 (after the path above)
-
 if __name__ == "__main__":
+    # Handed to the start-up server before the rest of the probe is imported (tens of ms a
+    # worker); where no server takes it, it runs here.
+    from sdpa_probe.client import handed_over  # noqa: E402 (after the path above)
+
+    code = handed_over(sys.argv[1:])
+    if code is not None:
+        os._exit(code)
+    from sdpa_probe.main import main  # noqa: E402
+
     sys.exit(main(sys.argv[1:]))

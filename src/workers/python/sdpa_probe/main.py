@@ -7,7 +7,7 @@ import sys
 
 from . import preflight
 from .protocol import COMPILE_BACKENDS, MODES, parse_variant
-from .server import SERVER_ENV, run_through_server, serve
+from .server import serve
 from .worker import dump_inputs, run_worker
 
 
@@ -92,14 +92,9 @@ def parse_serve(argv):
     return served
 
 
-def run_preflight(started):
-    """`--preflight`: what the doctor asks an interpreter before a check (preflight.py), answered
-    by a child of the start-up server where one runs: its torch is imported already."""
-    server = os.environ.get(SERVER_ENV, "")
-    if server and started == "exec":
-        code = run_through_server(server, ["--preflight"], 1)
-        if code is not None:
-            os._exit(code)
+def run_preflight():
+    """`--preflight`: what the doctor asks an interpreter before a check (preflight.py); a child
+    of the start-up server answers it where one runs (__main__.py hands it over)."""
     code = preflight.report()
     sys.stdout.flush()
     os._exit(code)
@@ -112,7 +107,7 @@ def main(argv, started="exec"):
     if served is not None:
         return serve(run_main=main, **served)
     if argv == ["--preflight"]:
-        return run_preflight(started)
+        return run_preflight()
     try:
         args = parse_args(argv)
     except ValueError as e:
@@ -129,11 +124,6 @@ def main(argv, started="exec"):
     if "snippet" in args and not os.access(args["snippet"], os.R_OK):
         sys.stderr.write("sdpa_probe: --snippet %s cannot be read\n" % args["snippet"])
         return 2
-    server = os.environ.get(SERVER_ENV, "")
-    if server and started == "exec":
-        code = run_through_server(server, argv, args["results_fd"])
-        if code is not None:
-            os._exit(code)
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     code = run_worker(args, started)

@@ -8,6 +8,7 @@ import socket
 import sys
 
 from .backends import import_torch
+from .client import read_line
 from .protocol import one_line
 
 # `import torch` costs 1-2 s of CPU in every worker. The doctor starts one server per run
@@ -19,8 +20,6 @@ from .protocol import one_line
 # did (its code, or its signal), so the runner's isolation, deadlines and crash attribution are
 # unchanged. Where the server cannot be reached, or forking is unsafe, the worker runs itself.
 
-SERVER_ENV = "SDPA_DOCTOR_PROBE_SERVER"
-LOST_SERVER_EXIT = 70  # the server died while its child ran the worker
 
 
 def set_parent_death_signal():
@@ -30,17 +29,6 @@ def set_parent_death_signal():
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except Exception:
         pass
-
-
-def read_line(conn, buf=b""):
-    """One newline-terminated line from a stream socket, and the bytes after it."""
-    while b"\n" not in buf:
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise EOFError("connection closed")
-        buf += chunk
-    line, rest = buf.split(b"\n", 1)
-    return line.decode("utf-8", "replace"), rest
 
 
 def other_threads():
@@ -365,36 +353,3 @@ def reap(children, sel):
         except OSError:
             pass
         conn.close()
-
-
-def run_through_server(path, argv, results_fd):
-    """The exit code of the server's child that ran this worker; None: run it here instead."""
-    if not hasattr(socket, "send_fds"):  # Python < 3.9
-        return None
-    import resource
-    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
-               "results_fd": results_fd,
-               "rlimit_core": list(resource.getrlimit(resource.RLIMIT_CORE))}
-    request["env"].pop(SERVER_ENV, None)
-    try:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(path)
-        socket.send_fds(conn, [json.dumps(request).encode("utf-8") + b"\n"],
-                        [0, 1, 2, results_fd])
-        line, rest = read_line(conn)
-    except (OSError, EOFError):
-        return None  # no server (yet, or any more): nothing ran, so run here
-    if not line.startswith("forked "):
-        return None
-    try:
-        line, _ = read_line(conn, rest)
-    except (OSError, EOFError):
-        sys.stderr.write("sdpa_probe: the start-up server went away while its child ran\n")
-        return LOST_SERVER_EXIT
-    kind, _, value = line.partition(" ")
-    if kind == "signal":  # die the way the child died: the runner reads the signal
-        sig = int(value)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        return 128 + sig
-    return int(value)
