@@ -12,6 +12,8 @@
 
 #ifdef SDPA_X86_PATHS
 
+#include <algorithm>
+
 namespace sdpa_doctor::kernels::cpu_flash_detail {
 namespace {
 
@@ -27,7 +29,7 @@ struct alignas(64) TileConfig {
 };
 
 constexpr int64_t k_tile_bytes = 64; // one tile row: 16 fp32 or 32 bf16
-constexpr int64_t k_s_ld = k_x_tile_kv * 4; // bytes between rows of the score block
+constexpr int64_t k_s_ld = k_amx_kv * 4; // bytes between rows of the score block
 
 // The 2 x 2 block C (tiles 0-3) += A (4: rows 0-15, 5: rows 16-31) . B (6, 7) over `steps`
 // reduction steps of 32 bf16: A at a + step * 32, rows a_ld bytes apart; B at b + step * b_step
@@ -77,42 +79,45 @@ SDPA_AMX void amx_tiles_release() { _tile_release(); }
 
 // S = Q . K^T for the 32-row blocks of a work item, 32 keys (two column tiles) at a time and
 // the blocks inside, so that those keys stay in L1 while every block uses them; d2 pairs in steps
-// of 16 (d2 a multiple of 16). K pair row e2 of key n at kb[(e2 * 128 + n) * 2]; block b's Q
-// rows from q + 32 b ldq, its S rows from s + 32 b 128.
-SDPA_AMX void qk_amx(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t d2,
-                     int64_t blocks, const int64_t* keys32, float* s) {
+// of 16 (d2 a multiple of 16). In packed tile u (at kb + u k_tile), K pair row e2 of key n is at
+// [(e2 * 128 + n) * 2]. Block b's Q rows from q + 32 b ldq, its S rows from s + 32 b k_amx_kv.
+SDPA_AMX void qk_amx(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t k_tile,
+                     int64_t d2, int64_t blocks, const int64_t* keys32, float* s) {
   const int64_t steps = d2 / 16;
-  for (int64_t n0 = 0; n0 < k_x_tile_kv; n0 += 32)
+  for (int64_t n0 = 0; n0 < k_amx_kv; n0 += 32) {
+    const uint16_t* k = kb + (n0 / k_x_tile_kv) * k_tile + (n0 % k_x_tile_kv) * 2;
     for (int64_t blk = 0; blk < blocks; ++blk) {
       if (n0 >= keys32[blk]) continue;
-      float* sb = s + blk * k_amx_rows * k_x_tile_kv;
+      float* sb = s + blk * k_amx_rows * k_amx_kv;
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
-      dot_2x2(q + blk * k_amx_rows * ldq, ldq * 2, kb + n0 * 2, k_x_tile_kv * 4,
-              16 * k_x_tile_kv * 2, 32, steps);
+      dot_2x2(q + blk * k_amx_rows * ldq, ldq * 2, k, k_x_tile_kv * 4, 16 * k_x_tile_kv * 2, 32,
+              steps);
       _tile_stored(0, sb + n0, k_s_ld);
       _tile_stored(1, sb + n0 + 16, k_s_ld);
-      _tile_stored(2, sb + 16 * k_x_tile_kv + n0, k_s_ld);
-      _tile_stored(3, sb + 16 * k_x_tile_kv + n0 + 16, k_s_ld);
+      _tile_stored(2, sb + 16 * k_amx_kv + n0, k_s_ld);
+      _tile_stored(3, sb + 16 * k_amx_kv + n0 + 16, k_s_ld);
     }
+  }
 }
 
-// For each block with keys: P (32 x 128 fp32, the first keys32 columns read) rounded to bf16
-// into pb (nearest even, as PyTorch's reduced-precision flash does) and its O rows scaled by
-// their alpha in place; then O += P.V on tiles, loaded from and stored back to O, 32 columns at
-// a time and the blocks inside (those columns of V stay in L1). V pair row j2 of column c at
-// vb[(j2 * dp + c) * 2]; block b's rows of P, pb, O and alpha start at row 32 b.
-SDPA_AMX void pv_amx(const float* p, uint16_t* pb, const uint16_t* vb, int64_t dp,
-                     int64_t blocks, const int64_t* keys32, float* o, int64_t ldo,
+// For each block with keys: P (32 rows of k_amx_kv fp32, the first keys32 columns read)
+// rounded to bf16 into pb (nearest even, as PyTorch's reduced-precision flash does) and its O
+// rows scaled by their alpha in place; then O += P.V on tiles, loaded from and stored back to O,
+// 32 columns at a time and the blocks inside (those columns of V stay in L1). In packed tile u
+// (at vb + u v_tile), V pair row j2 of column c is at [(j2 * dp + c) * 2]; block b's rows of P,
+// pb, O and alpha start at row 32 b.
+SDPA_AMX void pv_amx(const float* p, uint16_t* pb, const uint16_t* vb, int64_t v_tile,
+                     int64_t dp, int64_t blocks, const int64_t* keys32, float* o, int64_t ldo,
                      const float* alpha) {
   for (int64_t r = 0; r < blocks * k_amx_rows; ++r) {
     const int64_t keys = keys32[r / k_amx_rows];
     for (int64_t j = 0; j < keys; j += 32) {
-      const float* src = p + r * k_x_tile_kv + j;
+      const float* src = p + r * k_amx_kv + j;
       const __m512bh two = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 16), _mm512_loadu_ps(src));
-      _mm512_storeu_si512(pb + r * k_x_tile_kv + j, __builtin_bit_cast(__m512i, two));
+      _mm512_storeu_si512(pb + r * k_amx_kv + j, __builtin_bit_cast(__m512i, two));
     }
     if (keys == 0 || alpha[r] == 1.0f) continue;
     const __m512 a = _mm512_set1_ps(alpha[r]);
@@ -121,29 +126,31 @@ SDPA_AMX void pv_amx(const float* p, uint16_t* pb, const uint16_t* vb, int64_t d
       _mm512_storeu_ps(row + c, _mm512_mul_ps(_mm512_loadu_ps(row + c), a));
   }
   const int64_t o_ld = ldo * 4, v_ld = dp * 4, v_step = 16 * dp * 2;
+  constexpr int64_t k_steps_per_tile = k_x_tile_kv / 32;
   for (int64_t c0 = 0; c0 < dp; c0 += 32)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t steps = keys32[blk] / 32;
-      if (steps == 0) continue;
-      const uint16_t* a = pb + blk * k_amx_rows * k_x_tile_kv;
+      if (keys32[blk] == 0) continue;
+      const uint16_t* a = pb + blk * k_amx_rows * k_amx_kv;
       float* o_high = o + blk * k_amx_rows * ldo; // rows 0-15 of the block
       float* o_low = o_high + 16 * ldo;           // rows 16-31
-      if (c0 + 32 <= dp) {
-        _tile_loadd(0, o_high + c0, o_ld);
+      const bool two = c0 + 32 <= dp;             // else one column tile (dp: a multiple of 16)
+      _tile_loadd(0, o_high + c0, o_ld);
+      _tile_loadd(2, o_low + c0, o_ld);
+      if (two) {
         _tile_loadd(1, o_high + c0 + 16, o_ld);
-        _tile_loadd(2, o_low + c0, o_ld);
         _tile_loadd(3, o_low + c0 + 16, o_ld);
-        dot_2x2(a, k_x_tile_kv * 2, vb + c0 * 2, v_ld, v_step, 32, steps);
-        _tile_stored(0, o_high + c0, o_ld);
+      }
+      for (int64_t j0 = 0; j0 < keys32[blk]; j0 += k_x_tile_kv) {
+        const int64_t steps = std::min(k_steps_per_tile, (keys32[blk] - j0) / 32);
+        const uint16_t* v = vb + (j0 / k_x_tile_kv) * v_tile + c0 * 2;
+        if (two) dot_2x2(a + j0, k_amx_kv * 2, v, v_ld, v_step, 32, steps);
+        else dot_2x1(a + j0, k_amx_kv * 2, v, v_ld, v_step, steps);
+      }
+      _tile_stored(0, o_high + c0, o_ld);
+      _tile_stored(2, o_low + c0, o_ld);
+      if (two) {
         _tile_stored(1, o_high + c0 + 16, o_ld);
-        _tile_stored(2, o_low + c0, o_ld);
         _tile_stored(3, o_low + c0 + 16, o_ld);
-      } else { // dp is a multiple of 16: one column tile left
-        _tile_loadd(0, o_high + c0, o_ld);
-        _tile_loadd(2, o_low + c0, o_ld);
-        dot_2x1(a, k_x_tile_kv * 2, vb + c0 * 2, v_ld, v_step, steps);
-        _tile_stored(0, o_high + c0, o_ld);
-        _tile_stored(2, o_low + c0, o_ld);
       }
     }
 }

@@ -231,12 +231,12 @@ struct BlockView {
 // keys and padding rows -> -inf. Lanes Q.K^T did not compute (past the block's last visible
 // key) are dropped here too, whatever they hold.
 SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockView& bv,
-                            int64_t n_rows, int64_t nvec, float* s) {
+                            int64_t n_rows, int64_t ld, int64_t nvec, float* s) {
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512 ninf = _mm512_set1_ps(core::neg_inf());
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int64_t r = 0; r < n_rows; ++r) {
-    float* row = s + r * k_x_tile_kv;
+    float* row = s + r * ld;
     const int64_t i = bv.i0 + r;
     // Keys j < limit are visible before the mask: inside the tile and, with causal,
     // j0 + j <= i + offset. Padding rows see nothing.
@@ -260,7 +260,8 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
   }
 }
 
-// Online softmax over the first nvec 16-key vectors of the n_rows rows of scores in s (the rest no
+// Online softmax over the first nvec 16-key vectors of the n_rows rows (ld floats apart) of
+// scores in s (the rest no
 // row of the block sees, and P.V does not read), in place: s becomes the unnormalised
 // probabilities 2^(score * scale * log2(e) - row max) against the updated row maxima, alpha[r]
 // the factor row r's accumulator must be scaled by. During the loop RowState::max is in base-2
@@ -268,19 +269,19 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
 // n_rows x 16): a horizontal add per row and tile would cost as much as the exps. The caller turns
 // both back at the end. The three phases give the out-of-order core six independent chains.
 SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const BlockView& bv,
-                               int64_t n_rows, int64_t nvec, float* s, core::RowState* state,
-                               float* lane_sum, float* alpha) {
+                               int64_t n_rows, int64_t ld, int64_t nvec, float* s,
+                               core::RowState* state, float* lane_sum, float* alpha) {
   constexpr float log2e = 1.44269504088896341f;
   float scale = p.scale * log2e;
   if (!bv.all_visible) {
-    mask_block(p, mask, bv, n_rows, nvec, s); // scaled and masked now
+    mask_block(p, mask, bv, n_rows, ld, nvec, s); // scaled and masked now
     scale = log2e;
   }
   // Row maxima of the raw scores; scale > 0 and rounding is monotonic, so max(x) * scale is
   // the max of the scaled scores.
   float tile_max[k_amx_rows];
   for (int64_t r = 0; r < n_rows; ++r) {
-    const float* row = s + r * k_x_tile_kv;
+    const float* row = s + r * ld;
     __m512 m = _mm512_loadu_ps(row);
     for (int v = 1; v < nvec; ++v) m = _mm512_max_ps(m, _mm512_loadu_ps(row + 16 * v));
     tile_max[r] = _mm512_reduce_max_ps(m) * scale;
@@ -296,7 +297,7 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
   }
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t r = 0; r < n_rows; ++r) {
-    float* row = s + r * k_x_tile_kv;
+    float* row = s + r * ld;
     const core::RowState& st = state[r];
     if (st.max == core::neg_inf()) { // nothing visible yet: no probabilities, no NaN
       std::fill_n(row, 16 * nvec, 0.0f);
@@ -343,7 +344,7 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind 
 
   if (bf16) {
     w.qb.assign(size_t(rows_pad * ldq), 0);
-    w.pb.resize(size_t((amx ? rows_pad : block_rows) * k_x_tile_kv));
+    w.pb.resize(size_t((amx ? rows_pad * k_amx_kv : block_rows * k_x_tile_kv)));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t e = 0; e < d; ++e)
         w.qb[size_t(r * ldq + e)] = bf16_bits(q[(i0 + r) * p.q_stride_l + e]);
@@ -355,18 +356,22 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind 
   w.o.assign(size_t(rows_pad * dp), 0.0f);
   // AMX: the scores and factors of every block of the item at once (the tile products run over
   // all blocks); the others: one block's.
-  w.s.resize(size_t((amx ? rows_pad : block_rows) * k_x_tile_kv));
+  w.s.resize(size_t(amx ? rows_pad * k_amx_kv : block_rows * k_x_tile_kv));
   w.alpha.resize(size_t(amx ? rows_pad : block_rows));
   w.state.assign(size_t(rows_pad), core::row_start());
   w.lane_sum.assign(size_t(rows_pad * 16), 0.0f);
 
   const int64_t last_row = i0 + rows - 1;
-  for (int64_t t = 0; t < pk.tiles; ++t) {
+  // AMX: one softmax step over k_amx_kv keys (several packed tiles): the tile products then
+  // run long reductions between the loads and stores of O. The others: one tile.
+  const int64_t width = amx ? k_amx_kv : k_x_tile_kv;
+  const int64_t step = width / k_x_tile_kv;
+  for (int64_t t = 0; t < pk.tiles; t += step) {
     BlockView bv;
     bv.j0 = t * k_x_tile_kv;
     // Causal tile skipping: no row of this query tile sees any key from here on.
     if (p.causal && bv.j0 > last_row + p.causal_offset) break;
-    bv.cols = std::min(k_x_tile_kv, p.lkv - bv.j0);
+    bv.cols = std::min(width, p.lkv - bv.j0);
     const int64_t tile = bk * pk.tiles + t;
     const float* kt = bf16 ? nullptr : pk.kt.data() + tile * pk.k_tile_elems();
     const uint16_t* kb = bf16 ? pk.kb.data() + tile * pk.k_tile_elems() : nullptr;
@@ -385,9 +390,9 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind 
         if (out.j0 > block_last + p.causal_offset) return int64_t(0);
         depth = std::min(depth, block_last + p.causal_offset - out.j0 + 1);
       }
-      out.all_visible = p.mask_kind == MaskKind::none && out.cols == k_x_tile_kv &&
+      out.all_visible = p.mask_kind == MaskKind::none && out.cols == width &&
                         out.valid == block_rows &&
-                        (!p.causal || out.j0 + k_x_tile_kv - 1 <= out.i0 + p.causal_offset);
+                        (!p.causal || out.j0 + width - 1 <= out.i0 + p.causal_offset);
       return depth;
     };
     if (amx) {
@@ -403,19 +408,19 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind 
         depths[blk] = view(blk * k_amx_rows, views[blk]);
         keys32[blk] = round_up(depths[blk], 32);
       }
-      qk_amx(w.qb.data(), ldq, kb, d2, blocks, keys32, w.s.data());
+      qk_amx(w.qb.data(), ldq, kb, pk.k_tile_elems(), d2, blocks, keys32, w.s.data());
       for (int64_t blk = 0; blk < blocks; ++blk) {
         if (keys32[blk] == 0) continue;
         const int64_t rb = blk * k_amx_rows, nvec = (depths[blk] + 15) / 16;
-        float* s_block = w.s.data() + rb * k_x_tile_kv;
-        softmax_block(p, mask, views[blk], k_amx_rows, nvec, s_block, w.state.data() + rb,
-                      w.lane_sum.data() + 16 * rb, w.alpha.data() + rb);
+        float* s_block = w.s.data() + rb * k_amx_kv;
+        softmax_block(p, mask, views[blk], k_amx_rows, k_amx_kv, nvec, s_block,
+                      w.state.data() + rb, w.lane_sum.data() + 16 * rb, w.alpha.data() + rb);
         if (nvec * 16 < keys32[blk])
           for (int64_t r = 0; r < k_amx_rows; ++r)
-            _mm512_storeu_ps(s_block + r * k_x_tile_kv + nvec * 16, _mm512_setzero_ps());
+            _mm512_storeu_ps(s_block + r * k_amx_kv + nvec * 16, _mm512_setzero_ps());
       }
-      pv_amx(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), dp, blocks,
-             keys32, w.o.data(), dp, w.alpha.data());
+      pv_amx(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(),
+             pk.v_tile_elems(), dp, blocks, keys32, w.o.data(), dp, w.alpha.data());
       continue;
     }
     for (int64_t rb = 0; rb < rows_pad; rb += block_rows) {
@@ -426,8 +431,8 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind 
       const int64_t nvec = (depth + 15) / 16;
       qk_keys(bf16, bf16 ? nullptr : w.q.data() + rb * ldq,
               bf16 ? w.qb.data() + rb * ldq : nullptr, ldq, kt, kb, d, d2, depth, w.s.data());
-      softmax_block(p, mask, view_rb, k_x_rows, nvec, w.s.data(), w.state.data() + rb,
-                    w.lane_sum.data() + 16 * rb, w.alpha.data());
+      softmax_block(p, mask, view_rb, k_x_rows, k_x_tile_kv, nvec, w.s.data(),
+                    w.state.data() + rb, w.lane_sum.data() + 16 * rb, w.alpha.data());
       if (bf16)
         pv_bf16(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), dp,
                 (depth + 1) / 2, o_block, dp, w.alpha.data());

@@ -457,7 +457,8 @@ std::optional<std::vector<float>> run_flash_path(const Case& c, const HostInputs
 }
 
 // The shapes each path must get right: d not a multiple of 16 (or odd, for the bf16 pairs),
-// L = 1, Lq != Lkv under causal, GQA, the transposed layout, both mask kinds, tiles cut short.
+// L = 1, Lq != Lkv under causal, GQA, the transposed layout, both mask kinds, tiles cut short,
+// keys over several softmax steps.
 std::vector<Case> path_cases(DType dtype, bool with_random = true) {
   std::vector<Case> out;
   for (const char* spec :
@@ -467,7 +468,9 @@ std::vector<Case> path_cases(DType dtype, bool with_random = true) {
         "b=1,hq=4,hkv=4,lq=190,lkv=130,d=17,mask=additive,causal",
         "b=1,hq=6,hkv=2,lq=256,lkv=256,d=128,causal,layout=transposed",
         "b=2,h=3,lq=101,lkv=257,d=72,mask=additive,layout=transposed",
-        "b=1,h=2,lq=200,lkv=200,d=130,mask=bool,causal"}) {
+        "b=1,h=2,lq=200,lkv=200,d=130,mask=bool,causal",
+        // Past 512 keys: several softmax steps of the AMX path, the last one cut short.
+        "b=1,h=1,lq=40,lkv=1100,d=48,mask=additive", "b=1,h=1,lq=530,lkv=530,d=32,causal"}) {
     Case c = *parse_case_spec(spec);
     c.dtype = dtype;
     out.push_back(c);
