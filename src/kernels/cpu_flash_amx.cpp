@@ -103,23 +103,16 @@ SDPA_AMX void qk_amx(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t
   }
 }
 
-// For each block with keys: P (32 rows of k_amx_kv fp32, the first keys32 columns read)
-// rounded to bf16 into pb (nearest even, as PyTorch's reduced-precision flash does) and its O
-// rows scaled by their alpha in place; then O += P.V on tiles, loaded from and stored back to O,
-// 32 columns at a time and the blocks inside (those columns of V stay in L1). In packed tile u
-// (at vb + u v_tile), V pair row j2 of column c is at [(j2 * dp + c) * 2]; block b's rows of P,
-// pb, O and alpha start at row 32 b.
-SDPA_AMX void pv_amx(const float* p, uint16_t* pb, const uint16_t* vb, int64_t v_tile,
-                     int64_t dp, int64_t blocks, const int64_t* keys32, float* o, int64_t ldo,
+// For each block with keys: its O rows scaled by their alpha in place; then O += P.V on tiles,
+// loaded from and stored back to O, 32 columns at a time and the blocks inside (those columns of
+// V stay in L1). P in bf16 (32 rows of k_amx_kv per block, the first keys32 columns read). In
+// packed tile u (at vb + u v_tile), V pair row j2 of column c is at [(j2 * dp + c) * 2]; block
+// b's rows of pb, O and alpha start at row 32 b.
+SDPA_AMX void pv_amx(const uint16_t* pb, const uint16_t* vb, int64_t v_tile, int64_t dp,
+                     int64_t blocks, const int64_t* keys32, float* o, int64_t ldo,
                      const float* alpha) {
   for (int64_t r = 0; r < blocks * k_amx_rows; ++r) {
-    const int64_t keys = keys32[r / k_amx_rows];
-    for (int64_t j = 0; j < keys; j += 32) {
-      const float* src = p + r * k_amx_kv + j;
-      const __m512bh two = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 16), _mm512_loadu_ps(src));
-      _mm512_storeu_si512(pb + r * k_amx_kv + j, __builtin_bit_cast(__m512i, two));
-    }
-    if (keys == 0 || alpha[r] == 1.0f) continue;
+    if (keys32[r / k_amx_rows] == 0 || alpha[r] == 1.0f) continue;
     const __m512 a = _mm512_set1_ps(alpha[r]);
     float* row = o + r * ldo;
     for (int64_t c = 0; c < dp; c += 16)

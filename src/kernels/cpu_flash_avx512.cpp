@@ -260,6 +260,15 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
   }
 }
 
+// Sixteen finite floats rounded to bf16, nearest even (as vcvtneps2bf16 does, without needing
+// AVX512_BF16 here).
+SDPA_AVX512 SDPA_INLINE __m256i to_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+}
+
 // Online softmax over the first nvec 16-key vectors of the n_rows rows (ld floats apart) of
 // scores in s (the rest no
 // row of the block sees, and P.V does not read), in place: s becomes the unnormalised
@@ -268,9 +277,11 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
 // units (natural max times log2(e)); the row sums stay as 16 lane sums per row (lane_sum,
 // n_rows x 16): a horizontal add per row and tile would cost as much as the exps. The caller turns
 // both back at the end. The three phases give the out-of-order core six independent chains.
+// With pb (rows ld apart), the probabilities go there rounded to bf16 instead of into s.
 SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const BlockView& bv,
                                int64_t n_rows, int64_t ld, int64_t nvec, float* s,
-                               core::RowState* state, float* lane_sum, float* alpha) {
+                               core::RowState* state, float* lane_sum, float* alpha,
+                               uint16_t* pb = nullptr) {
   constexpr float log2e = 1.44269504088896341f;
   float scale = p.scale * log2e;
   if (!bv.all_visible) {
@@ -300,7 +311,8 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
     float* row = s + r * ld;
     const core::RowState& st = state[r];
     if (st.max == core::neg_inf()) { // nothing visible yet: no probabilities, no NaN
-      std::fill_n(row, 16 * nvec, 0.0f);
+      if (pb) std::fill_n(pb + r * ld, 16 * nvec, uint16_t(0));
+      else std::fill_n(row, 16 * nvec, 0.0f);
       continue;
     }
     const __m512 neg_max = _mm512_set1_ps(-st.max);
@@ -308,7 +320,8 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
     for (int v = 0; v < nvec; ++v) {
       const __m512 e = exp2_512(_mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * v), sc, neg_max));
       sum = _mm512_add_ps(sum, e);
-      _mm512_storeu_ps(row + 16 * v, e);
+      if (pb) _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + r * ld + 16 * v), to_bf16(e));
+      else _mm512_storeu_ps(row + 16 * v, e);
     }
     _mm512_storeu_ps(lane_sum + 16 * r, sum);
   }
@@ -397,8 +410,8 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind 
     };
     if (amx) {
       // Tiles take 32 keys at a time: scores past a block's depth are masked away by
-      // softmax_block, and the probabilities of an odd last 16-key vector, which it does not
-      // write, zeroed.
+      // softmax_block, which writes the probabilities as bf16 for P.V, and those of an odd last
+      // 16-key vector, which it does not write, are zeroed.
       constexpr int64_t k_blocks = k_x_tile_q / k_amx_rows;
       const int64_t blocks = rows_pad / k_amx_rows;
       int64_t keys32[k_blocks] = {};
@@ -412,15 +425,17 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind 
       for (int64_t blk = 0; blk < blocks; ++blk) {
         if (keys32[blk] == 0) continue;
         const int64_t rb = blk * k_amx_rows, nvec = (depths[blk] + 15) / 16;
-        float* s_block = w.s.data() + rb * k_amx_kv;
-        softmax_block(p, mask, views[blk], k_amx_rows, k_amx_kv, nvec, s_block,
-                      w.state.data() + rb, w.lane_sum.data() + 16 * rb, w.alpha.data() + rb);
+        uint16_t* pb_block = w.pb.data() + rb * k_amx_kv;
+        softmax_block(p, mask, views[blk], k_amx_rows, k_amx_kv, nvec,
+                      w.s.data() + rb * k_amx_kv, w.state.data() + rb,
+                      w.lane_sum.data() + 16 * rb, w.alpha.data() + rb, pb_block);
         if (nvec * 16 < keys32[blk])
           for (int64_t r = 0; r < k_amx_rows; ++r)
-            _mm512_storeu_ps(s_block + r * k_amx_kv + nvec * 16, _mm512_setzero_ps());
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb_block + r * k_amx_kv + nvec * 16),
+                                _mm256_setzero_si256());
       }
-      pv_amx(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(),
-             pk.v_tile_elems(), dp, blocks, keys32, w.o.data(), dp, w.alpha.data());
+      pv_amx(w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), pk.v_tile_elems(), dp,
+             blocks, keys32, w.o.data(), dp, w.alpha.data());
       continue;
     }
     for (int64_t rb = 0; rb < rows_pad; rb += block_rows) {

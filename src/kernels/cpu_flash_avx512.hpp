@@ -137,11 +137,11 @@ SDPA_AMX void amx_tiles_release();
 // S rows k_amx_kv apart, block after block.
 SDPA_AMX void qk_amx(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t k_tile,
                      int64_t d2, int64_t blocks, const int64_t* keys32, float* s);
-// P (rows of k_amx_kv fp32, first keys32[b] columns) rounded to bf16 into pb, then
-// O = O * alpha + P.V on tiles, for the blocks with keys; V packed as pack_v_bf16, one tile every
-// v_tile elements from vb; O rows of ldo floats, dp a multiple of 16.
-SDPA_AMX void pv_amx(const float* p, uint16_t* pb, const uint16_t* vb, int64_t v_tile,
-                     int64_t dp, int64_t blocks, const int64_t* keys32, float* o, int64_t ldo,
+// O = O * alpha + P.V on tiles, for the blocks with keys: P in bf16 (rows of k_amx_kv, first
+// keys32[b] columns read); V packed as pack_v_bf16, one tile every v_tile elements from vb; O
+// rows of ldo floats, dp a multiple of 16.
+SDPA_AMX void pv_amx(const uint16_t* pb, const uint16_t* vb, int64_t v_tile, int64_t dp,
+                     int64_t blocks, const int64_t* keys32, float* o, int64_t ldo,
                      const float* alpha);
 
 } // namespace sdpa_doctor::kernels::cpu_flash_detail
