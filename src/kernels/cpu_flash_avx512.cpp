@@ -9,9 +9,10 @@
 // is scaled by the rows' rescale factors as it is loaded (no separate rescale pass). The packed
 // key/value tiles of one head stay in L2 while the 16 row blocks of a query tile reuse them.
 // The bf16 path is the same loop over bf16 pairs with vdpbf16ps (fp32 accumulation); softmax
-// and the accumulator stay fp32. The AMX path is the bf16 path with blocks of 32 query rows
-// whose two products run on tiles (cpu_flash_amx.cpp). On one Zen 4 core this runs at 68-82% of the fp32 FMA peak
-// and 53-78% of the vdpbf16ps peak (kernels_flash_vs_torch --cpu-time, BENCHMARKS.md).
+// and the accumulator stay fp32. On one Zen 4 core this runs at 68-82% of the fp32 FMA peak
+// and 53-78% of the vdpbf16ps peak (kernels_flash_vs_torch --cpu-time, BENCHMARKS.md). The AMX
+// path is the bf16 path with blocks of 32 query rows and 512 keys per softmax step, whose two
+// products run on tiles (cpu_flash_amx.cpp).
 //
 // Every function here carries its own target attribute and is reached only after
 // cpu_isa() said yes, so one binary still runs on CPUs without AVX-512.
@@ -227,8 +228,8 @@ struct BlockView {
 };
 
 // Applies scale, causal cut, tile end and mask to the first nvec 16-key vectors of the raw
-// scores of the n_rows rows of a block that is not all_visible, in place (core::masked_score lane by lane): dropped
-// keys and padding rows -> -inf. Lanes Q.K^T did not compute (past the block's last visible
+// scores of the n_rows rows (ld floats apart) of a block that is not all_visible, in place
+// (core::masked_score lane by lane): dropped keys and padding rows -> -inf. Lanes Q.K^T did not compute (past the block's last visible
 // key) are dropped here too, whatever they hold.
 SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockView& bv,
                             int64_t n_rows, int64_t ld, int64_t nvec, float* s) {
@@ -270,13 +271,12 @@ SDPA_AVX512 SDPA_INLINE __m256i to_bf16(__m512 x) {
 }
 
 // Online softmax over the first nvec 16-key vectors of the n_rows rows (ld floats apart) of
-// scores in s (the rest no
-// row of the block sees, and P.V does not read), in place: s becomes the unnormalised
-// probabilities 2^(score * scale * log2(e) - row max) against the updated row maxima, alpha[r]
-// the factor row r's accumulator must be scaled by. During the loop RowState::max is in base-2
-// units (natural max times log2(e)); the row sums stay as 16 lane sums per row (lane_sum,
-// n_rows x 16): a horizontal add per row and tile would cost as much as the exps. The caller turns
-// both back at the end. The three phases give the out-of-order core six independent chains.
+// scores in s (the rest no row of the block sees, and P.V does not read), in place: s becomes
+// the unnormalised probabilities 2^(score * scale * log2(e) - row max) against the updated row
+// maxima, alpha[r] the factor row r's accumulator must be scaled by. During the loop
+// RowState::max is in base-2 units (natural max times log2(e)); the row sums stay as 16 lane sums
+// per row (lane_sum, n_rows x 16): a horizontal add per row and tile would cost as much as the
+// exps. The caller turns both back at the end. The three phases give the out-of-order core six independent chains.
 // With pb (rows ld apart), the probabilities go there rounded to bf16 instead of into s.
 SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const BlockView& bv,
                                int64_t n_rows, int64_t ld, int64_t nvec, float* s,

@@ -1,15 +1,15 @@
 // kernels: our own attention kernels, ref-math and ref-flash, forward and backward, on the CPU
 // always and on any GPU the machine has, and the float64 oracle. Knows no framework: plain
 // pointers, sizes and strides (attn_params.hpp). The CPU flash picks AMX tiles, AVX512_BF16,
-// AVX-512 fp32, AVX2 or portable loops at run time, on one detection (cpu_isa.hpp). The GPU kernels are one source for
-// both vendors (attention_gpu.cu over gpu_dialect.hpp and gpu_launch.hpp), embedded at build time,
-// compiled at run time for the device at hand and cached on disk (rtc.hpp: hipRTC, NVRTC;
-// $SDPA_DOCTOR_KERNEL_CACHE, else ~/.cache/sdpa-doctor/kernels), and run through the HIP runtime or
-// the CUDA driver (gpu_runtime.hpp; gpu_run.cpp opens the HIP runtime where it sees a device, else
-// the CUDA driver, only when a case runs on a GPU). A GPU without a runtime or compiler is
-// `unsupported`; a source that does not compile for it is `error`, with the compiler's log: our
-// failure, never torch's. The oracle (oracle.cpp) is blocked: K and V packed as doubles, one
-// register-blocked micro-kernel per ISA level, work items of 96 query rows over every core, the
+// AVX-512 fp32, AVX2 or portable loops at run time, on one detection (cpu_isa.hpp). The GPU kernels
+// are one source for both vendors (attention_gpu.cu over gpu_dialect.hpp and gpu_launch.hpp),
+// embedded at build time, compiled at run time for the device at hand and cached on disk (rtc.hpp:
+// hipRTC, NVRTC; $SDPA_DOCTOR_KERNEL_CACHE, else ~/.cache/sdpa-doctor/kernels), and run through the
+// HIP runtime or the CUDA driver (gpu_runtime.hpp; gpu_run.cpp opens the HIP runtime where it sees
+// a device, else the CUDA driver, only when a case runs on a GPU). A GPU without a runtime or
+// compiler is `unsupported`; a source that does not compile for it is `error`, with the compiler's
+// log: our failure, never torch's. The oracle (oracle.cpp) is blocked: K and V packed as doubles,
+// one register-blocked micro-kernel per ISA level, work items of 96 query rows over every core, the
 // interrupt flag read inside its loop; the plain row-at-a-time oracle_reference.cpp stays as the
 // tests' truth and takes decode shapes. Depends on core and, for the GPU, the loader (vendor
 // libraries opened with dlopen); never on a vendor header, torch, protocol or the workers.
