@@ -4,7 +4,7 @@
 // process that stays up), so load from elsewhere hits both alike; each side reports its median.
 // Before the table it measures the machine's peak (see machine_peak) and prints each kernel's
 // fraction of it: fp32 FMA peak for fp32 and fp16 (neither kernel has fp16 arithmetic on a
-// CPU), the AVX512_BF16 dot-product peak for bf16.
+// CPU), for bf16 the peak of the unit ref-flash's path uses (AMX tiles or AVX512_BF16 dots).
 // --cpu-time (one thread) times each call by the calling thread's CPU time instead of the wall
 // clock, on both sides: time other processes take from the core is not counted, so on a shared
 // machine it shows what each kernel does with a core it has (not the goal's measure, which is
@@ -19,9 +19,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include <fcntl.h>
 #include <signal.h>
@@ -60,23 +65,44 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 // --- machine peak ------------------------------------------------------------------------------
-// The clock: a chain of dependent integer adds retires one add per cycle on every x86 core we
-// know (latency 1), so adds per second is the core clock. Sampled in short slices (~0.2 ms) on
-// every bench thread at once, and the 90th percentile kept: slices that lost the core to
-// another process come out slow, never fast. The FLOP per cycle: twelve independent
-// accumulators of vfmadd231ps (or vdpbf16ps) zmm, enough to cover their latency, timed the
-// same way and divided by that clock. Peak = FLOP/cycle x clock x threads.
+// The clock: a chain of dependent register-register adds, each reading the last one's result
+// (latency 1 on every x86 core we know), so adds per second is the core clock. Not `add $1`:
+// Golden Cove and later fold immediate adds of a chain at rename, so such a chain "runs" at
+// several adds per cycle (it gave 19.4 GHz on a Sapphire Rapids). A chain of 64-bit imuls
+// (latency 3 on Intel since Nehalem and on AMD since Zen) is timed too, as a check: the two
+// agree where neither is folded. Sampled in short slices (~0.2 ms) on every bench thread at
+// once, and the 90th percentile kept: slices that lost the core to another process come out
+// slow, never fast. The FLOP per cycle of each unit: independent accumulators enough to cover
+// its latency (twelve zmm for vfmadd231ps and vdpbf16ps; six tiles for AMX tdpbf16ps), timed
+// the same way, divided by that clock. Peak = FLOP/cycle x clock x threads. Under a hypervisor
+// the steady clock is the host's and the vCPU may lose time to it: every figure is approximate
+// there.
 
 constexpr long k_slice_iters = 100000;
 
 double add_chain_ghz() {
-  long x = 0;
+  long x = 0, one = 1;
+  asm volatile("" : "+r"(one)); // an unknown register value: nothing to fold
   const double t0 = seconds_now();
   for (long i = 0; i < k_slice_iters; ++i)
-    asm volatile("add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\t"
-                 "add $1,%0\n\tadd $1,%0\n\tadd $1,%0\n\tadd $1,%0"
-                 : "+r"(x));
+    asm volatile("add %1,%0\n\tadd %1,%0\n\tadd %1,%0\n\tadd %1,%0\n\t"
+                 "add %1,%0\n\tadd %1,%0\n\tadd %1,%0\n\tadd %1,%0"
+                 : "+r"(x)
+                 : "r"(one));
   return 8.0 * k_slice_iters / (seconds_now() - t0) / 1e9;
+}
+
+// Clock from a chain of 64-bit imuls, latency 3.
+double imul_chain_ghz() {
+  long x = 3, m = 5;
+  asm volatile("" : "+r"(m));
+  const double t0 = seconds_now();
+  for (long i = 0; i < k_slice_iters / 4; ++i)
+    asm volatile("imul %1,%0\n\timul %1,%0\n\timul %1,%0\n\timul %1,%0\n\t"
+                 "imul %1,%0\n\timul %1,%0\n\timul %1,%0\n\timul %1,%0"
+                 : "+r"(x)
+                 : "r"(m));
+  return 3.0 * 8.0 * (k_slice_iters / 4) / (seconds_now() - t0) / 1e9;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -107,15 +133,53 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16_gflops() {
   for (long i = 0; i < k_slice_iters / 4; ++i) asm volatile(SDPA_TWELVE("vdpbf16ps")::: SDPA_CLOBBERS);
   return 12.0 * 64 * (k_slice_iters / 4) / (seconds_now() - t0) / 1e9;
 }
+
+// Six tdpbf16ps into independent accumulator tiles (0-5) from tiles 6 and 7, all 16 x 64 bytes:
+// each one 16 x 16 results x 32 products x 2 FLOP. Zeros in, zeros out: the rate does not
+// depend on the values. Run only after cpu_isa().amx_bf16 (the kernel's permission included).
+struct alignas(64) AmxConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+__attribute__((target("amx-tile,amx-bf16"))) double amx_gflops() {
+  const AmxConfig cfg;
+  asm volatile("ldtilecfg %0" ::"m"(cfg)); // GCC 12's _tile_loadconfig reads 8 bytes of it
+
+  // The tile numbers are immediates: spelt out.
+  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
+  const long iters = k_slice_iters / 64;
+  const double t0 = seconds_now();
+  for (long i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 6, 7); _tile_dpbf16ps(1, 6, 7); _tile_dpbf16ps(2, 6, 7);
+    _tile_dpbf16ps(3, 6, 7); _tile_dpbf16ps(4, 6, 7); _tile_dpbf16ps(5, 6, 7);
+  }
+  const double seconds = seconds_now() - t0;
+  _tile_release();
+  return 6.0 * 16 * 16 * 32 * 2 * double(iters) / seconds / 1e9;
+}
 #endif
 
+bool under_hypervisor() {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f))
+    found = std::string(line).rfind("flags", 0) == 0 && std::strstr(line, " hypervisor");
+  std::fclose(f);
+  return found;
+}
+
 struct Peak {
-  double ghz = 0;           // measured core clock with every bench thread busy
+  double ghz = 0;            // measured core clock (add chain) with every bench thread busy
+  double imul_ghz = 0;       // the same from the imul chain, as a check
   double fp32_per_cycle = 0; // FLOP/cycle/core of fp32 FMA (0: not measured)
   double bf16_per_cycle = 0; // FLOP/cycle/core of vdpbf16ps (0: no AVX512_BF16)
+  double amx_per_cycle = 0;  // FLOP/cycle/core of AMX tdpbf16ps (0: no AMX-BF16)
   int threads = 1;
-  double fp32_gflops() const { return fp32_per_cycle * ghz * threads; }
-  double bf16_gflops() const { return bf16_per_cycle * ghz * threads; }
+  double gflops(double per_cycle) const { return per_cycle * ghz * threads; }
 };
 
 double p90(std::vector<double> v) {
@@ -128,28 +192,31 @@ Peak machine_peak(int threads) {
   peak.threads = threads;
 #if defined(__x86_64__) && defined(__GNUC__)
   // The same answer the kernels dispatch on, so the peak is that of the path that runs.
-  const bool avx512 = sdpa_doctor::kernels::cpu_isa().avx512;
-  const bool bf16 = sdpa_doctor::kernels::cpu_isa().avx512_bf16;
-  std::vector<double> ghz, fma, dot;
-  std::vector<std::vector<double>> per(size_t(threads) * 3);
+  const sdpa_doctor::kernels::CpuIsa& isa = sdpa_doctor::kernels::cpu_isa();
+  const bool has[5] = {true, true, isa.avx512, isa.avx512_bf16, isa.amx_bf16};
+  double (*const probe[5])() = {add_chain_ghz, imul_chain_ghz, fma_gflops, bf16_gflops,
+                                amx_gflops};
+  std::vector<std::vector<double>> per(size_t(threads) * 5);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      for (int n = 0; n < 1000; ++n) {
-        per[size_t(t) * 3].push_back(add_chain_ghz());
-        if (avx512) per[size_t(t) * 3 + 1].push_back(fma_gflops());
-        if (bf16) per[size_t(t) * 3 + 2].push_back(bf16_gflops());
-      }
+      for (int n = 0; n < 1000; ++n)
+        for (size_t k = 0; k < 5; ++k)
+          if (has[k]) per[size_t(t) * 5 + k].push_back(probe[k]());
     });
   for (auto& t : pool) t.join();
-  for (int t = 0; t < threads; ++t) {
-    ghz.push_back(p90(per[size_t(t) * 3]));
-    if (avx512) fma.push_back(p90(per[size_t(t) * 3 + 1]));
-    if (bf16) dot.push_back(p90(per[size_t(t) * 3 + 2]));
+  double value[5] = {};
+  for (size_t k = 0; k < 5; ++k) {
+    if (!has[k]) continue;
+    std::vector<double> each;
+    for (int t = 0; t < threads; ++t) each.push_back(p90(per[size_t(t) * 5 + k]));
+    value[k] = median(each);
   }
-  peak.ghz = median(ghz);
-  if (avx512) peak.fp32_per_cycle = median(fma) / peak.ghz;
-  if (bf16) peak.bf16_per_cycle = median(dot) / peak.ghz;
+  peak.ghz = value[0];
+  peak.imul_ghz = value[1];
+  peak.fp32_per_cycle = value[2] / peak.ghz;
+  peak.bf16_per_cycle = value[3] / peak.ghz;
+  peak.amx_per_cycle = value[4] / peak.ghz;
 #endif
   return peak;
 }
@@ -250,11 +317,22 @@ int main(int argc, char** argv) {
   const Peak peak = machine_peak(threads);
   std::printf("threads=%d repeat=%d time=%s (median of the timed calls, after one warm-up each)\n",
               threads, repeat, cpu_time ? "thread CPU" : "wall");
-  std::printf("peak: clock %.2f GHz (dependent-add chain, p90 of 1000 slices per thread, all "
-              "threads busy); fp32 FMA %.1f FLOP/cycle/core -> %.0f GFLOP/s; bf16 dot %.1f "
-              "FLOP/cycle/core -> %.0f GFLOP/s\n",
-              peak.ghz, peak.fp32_per_cycle, peak.fp32_gflops(), peak.bf16_per_cycle,
-              peak.bf16_gflops());
+  std::printf("ISA: %s%s%s\n", kernels::cpu_isa_level(kernels::cpu_isa()).c_str(),
+              kernels::cpu_isa().forced.empty() ? "" : " (SDPA_DOCTOR_CPU_ISA=",
+              kernels::cpu_isa().forced.empty() ? ""
+                                                : (kernels::cpu_isa().forced + ")").c_str());
+  std::printf("peak: clock %.2f GHz from a dependent register-register add chain (imul chain, "
+              "latency 3: %.2f GHz), p90 of 1000 ~0.2 ms slices per thread, all threads busy%s\n",
+              peak.ghz, peak.imul_ghz,
+              under_hypervisor() ? "; a VM (hypervisor flag): clock and peaks approximate" : "");
+  std::printf("peak: per core, from throughput loops of independent accumulators over that "
+              "clock: fp32 FMA %.1f FLOP/cycle -> %.0f GFLOP/s; vdpbf16ps %.1f -> %.0f; AMX "
+              "tdpbf16ps %.1f -> %.0f (x%d threads; 0: no such unit)\n",
+              peak.fp32_per_cycle, peak.gflops(peak.fp32_per_cycle), peak.bf16_per_cycle,
+              peak.gflops(peak.bf16_per_cycle), peak.amx_per_cycle,
+              peak.gflops(peak.amx_per_cycle), threads);
+  std::printf("%%pk: each side against the peak of the unit ref-flash runs for the dtype (fp32 "
+              "FMA for fp32 and fp16, the bf16 unit of its path for bf16)\n");
   std::printf("%-5s %-6s %-5s %-4s %10s %9s %10s %9s %6s %7s %7s\n", "dtype", "causal", "L", "D",
               "ours ms", "ours GF/s", "torch ms", "torch GF/s", "ratio", "ours %pk",
               "torch %pk");
@@ -294,8 +372,11 @@ int main(int argc, char** argv) {
             ours.push_back(ms);
             if (torch_ms > 0) theirs.push_back(torch_ms);
           }
+          const kernels::CpuFlashPath path = kernels::cpu_flash_path_for(p);
           const double peak_gf =
-              c.dtype == DType::bf16 ? peak.bf16_gflops() : peak.fp32_gflops();
+              peak.gflops(path == kernels::CpuFlashPath::amx_bf16      ? peak.amx_per_cycle
+                          : path == kernels::CpuFlashPath::avx512_bf16 ? peak.bf16_per_cycle
+                                                                        : peak.fp32_per_cycle);
           const double gf_ours = c.flops() / median(ours) / 1e6;
           std::printf("%-5s %-6s %-5lld %-4lld %10.2f %9.1f", dtype_name.c_str(), causal.c_str(),
                       static_cast<long long>(c.lq), static_cast<long long>(c.d), median(ours),

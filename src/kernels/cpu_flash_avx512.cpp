@@ -10,7 +10,9 @@
 // key/value tiles of one head stay in L2 while the 16 row blocks of a query tile reuse them.
 // The bf16 path is the same loop over bf16 pairs with vdpbf16ps (fp32 accumulation); softmax
 // and the accumulator stay fp32. On one Zen 4 core this runs at 68-82% of the fp32 FMA peak
-// and 53-78% of the vdpbf16ps peak (kernels_flash_vs_torch --cpu-time, BENCHMARKS.md).
+// and 53-78% of the vdpbf16ps peak (kernels_flash_vs_torch --cpu-time, BENCHMARKS.md). The AMX
+// path is the bf16 path with blocks of 32 query rows and 512 keys per softmax step, whose two
+// products run on tiles (cpu_flash_amx.cpp).
 //
 // Every function here carries its own target attribute and is reached only after
 // cpu_isa() said yes, so one binary still runs on CPUs without AVX-512.
@@ -35,11 +37,12 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 //        (128 x dp), dp = d rounded up to 16.
 //  bf16: pairs along the reduction, as vdpbf16ps takes them: K per tile as (de/2 x 128 x 2),
 //        element (e2, j, k) = K[j0 + j][2 e2 + k]; V per tile as (64 x dp x 2), element
-//        (j2, c, k) = V[j0 + 2 j2 + k][c].
+//        (j2, c, k) = V[j0 + 2 j2 + k][c]. The AMX path the same, with de = d rounded up to 32
+//        (whole 16-pair tile rows).
 // Zeros past Lkv and past d, so that padded lanes add nothing.
 struct PackedX {
   int64_t tiles = 0;
-  int64_t d2 = 0;       // d rounded up to a pair, halved
+  int64_t d2 = 0;       // d rounded up to a pair (AMX: to 32), halved
   int64_t dp = 0;       // V columns: d rounded up to 16
   bool v_direct = false; // fp32 V read in place
   std::vector<float> kt, v;
@@ -99,11 +102,12 @@ void pack_tile_x(const AttnParams& p, PackedX& pk, bool bf16, int64_t item) {
 // The pack buffers for p, sized; pack_tile_x fills them. They survive across calls (per calling
 // thread): a new 30 MiB vector per call pays for its page faults every time. Every element is
 // written, pads included, so they need no clearing.
-PackedX& packed_buffers(const AttnParams& p, bool bf16) {
+PackedX& packed_buffers(const AttnParams& p, X86Kind kind) {
   thread_local PackedX cache;
   PackedX& pk = cache;
+  const bool bf16 = kind != X86Kind::f32;
   pk.tiles = (p.lkv + k_x_tile_kv - 1) / k_x_tile_kv;
-  pk.d2 = (p.d + 1) / 2;
+  pk.d2 = round_up(p.d, kind == X86Kind::amx ? 32 : 2) / 2;
   pk.dp = round_up(p.d, 16);
   pk.v_direct = !bf16 && p.d % 16 == 0;
   const int64_t n_tiles = p.b * p.hkv * pk.tiles;
@@ -224,16 +228,16 @@ struct BlockView {
 };
 
 // Applies scale, causal cut, tile end and mask to the first nvec 16-key vectors of the raw
-// scores of a block that is not all_visible, in place (core::masked_score lane by lane): dropped
-// keys and padding rows -> -inf. Lanes Q.K^T did not compute (past the block's last visible
+// scores of the n_rows rows (ld floats apart) of a block that is not all_visible, in place
+// (core::masked_score lane by lane): dropped keys and padding rows -> -inf. Lanes Q.K^T did not compute (past the block's last visible
 // key) are dropped here too, whatever they hold.
 SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockView& bv,
-                            int64_t nvec, float* s) {
+                            int64_t n_rows, int64_t ld, int64_t nvec, float* s) {
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512 ninf = _mm512_set1_ps(core::neg_inf());
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  for (int64_t r = 0; r < k_x_rows; ++r) {
-    float* row = s + r * k_x_tile_kv;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = s + r * ld;
     const int64_t i = bv.i0 + r;
     // Keys j < limit are visible before the mask: inside the tile and, with causal,
     // j0 + j <= i + offset. Padding rows see nothing.
@@ -257,32 +261,43 @@ SDPA_AVX512 void mask_block(const AttnParams& p, const float* mask, const BlockV
   }
 }
 
-// Online softmax over the first nvec 16-key vectors of the 6 rows of scores in s (the rest no
-// row of the block sees, and P.V does not read), in place: s becomes the unnormalised
-// probabilities 2^(score * scale * log2(e) - row max) against the updated row maxima, alpha[r]
-// the factor row r's accumulator must be scaled by. During the loop RowState::max is in base-2
-// units (natural max times log2(e)); the row sums stay as 16 lane sums per row (lane_sum,
-// 6 x 16): a horizontal add per row and tile would cost as much as the exps. The caller turns
-// both back at the end. The three phases give the out-of-order core six independent chains.
+// Sixteen finite floats rounded to bf16, nearest even (as vcvtneps2bf16 does, without needing
+// AVX512_BF16 here).
+SDPA_AVX512 SDPA_INLINE __m256i to_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+}
+
+// Online softmax over the first nvec 16-key vectors of the n_rows rows (ld floats apart) of
+// scores in s (the rest no row of the block sees, and P.V does not read), in place: s becomes
+// the unnormalised probabilities 2^(score * scale * log2(e) - row max) against the updated row
+// maxima, alpha[r] the factor row r's accumulator must be scaled by. During the loop
+// RowState::max is in base-2 units (natural max times log2(e)); the row sums stay as 16 lane sums
+// per row (lane_sum, n_rows x 16): a horizontal add per row and tile would cost as much as the
+// exps. The caller turns both back at the end. The three phases give the out-of-order core six independent chains.
+// With pb (rows ld apart), the probabilities go there rounded to bf16 instead of into s.
 SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const BlockView& bv,
-                               int64_t nvec, float* s, core::RowState* state, float* lane_sum,
-                               float* alpha) {
+                               int64_t n_rows, int64_t ld, int64_t nvec, float* s,
+                               core::RowState* state, float* lane_sum, float* alpha,
+                               uint16_t* pb = nullptr) {
   constexpr float log2e = 1.44269504088896341f;
   float scale = p.scale * log2e;
   if (!bv.all_visible) {
-    mask_block(p, mask, bv, nvec, s); // scaled and masked now
+    mask_block(p, mask, bv, n_rows, ld, nvec, s); // scaled and masked now
     scale = log2e;
   }
   // Row maxima of the raw scores; scale > 0 and rounding is monotonic, so max(x) * scale is
   // the max of the scaled scores.
-  float tile_max[k_x_rows];
-  for (int64_t r = 0; r < k_x_rows; ++r) {
-    const float* row = s + r * k_x_tile_kv;
+  float tile_max[k_amx_rows];
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* row = s + r * ld;
     __m512 m = _mm512_loadu_ps(row);
     for (int v = 1; v < nvec; ++v) m = _mm512_max_ps(m, _mm512_loadu_ps(row + 16 * v));
     tile_max[r] = _mm512_reduce_max_ps(m) * scale;
   }
-  for (int64_t r = 0; r < k_x_rows; ++r) {
+  for (int64_t r = 0; r < n_rows; ++r) {
     core::RowState& st = state[r];
     alpha[r] = 1.0f;
     // exp only when the max moves, which after the first few tiles is rare.
@@ -292,11 +307,12 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
     }
   }
   const __m512 sc = _mm512_set1_ps(scale);
-  for (int64_t r = 0; r < k_x_rows; ++r) {
-    float* row = s + r * k_x_tile_kv;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = s + r * ld;
     const core::RowState& st = state[r];
     if (st.max == core::neg_inf()) { // nothing visible yet: no probabilities, no NaN
-      std::fill_n(row, 16 * nvec, 0.0f);
+      if (pb) std::fill_n(pb + r * ld, 16 * nvec, uint16_t(0));
+      else std::fill_n(row, 16 * nvec, 0.0f);
       continue;
     }
     const __m512 neg_max = _mm512_set1_ps(-st.max);
@@ -304,7 +320,8 @@ SDPA_AVX512 void softmax_block(const AttnParams& p, const float* mask, const Blo
     for (int v = 0; v < nvec; ++v) {
       const __m512 e = exp2_512(_mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * v), sc, neg_max));
       sum = _mm512_add_ps(sum, e);
-      _mm512_storeu_ps(row + 16 * v, e);
+      if (pb) _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb + r * ld + 16 * v), to_bf16(e));
+      else _mm512_storeu_ps(row + 16 * v, e);
     }
     _mm512_storeu_ps(lane_sum + 16 * r, sum);
   }
@@ -316,16 +333,20 @@ struct ScratchX {
   std::vector<core::RowState> state;
 };
 
-// One (batch, head, query tile) on the AVX-512 path; bf16 selects the vdpbf16ps products.
-SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf16, int64_t bh,
+// One (batch, head, query tile) on the AVX-512 path, with the products of `kind`. The AMX path
+// runs blocks of 32 rows through the tiles (configured by the caller); the others blocks of 6.
+SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, X86Kind kind, int64_t bh,
                                 int64_t qt, ScratchX& w) {
+  const bool bf16 = kind != X86Kind::f32;
+  const bool amx = kind == X86Kind::amx;
+  const int64_t block_rows = amx ? k_amx_rows : k_x_rows;
   const int64_t b = bh / p.hq;
   const int64_t h = bh % p.hq;
   const int64_t bk = b * p.hkv + h / (p.hq / p.hkv);
   const int64_t d = p.d, dp = pk.dp, d2 = pk.d2;
   const int64_t i0 = qt * k_x_tile_q;
   const int64_t rows = std::min(k_x_tile_q, p.lq - i0);
-  const int64_t rows_pad = round_up(rows, k_x_rows);
+  const int64_t rows_pad = round_up(rows, block_rows);
   const int64_t ldq = 2 * d2; // Q rows padded to a whole pair (fp32 too: one layout to reason about)
 
   const float* q = static_cast<const float*>(p.q) + b * p.q_stride_b + h * p.q_stride_h;
@@ -336,7 +357,7 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
 
   if (bf16) {
     w.qb.assign(size_t(rows_pad * ldq), 0);
-    w.pb.resize(size_t(k_x_rows * k_x_tile_kv));
+    w.pb.resize(size_t((amx ? rows_pad * k_amx_kv : block_rows * k_x_tile_kv)));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t e = 0; e < d; ++e)
         w.qb[size_t(r * ldq + e)] = bf16_bits(q[(i0 + r) * p.q_stride_l + e]);
@@ -346,18 +367,24 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
       std::copy_n(q + (i0 + r) * p.q_stride_l, d, w.q.data() + r * ldq);
   }
   w.o.assign(size_t(rows_pad * dp), 0.0f);
-  w.s.resize(size_t(k_x_rows * k_x_tile_kv));
-  w.alpha.resize(size_t(k_x_rows));
+  // AMX: the scores and factors of every block of the item at once (the tile products run over
+  // all blocks); the others: one block's.
+  w.s.resize(size_t(amx ? rows_pad * k_amx_kv : block_rows * k_x_tile_kv));
+  w.alpha.resize(size_t(amx ? rows_pad : block_rows));
   w.state.assign(size_t(rows_pad), core::row_start());
   w.lane_sum.assign(size_t(rows_pad * 16), 0.0f);
 
   const int64_t last_row = i0 + rows - 1;
-  for (int64_t t = 0; t < pk.tiles; ++t) {
+  // AMX: one softmax step over k_amx_kv keys (several packed tiles): the tile products then
+  // run long reductions between the loads and stores of O. The others: one tile.
+  const int64_t width = amx ? k_amx_kv : k_x_tile_kv;
+  const int64_t step = width / k_x_tile_kv;
+  for (int64_t t = 0; t < pk.tiles; t += step) {
     BlockView bv;
     bv.j0 = t * k_x_tile_kv;
     // Causal tile skipping: no row of this query tile sees any key from here on.
     if (p.causal && bv.j0 > last_row + p.causal_offset) break;
-    bv.cols = std::min(k_x_tile_kv, p.lkv - bv.j0);
+    bv.cols = std::min(width, p.lkv - bv.j0);
     const int64_t tile = bk * pk.tiles + t;
     const float* kt = bf16 ? nullptr : pk.kt.data() + tile * pk.k_tile_elems();
     const uint16_t* kb = bf16 ? pk.kb.data() + tile * pk.k_tile_elems() : nullptr;
@@ -365,23 +392,62 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
                           : bf16      ? nullptr
                                       : pk.v.data() + tile * pk.v_tile_elems();
     const int64_t v_ld = pk.v_direct ? p.v_stride_l : dp;
-    for (int64_t rb = 0; rb < rows_pad; rb += k_x_rows) {
-      bv.i0 = i0 + rb;
-      bv.valid = std::min(k_x_rows, rows - rb);
-      const int64_t block_last = bv.i0 + bv.valid - 1;
-      int64_t depth = bv.cols; // keys any row of the block may see
+    // The view of the block at row rb of the item; the keys it may see (0: none of this tile).
+    const auto view = [&](int64_t rb, BlockView& out) {
+      out = bv;
+      out.i0 = i0 + rb;
+      out.valid = std::min(block_rows, rows - rb);
+      const int64_t block_last = out.i0 + out.valid - 1;
+      int64_t depth = out.cols;
       if (p.causal) {
-        if (bv.j0 > block_last + p.causal_offset) continue; // later blocks see more: no break
-        depth = std::min(depth, block_last + p.causal_offset - bv.j0 + 1);
+        if (out.j0 > block_last + p.causal_offset) return int64_t(0);
+        depth = std::min(depth, block_last + p.causal_offset - out.j0 + 1);
       }
-      bv.all_visible = p.mask_kind == MaskKind::none && bv.cols == k_x_tile_kv &&
-                       bv.valid == k_x_rows &&
-                       (!p.causal || bv.j0 + k_x_tile_kv - 1 <= bv.i0 + p.causal_offset);
+      out.all_visible = p.mask_kind == MaskKind::none && out.cols == width &&
+                        out.valid == block_rows &&
+                        (!p.causal || out.j0 + width - 1 <= out.i0 + p.causal_offset);
+      return depth;
+    };
+    if (amx) {
+      // Tiles take 32 keys at a time: scores past a block's depth are masked away by
+      // softmax_block, which writes the probabilities as bf16 for P.V, and those of an odd last
+      // 16-key vector, which it does not write, are zeroed.
+      constexpr int64_t k_blocks = k_x_tile_q / k_amx_rows;
+      const int64_t blocks = rows_pad / k_amx_rows;
+      int64_t keys32[k_blocks] = {};
+      BlockView views[k_blocks];
+      int64_t depths[k_blocks] = {};
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        depths[blk] = view(blk * k_amx_rows, views[blk]);
+        keys32[blk] = round_up(depths[blk], 32);
+      }
+      qk_amx(w.qb.data(), ldq, kb, pk.k_tile_elems(), d2, blocks, keys32, w.s.data());
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        if (keys32[blk] == 0) continue;
+        const int64_t rb = blk * k_amx_rows, nvec = (depths[blk] + 15) / 16;
+        uint16_t* pb_block = w.pb.data() + rb * k_amx_kv;
+        softmax_block(p, mask, views[blk], k_amx_rows, k_amx_kv, nvec,
+                      w.s.data() + rb * k_amx_kv, w.state.data() + rb,
+                      w.lane_sum.data() + 16 * rb, w.alpha.data() + rb, pb_block);
+        if (nvec * 16 < keys32[blk])
+          for (int64_t r = 0; r < k_amx_rows; ++r)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(pb_block + r * k_amx_kv + nvec * 16),
+                                _mm256_setzero_si256());
+      }
+      pv_amx(w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), pk.v_tile_elems(), dp,
+             blocks, keys32, w.o.data(), dp, w.alpha.data());
+      continue;
+    }
+    for (int64_t rb = 0; rb < rows_pad; rb += block_rows) {
+      BlockView view_rb;
+      const int64_t depth = view(rb, view_rb); // keys any row of the block may see
+      if (depth == 0) continue; // causal: later blocks see more, so no break
       float* o_block = w.o.data() + rb * dp;
+      const int64_t nvec = (depth + 15) / 16;
       qk_keys(bf16, bf16 ? nullptr : w.q.data() + rb * ldq,
               bf16 ? w.qb.data() + rb * ldq : nullptr, ldq, kt, kb, d, d2, depth, w.s.data());
-      softmax_block(p, mask, bv, (depth + 15) / 16, w.s.data(), w.state.data() + rb,
-                    w.lane_sum.data() + 16 * rb, w.alpha.data());
+      softmax_block(p, mask, view_rb, k_x_rows, k_x_tile_kv, nvec, w.s.data(),
+                    w.state.data() + rb, w.lane_sum.data() + 16 * rb, w.alpha.data());
       if (bf16)
         pv_bf16(w.s.data(), w.pb.data(), pk.vb.data() + tile * pk.v_tile_elems(), dp,
                 (depth + 1) / 2, o_block, dp, w.alpha.data());
@@ -400,10 +466,11 @@ SDPA_AVX512 void flash_item_x86(const AttnParams& p, const PackedX& pk, bool bf1
 
 } // namespace
 
-void x86_flash(const AttnParams& p, bool bf16, int threads) {
+void x86_flash(const AttnParams& p, X86Kind kind, int threads) {
   const int64_t q_tiles = (p.lq + k_x_tile_q - 1) / k_x_tile_q;
+  const bool bf16 = kind != X86Kind::f32;
   // A local name: the threads must see the calling thread's buffers, not their own.
-  PackedX& packed = packed_buffers(p, bf16);
+  PackedX& packed = packed_buffers(p, kind);
   std::vector<ScratchX> scratch(static_cast<size_t>(threads));
   // Head by head, so that the threads stream the same packed K/V at the same time and share it
   // in L3 (head-interleaved items made each thread stream a different head: 10% slower at
@@ -415,7 +482,11 @@ void x86_flash(const AttnParams& p, bool bf16, int threads) {
       [&](int64_t tile, int) { pack_tile_x(p, packed, bf16, tile); }, p.b * p.hq * q_tiles,
       [&](int64_t item, int worker) {
         const int64_t qt = q_tiles - 1 - item % q_tiles;
-        flash_item_x86(p, packed, bf16, item / q_tiles, qt, scratch[size_t(worker)]);
+        // The tile configuration is per thread; released after each item, so no thread leaves
+        // this call holding tile state.
+        if (kind == X86Kind::amx) amx_tiles_configure();
+        flash_item_x86(p, packed, kind, item / q_tiles, qt, scratch[size_t(worker)]);
+        if (kind == X86Kind::amx) amx_tiles_release();
       },
       threads);
 }

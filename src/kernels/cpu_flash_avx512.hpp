@@ -1,6 +1,7 @@
-// What the two AVX-512 files of the CPU flash path share (cpu_flash_avx512.cpp: the loop and its
-// fp32 products; cpu_flash_avx512_bf16.cpp: the AVX512_BF16 packing and products): the target
-// attributes, the block geometry, a few inline helpers and the bf16 kernels' declarations.
+// What the AVX-512 files of the CPU flash path share (cpu_flash_avx512.cpp: the loop and its
+// fp32 products; cpu_flash_avx512_bf16.cpp: the AVX512_BF16 packing and products;
+// cpu_flash_amx.cpp: the AMX tile products): the target attributes, the block geometry, a few
+// inline helpers and the bf16 and AMX kernels' declarations.
 // Private to kernels; x86-64 with GCC or Clang only (SDPA_X86_PATHS).
 #pragma once
 
@@ -15,6 +16,8 @@
 #define SDPA_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
 #define SDPA_AVX512_BF16                                                                          \
   __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma,avx512bf16")))
+#define SDPA_AMX                                                                                  \
+  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma,avx512bf16,amx-tile,amx-bf16")))
 #define SDPA_INLINE inline __attribute__((always_inline))
 
 // GCC 12's AVX-512 intrinsics read _mm512_undefined_ps() and trip -W(maybe-)uninitialized (GCC
@@ -29,6 +32,10 @@ constexpr int64_t k_x_rows = 6;      // query rows of the register block
 constexpr int64_t k_x_tile_q = 96;   // query rows per work item (16 register blocks)
 constexpr int64_t k_x_tile_kv = 128; // keys per tile: one softmax step, one pass over O
 constexpr int64_t k_x_qk_keys = 64;     // keys per Q.K^T register block: four 16-float vectors
+constexpr int64_t k_amx_rows = 32;      // query rows of an AMX block: two 16-row tiles
+static_assert(k_x_tile_q % k_amx_rows == 0, "a work item is whole AMX blocks");
+constexpr int64_t k_amx_kv = 512;       // keys per AMX softmax step: four packed tiles
+static_assert(k_amx_kv % k_x_tile_kv == 0, "an AMX step is whole packed tiles");
 
 // Round to nearest even; the values are bf16-exact by contract, so this only drops zeros.
 inline uint16_t bf16_bits(float x) {
@@ -118,6 +125,24 @@ SDPA_AVX512_BF16 void qk_bf16_keys(int64_t nv, const uint16_t* q, int64_t ldq,
 // P (6 x 128 fp32) rounded to bf16 into pb, then O = O * alpha + P.V over bf16 pairs.
 SDPA_AVX512_BF16 void pv_bf16(const float* p, uint16_t* pb, const uint16_t* vb, int64_t dp,
                               int64_t depth2, float* o, int64_t ldo, const float* alpha);
+
+// ---- AMX (cpu_flash_amx.cpp) ----
+
+// Tiles 0-7 as 16 rows x 64 bytes, on the calling thread; release before the thread moves on.
+SDPA_AMX void amx_tiles_configure();
+SDPA_AMX void amx_tiles_release();
+// S = Q . K^T on tiles for `blocks` blocks of 32 rows over one AMX step (up to k_amx_kv keys):
+// q rows of ldq bf16; K packed as pack_k_bf16 with d2 a multiple of 16, one tile of 128 keys
+// every k_tile elements from kb; keys32[b] the keys block b needs (a multiple of 32; 0: none);
+// S rows k_amx_kv apart, block after block.
+SDPA_AMX void qk_amx(const uint16_t* q, int64_t ldq, const uint16_t* kb, int64_t k_tile,
+                     int64_t d2, int64_t blocks, const int64_t* keys32, float* s);
+// O = O * alpha + P.V on tiles, for the blocks with keys: P in bf16 (rows of k_amx_kv, first
+// keys32[b] columns read); V packed as pack_v_bf16, one tile every v_tile elements from vb; O
+// rows of ldo floats, dp a multiple of 16.
+SDPA_AMX void pv_amx(const uint16_t* pb, const uint16_t* vb, int64_t v_tile, int64_t dp,
+                     int64_t blocks, const int64_t* keys32, float* o, int64_t ldo,
+                     const float* alpha);
 
 } // namespace sdpa_doctor::kernels::cpu_flash_detail
 

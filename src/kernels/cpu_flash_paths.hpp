@@ -1,8 +1,9 @@
-// The three CPU flash paths behind cpu_flash_attention (cpu_flash.cpp: the dispatch on
-// cpu_isa()): portable loops (cpu_flash_portable.cpp), AVX-512 fp32 (cpu_flash_avx512.cpp) and its
-// AVX512_BF16 products (cpu_flash_avx512_bf16.cpp). Private to kernels; no ISA flags on any file:
-// each AVX-512 function carries its own target attribute and is reached only after
-// cpu_isa() said yes, so one binary still runs on CPUs without AVX-512.
+// The CPU flash paths behind cpu_flash_attention (cpu_flash.cpp: the dispatch on cpu_isa()):
+// portable loops (cpu_flash_portable.cpp) with an AVX2 or a baseline micro-kernel, AVX-512 fp32
+// (cpu_flash_avx512.cpp), its AVX512_BF16 products (cpu_flash_avx512_bf16.cpp) and its AMX tile
+// products (cpu_flash_amx.cpp). Private to kernels; no ISA flags on any file: each AVX-512 or
+// AMX function carries its own target attribute and is reached only after cpu_isa() said yes,
+// so one binary still runs on CPUs without them.
 #pragma once
 
 #include "kernels/attention_core.hpp"
@@ -28,8 +29,9 @@ inline void write_output_row(const AttnParams& p, const core::RowState& st, cons
     p.lse[(b * p.hq + h) * p.lq + i] = core::row_lse(st, [](float x) { return std::log(x); });
 }
 
-// FlashAttention-2 forward with portable loops (any CPU) on n_threads threads.
-void portable_flash(const AttnParams& p, int n_threads);
+// FlashAttention-2 forward with portable loops on n_threads threads: the tile product compiled
+// for x86-64-v3 (avx2; call only when cpu_isa().x86_64_v3) or for the baseline (any CPU).
+void portable_flash(const AttnParams& p, int n_threads, bool avx2);
 
 // The portable path's tile product, shared with the backward: C[rows x cols] (+)= A[rows x
 // depth] . B[depth x cols], row-major, leading dimensions in elements; rows a multiple of 8,
@@ -38,9 +40,12 @@ void portable_tile_gemm(const float* a, int64_t lda, const float* b, int64_t ldb
                         int64_t cols, int64_t depth, float* c, int64_t ldc, bool accumulate);
 
 #ifdef SDPA_X86_PATHS
-// The same with AVX-512 intrinsics; bf16: vdpbf16ps products over bf16-exact values. Call only
-// when cpu_isa().avx512 (and, for bf16, cpu_isa().avx512_bf16) said yes.
-void x86_flash(const AttnParams& p, bool bf16, int threads);
+// The products of the AVX-512 path: fp32 FMAs, vdpbf16ps or AMX tiles (both over bf16-exact
+// values, fp32 accumulation).
+enum class X86Kind { f32, bf16, amx };
+// The same with AVX-512 intrinsics. Call only when cpu_isa().avx512 (bf16: .avx512_bf16; amx:
+// .amx_bf16) said yes.
+void x86_flash(const AttnParams& p, X86Kind kind, int threads);
 #endif
 
 } // namespace sdpa_doctor::kernels::cpu_flash_detail

@@ -2,8 +2,9 @@
 // the AVX-512 paths). Each work item is one (batch, head, query tile); it streams key/value tiles
 // through cache-sized local buffers, keeps the online-softmax state per row and normalises once
 // at the end. One register-blocked micro-kernel serves Q.K^T and P.V (fixed-size loops over
-// 16-float vector values, which the compiler maps onto FMA registers); its row count is picked
-// once per process from the CPU's ISA.
+// 16-float vector values, which the compiler maps onto FMA registers): the flash takes the one
+// compiled for AVX2 (the avx2 path) or for the baseline (portable); the backward's is picked once
+// per process from the CPU's ISA.
 #include "kernels/attention_core.hpp"
 #include "kernels/cpu_flash_paths.hpp"
 #include "kernels/cpu_isa.hpp"
@@ -200,7 +201,8 @@ struct Scratch {
   std::vector<core::RowState> state;
 };
 
-void flash_item(const AttnParams& p, const PackedKv& pk, int64_t bh, int64_t qt, Scratch& w) {
+void flash_item(const AttnParams& p, const PackedKv& pk, TileGemm gemm, int64_t bh, int64_t qt,
+                Scratch& w) {
   const int64_t b = bh / p.hq;
   const int64_t h = bh % p.hq;
   const int64_t bk = b * p.hkv + h / (p.hq / p.hkv);
@@ -227,8 +229,8 @@ void flash_item(const AttnParams& p, const PackedKv& pk, int64_t bh, int64_t qt,
     // Causal tile skipping: no row of this query tile sees any key from here on.
     if (p.causal && j0 > last_row + p.causal_offset) break;
     const int64_t cols = std::min(k_tile_kv, p.lkv - j0);
-    tile_gemm(w.q.data(), d, pk.kt_tile(p, bk, t), k_tile_kv, rows_pad, k_tile_kv, d,
-              w.s.data(), k_tile_kv, false);
+    gemm(w.q.data(), d, pk.kt_tile(p, bk, t), k_tile_kv, rows_pad, k_tile_kv, d, w.s.data(),
+         k_tile_kv, false);
 
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
@@ -253,8 +255,8 @@ void flash_item(const AttnParams& p, const PackedKv& pk, int64_t bh, int64_t qt,
       }
       if (alpha != 1.0f) scale_row(w.o.data() + r * dp, dp, alpha);
     }
-    tile_gemm(w.s.data(), k_tile_kv, pk.v_tile(bk, t), dp, rows_pad, dp, k_tile_kv, w.o.data(),
-              dp, true);
+    gemm(w.s.data(), k_tile_kv, pk.v_tile(bk, t), dp, rows_pad, dp, k_tile_kv, w.o.data(), dp,
+         true);
   }
 
   for (int64_t r = 0; r < rows; ++r) {
@@ -270,7 +272,13 @@ void portable_tile_gemm(const float* a, int64_t lda, const float* b, int64_t ldb
   tile_gemm(a, lda, b, ldb, rows, cols, depth, c, ldc, accumulate);
 }
 
-void portable_flash(const AttnParams& p, int n_threads) {
+void portable_flash(const AttnParams& p, int n_threads, bool avx2) {
+  TileGemm gemm = tile_gemm_base;
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+  if (avx2 && cpu_isa().x86_64_v3) gemm = tile_gemm_v3;
+#else
+  (void)avx2;
+#endif
   const int64_t q_tiles = (p.lq + k_tile_q - 1) / k_tile_q;
   const PackedKv packed = pack_kv(p, n_threads);
   std::vector<Scratch> scratch(static_cast<size_t>(n_threads));
@@ -278,7 +286,7 @@ void portable_flash(const AttnParams& p, int n_threads) {
   // first keeps the threads evenly loaded at the end.
   parallel_for(p.b * p.hq * q_tiles, n_threads, [&](int64_t item, int worker) {
     const int64_t qt = q_tiles - 1 - item / (p.b * p.hq);
-    flash_item(p, packed, item % (p.b * p.hq), qt, scratch[size_t(worker)]);
+    flash_item(p, packed, gemm, item % (p.b * p.hq), qt, scratch[size_t(worker)]);
   });
 }
 

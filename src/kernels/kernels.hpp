@@ -1,15 +1,15 @@
 // kernels: our own attention kernels, ref-math and ref-flash, forward and backward, on the CPU
 // always and on any GPU the machine has, and the float64 oracle. Knows no framework: plain
-// pointers, sizes and strides (attn_params.hpp). The CPU flash picks AVX-512 fp32, AVX512_BF16 or
-// portable loops at run time, on one detection (cpu_isa.hpp). The GPU kernels are one source for
-// both vendors (attention_gpu.cu over gpu_dialect.hpp and gpu_launch.hpp), embedded at build time,
-// compiled at run time for the device at hand and cached on disk (rtc.hpp: hipRTC, NVRTC;
-// $SDPA_DOCTOR_KERNEL_CACHE, else ~/.cache/sdpa-doctor/kernels), and run through the HIP runtime or
-// the CUDA driver (gpu_runtime.hpp; gpu_run.cpp opens the HIP runtime where it sees a device, else
-// the CUDA driver, only when a case runs on a GPU). A GPU without a runtime or compiler is
-// `unsupported`; a source that does not compile for it is `error`, with the compiler's log: our
-// failure, never torch's. The oracle (oracle.cpp) is blocked: K and V packed as doubles, one
-// register-blocked micro-kernel per ISA level, work items of 96 query rows over every core, the
+// pointers, sizes and strides (attn_params.hpp). The CPU flash picks AMX tiles, AVX512_BF16,
+// AVX-512 fp32, AVX2 or portable loops at run time, on one detection (cpu_isa.hpp). The GPU kernels
+// are one source for both vendors (attention_gpu.cu over gpu_dialect.hpp and gpu_launch.hpp),
+// embedded at build time, compiled at run time for the device at hand and cached on disk (rtc.hpp:
+// hipRTC, NVRTC; $SDPA_DOCTOR_KERNEL_CACHE, else ~/.cache/sdpa-doctor/kernels), and run through the
+// HIP runtime or the CUDA driver (gpu_runtime.hpp; gpu_run.cpp opens the HIP runtime where it sees
+// a device, else the CUDA driver, only when a case runs on a GPU). A GPU without a runtime or
+// compiler is `unsupported`; a source that does not compile for it is `error`, with the compiler's
+// log: our failure, never torch's. The oracle (oracle.cpp) is blocked: K and V packed as doubles,
+// one register-blocked micro-kernel per ISA level, work items of 96 query rows over every core, the
 // interrupt flag read inside its loop; the plain row-at-a-time oracle_reference.cpp stays as the
 // tests' truth and takes decode shapes. Depends on core and, for the GPU, the loader (vendor
 // libraries opened with dlopen); never on a vendor header, torch, protocol or the workers.
@@ -112,11 +112,13 @@ std::string cpu_scope(RefKernel kernel, const Case& c);
 std::string cpu_math_attention(const AttnParams& p, int threads = 0);
 
 // The implementations of ref-flash on the CPU. `automatic` takes the fastest this CPU has for
-// the parameters: AVX512_BF16 dot products (P rounded to bf16, as PyTorch's flash kernels do)
-// when the values are bf16-exact (AttnParams::values_rounded_to), else AVX-512 in fp32, else
-// portable loops (any x86-64 or other CPU). The others force one, for tests and benchmarks.
-enum class CpuFlashPath { automatic, avx512_bf16, avx512_f32, portable };
-std::string_view to_string(CpuFlashPath path); // "automatic", "avx512-bf16", ...
+// the parameters (cpu_isa(), so $SDPA_DOCTOR_CPU_ISA caps it): when the values are bf16-exact
+// (AttnParams::values_rounded_to), AMX tiles, else AVX512_BF16 dot products (both with P rounded
+// to bf16, as PyTorch's flash kernels do, and fp32 accumulation); else AVX-512 in fp32, else
+// portable loops with an AVX2 micro-kernel, else portable loops for any CPU. The others force
+// one, for tests and benchmarks.
+enum class CpuFlashPath { automatic, amx_bf16, avx512_bf16, avx512_f32, avx2, portable };
+std::string_view to_string(CpuFlashPath path); // "automatic", "amx-bf16", "avx512-bf16", ...
 // The path `automatic` takes for `p` on this CPU (never `automatic`).
 CpuFlashPath cpu_flash_path_for(const AttnParams& p);
 // A forced path this CPU lacks, or avx512_bf16 over values that are not bf16-exact, is refused

@@ -2,6 +2,7 @@
 // values: random shapes over every dtype, mask kind, layout, GQA ratio and causal alignment,
 // plus the edge rows (Lq = 1, Lkv = 1, fully masked rows) that tiled kernels get wrong first.
 #include "kernels/attention_core.hpp"
+#include "kernels/cpu_isa.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/parallel_for.hpp"
 #include "oracle_compare.hpp"
@@ -14,14 +15,28 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 
 namespace sdpa_doctor::kernels {
 namespace {
+
+// Every CPU flash path, automatic first; the forced ones; those that take bf16-exact values only.
+constexpr CpuFlashPath k_flash_paths[] = {CpuFlashPath::automatic,  CpuFlashPath::amx_bf16,
+                                          CpuFlashPath::avx512_bf16, CpuFlashPath::avx512_f32,
+                                          CpuFlashPath::avx2,       CpuFlashPath::portable};
+constexpr CpuFlashPath k_forced_paths[] = {CpuFlashPath::amx_bf16, CpuFlashPath::avx512_bf16,
+                                           CpuFlashPath::avx512_f32, CpuFlashPath::avx2,
+                                           CpuFlashPath::portable};
+bool takes_bf16_only(CpuFlashPath path) {
+  return path == CpuFlashPath::amx_bf16 || path == CpuFlashPath::avx512_bf16;
+}
 
 void expect_close(RefKernel kernel, const Case& c, const HostInputs& in,
                   const std::vector<double>& ref) {
@@ -343,10 +358,9 @@ TEST(CpuFlash, LogSumExpMatchesFloat64) {
   // Every path: the bf16 one rounds P only for P.V, its row sums stay fp32.
   for (const char* spec : {"dtype=fp32,b=1,hq=4,hkv=2,lq=100,lkv=77,d=40,causal",
                            "dtype=bf16,b=1,hq=4,hkv=2,lq=100,lkv=77,d=40,causal"})
-    for (CpuFlashPath path : {CpuFlashPath::automatic, CpuFlashPath::avx512_bf16,
-                              CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+    for (CpuFlashPath path : k_flash_paths) {
       const Case c = *parse_case_spec(spec);
-      if (path == CpuFlashPath::avx512_bf16 && c.dtype != DType::bf16) continue;
+      if (takes_bf16_only(path) && c.dtype != DType::bf16) continue;
       SCOPED_TRACE(c.id() + " " + std::string(to_string(path)));
       const HostInputs in = make_inputs(c);
       std::vector<float> o(size_t(c.q_elements()));
@@ -443,8 +457,9 @@ std::optional<std::vector<float>> run_flash_path(const Case& c, const HostInputs
 }
 
 // The shapes each path must get right: d not a multiple of 16 (or odd, for the bf16 pairs),
-// L = 1, Lq != Lkv under causal, GQA, the transposed layout, both mask kinds, tiles cut short.
-std::vector<Case> path_cases(DType dtype) {
+// L = 1, Lq != Lkv under causal, GQA, the transposed layout, both mask kinds, tiles cut short,
+// keys over several softmax steps.
+std::vector<Case> path_cases(DType dtype, bool with_random = true) {
   std::vector<Case> out;
   for (const char* spec :
        {"b=1,h=1,lq=1,lkv=1,d=1", "b=1,h=2,lq=1,lkv=300,d=3,causal", "b=1,h=2,lq=300,lkv=1,d=64,causal",
@@ -453,13 +468,16 @@ std::vector<Case> path_cases(DType dtype) {
         "b=1,hq=4,hkv=4,lq=190,lkv=130,d=17,mask=additive,causal",
         "b=1,hq=6,hkv=2,lq=256,lkv=256,d=128,causal,layout=transposed",
         "b=2,h=3,lq=101,lkv=257,d=72,mask=additive,layout=transposed",
-        "b=1,h=2,lq=200,lkv=200,d=130,mask=bool,causal"}) {
+        "b=1,h=2,lq=200,lkv=200,d=130,mask=bool,causal",
+        // Past 512 keys: several softmax steps of the AMX path, the last one cut short.
+        "b=1,h=1,lq=40,lkv=1100,d=48,mask=additive", "b=1,h=1,lq=530,lkv=530,d=32,causal"}) {
     Case c = *parse_case_spec(spec);
     c.dtype = dtype;
     out.push_back(c);
   }
-  for (Case c : random_cases(45))
-    if (c.dtype == dtype) out.push_back(c);
+  if (with_random)
+    for (Case c : random_cases(45))
+      if (c.dtype == dtype) out.push_back(c);
   return out;
 }
 
@@ -469,9 +487,8 @@ TEST(CpuFlash, EveryPathMatchesTheOracle) {
       SCOPED_TRACE(c.id());
       const HostInputs in = make_inputs(c);
       const auto ref = oracle_attention(c, in);
-      for (CpuFlashPath path : {CpuFlashPath::automatic, CpuFlashPath::avx512_bf16,
-                                CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
-        if (path == CpuFlashPath::avx512_bf16 && dtype != DType::bf16) continue;
+      for (CpuFlashPath path : k_flash_paths) {
+        if (takes_bf16_only(path) && dtype != DType::bf16) continue;
         const auto out = run_flash_path(c, in, path);
         if (!out) continue;
         const Errors e = compare(*out, ref, cases::default_tolerance(c.dtype));
@@ -492,9 +509,8 @@ TEST(CpuFlash, EveryPathGivesZerosForFullyMaskedRows) {
       for (int64_t row : {0, 33, 69})
         for (int64_t j = 0; j < c.lkv; ++j) in.mask[size_t((c.lq + row) * c.lkv + j)] = drop;
       const auto ref = oracle_attention(c, in);
-      for (CpuFlashPath path :
-           {CpuFlashPath::avx512_bf16, CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
-        if (path == CpuFlashPath::avx512_bf16 && dtype != DType::bf16) continue;
+      for (CpuFlashPath path : k_forced_paths) {
+        if (takes_bf16_only(path) && dtype != DType::bf16) continue;
         const auto out = run_flash_path(c, in, path);
         if (!out) continue;
         const Errors e = compare(*out, ref, cases::default_tolerance(c.dtype));
@@ -549,9 +565,8 @@ TEST(MaskedRows, OracleFollowsTheSemanticsAndKernelsGiveZeroRows) {
       ASSERT_TRUE(run) << run.error().message;
       zero_rows(run->out, to_string(kernel));
     }
-    for (CpuFlashPath path :
-         {CpuFlashPath::avx512_bf16, CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
-      if (path == CpuFlashPath::avx512_bf16 && c.dtype != DType::bf16) continue;
+    for (CpuFlashPath path : k_forced_paths) {
+      if (takes_bf16_only(path) && c.dtype != DType::bf16) continue;
       const auto out = run_flash_path(c, in, path);
       if (!out) continue; // not on this CPU
       const Errors e = compare(*out, zero, cases::default_tolerance(c.dtype));
@@ -562,11 +577,66 @@ TEST(MaskedRows, OracleFollowsTheSemanticsAndKernelsGiveZeroRows) {
   }
 }
 
+// The path `automatic` takes at a level of cpu_isa_level for values of `dtype`.
+CpuFlashPath path_at_level(const std::string& level, DType dtype) {
+  const bool bf16 = dtype == DType::bf16;
+  if (level == "amx") return bf16 ? CpuFlashPath::amx_bf16 : CpuFlashPath::avx512_f32;
+  if (level == "avx512bf16") return bf16 ? CpuFlashPath::avx512_bf16 : CpuFlashPath::avx512_f32;
+  if (level == "avx512") return CpuFlashPath::avx512_f32;
+  if (level == "avx2") return CpuFlashPath::avx2;
+  return CpuFlashPath::portable;
+}
+
+// CTest runs this once per level with $SDPA_DOCTOR_CPU_ISA set (kernels_isa_<level>,
+// tests/kernels/CMakeLists.txt), and once unset with the others: the variable caps cpu_isa(),
+// `automatic` then takes that level's path, which matches the oracle, and every path above the
+// level refuses. A level this CPU (or its kernel) does not give is skipped with the reason, so
+// the test output lists the paths this machine ran and those it left untested.
+TEST(CpuIsaForced, AutomaticPathAtTheLevelMatchesTheOracle) {
+  const CpuIsa& isa = cpu_isa();
+  const std::string level = cpu_isa_level(isa);
+  const char* forced = std::getenv("SDPA_DOCTOR_CPU_ISA");
+  std::string want = level;
+  if (forced && *forced) {
+    EXPECT_EQ(isa.forced, forced);
+    if (isa.forced_note.empty()) want = forced;
+    else std::printf("[ ISA      ] SDPA_DOCTOR_CPU_ISA=%s: %s\n", forced, isa.forced_note.c_str());
+  }
+  if (level != want)
+    GTEST_SKIP() << "SDPA_DOCTOR_CPU_ISA=" << want << ": this CPU gives only " << level
+                 << ", so the " << want << " path is untested here";
+  std::printf("[ ISA      ] level %s: bf16 on %s, fp16 and fp32 on %s\n", level.c_str(),
+              std::string(to_string(path_at_level(level, DType::bf16))).c_str(),
+              std::string(to_string(path_at_level(level, DType::f32))).c_str());
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+    const CpuFlashPath path = path_at_level(level, dtype);
+    for (const Case& c : path_cases(dtype, false)) {
+      SCOPED_TRACE(c.id());
+      EXPECT_EQ(cpu_flash_path_for(params_for(c)), path);
+      const HostInputs in = make_inputs(c);
+      const auto ref = oracle_attention(c, in);
+      const auto out = run_flash_path(c, in, CpuFlashPath::automatic);
+      ASSERT_TRUE(out);
+      const Errors e = compare(*out, ref, cases::default_tolerance(c.dtype));
+      EXPECT_EQ(e.nonfinite, 0) << to_string(path);
+      EXPECT_EQ(e.outside, 0) << to_string(path) << " max abs " << e.max_abs;
+    }
+  }
+  // Above the level: refused, as on a CPU without it.
+  AttnParams bf16 = params_for(*parse_case_spec("dtype=bf16,b=1,h=1,l=40,d=8"));
+  bf16.b = 0; // no data: a path that wrongly ran would read nothing
+  const std::vector<std::string> order = {"portable", "avx2", "avx512", "avx512bf16", "amx"};
+  const auto rank = std::find(order.begin(), order.end(), level) - order.begin();
+  for (size_t above = size_t(rank) + 1; above < order.size(); ++above) {
+    const std::string why = cpu_flash_attention(bf16, 1, path_at_level(order[above], DType::bf16));
+    EXPECT_EQ(why.rfind("this CPU has no", 0), 0u) << order[above] << ": " << why;
+  }
+}
+
 TEST(CpuFlash, EveryPathGivesTheSameResultOnAnyThreadCount) {
   const Case c = *parse_case_spec("dtype=bf16,b=2,hq=4,hkv=2,lq=200,lkv=300,d=64,causal");
   const HostInputs in = make_inputs(c);
-  for (CpuFlashPath path :
-       {CpuFlashPath::avx512_bf16, CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+  for (CpuFlashPath path : k_forced_paths) {
     const auto one = run_flash_path(c, in, path, 1);
     const auto three = run_flash_path(c, in, path, 3);
     if (!one || !three) continue;
@@ -581,13 +651,15 @@ TEST(CpuFlash, PathChoiceFollowsTheValuesAndTheCpu) {
   EXPECT_EQ(f32.values_rounded_to, ElemType::f32);
   EXPECT_NE(cpu_flash_path_for(f32), CpuFlashPath::avx512_bf16);
   EXPECT_NE(cpu_flash_path_for(bf16), CpuFlashPath::automatic);
-  // Rounding fp32 values to bf16 would lose them: that path refuses, whatever the CPU.
-  const std::string why = cpu_flash_attention(f32, 1, CpuFlashPath::avx512_bf16);
-  EXPECT_NE(why, "");
-  EXPECT_NE(why.find("bf16-exact"), std::string::npos) << why;
-  for (CpuFlashPath path : {CpuFlashPath::automatic, CpuFlashPath::avx512_bf16,
-                            CpuFlashPath::avx512_f32, CpuFlashPath::portable})
-    EXPECT_FALSE(to_string(path).empty());
+  EXPECT_NE(cpu_flash_path_for(f32), CpuFlashPath::amx_bf16);
+  // Rounding fp32 values to bf16 would lose them: those paths refuse, whatever the CPU.
+  for (CpuFlashPath path : {CpuFlashPath::avx512_bf16, CpuFlashPath::amx_bf16}) {
+    const std::string why = cpu_flash_attention(f32, 1, path);
+    EXPECT_NE(why.find("bf16-exact"), std::string::npos) << why;
+  }
+  std::set<std::string_view> names;
+  for (CpuFlashPath path : k_flash_paths) names.insert(to_string(path));
+  EXPECT_EQ(names.size(), std::size(k_flash_paths));
 }
 
 TEST(CpuFlash, Bf16PathRoundsTheProbabilities) {
@@ -607,16 +679,23 @@ TEST(CpuFlash, Bf16PathRoundsTheProbabilities) {
     if (!cpu_flash_attention(p, 2, path).empty()) return std::nullopt;
     return o;
   };
-  const auto bf16 = raw(CpuFlashPath::avx512_bf16);
-  if (!bf16) GTEST_SKIP() << "this CPU has no AVX512_BF16";
-  for (CpuFlashPath path : {CpuFlashPath::avx512_f32, CpuFlashPath::portable}) {
+  for (CpuFlashPath path : {CpuFlashPath::avx512_f32, CpuFlashPath::avx2, CpuFlashPath::portable}) {
     const auto f32 = raw(path);
-    ASSERT_TRUE(f32);
+    if (!f32) continue;
     EXPECT_EQ(compare(*f32, ref, cases::default_tolerance(DType::f32)).outside, 0)
         << to_string(path);
   }
-  EXPECT_EQ(compare(*bf16, ref, cases::default_tolerance(DType::bf16)).outside, 0);
-  EXPECT_GT(compare(*bf16, ref, cases::default_tolerance(DType::f32)).outside, 0);
+  int ran = 0;
+  for (CpuFlashPath path : {CpuFlashPath::avx512_bf16, CpuFlashPath::amx_bf16}) {
+    const auto bf16 = raw(path);
+    if (!bf16) continue;
+    ++ran;
+    EXPECT_EQ(compare(*bf16, ref, cases::default_tolerance(DType::bf16)).outside, 0)
+        << to_string(path);
+    EXPECT_GT(compare(*bf16, ref, cases::default_tolerance(DType::f32)).outside, 0)
+        << to_string(path);
+  }
+  if (ran == 0) GTEST_SKIP() << "this CPU has no AVX512_BF16 and no AMX-BF16";
 }
 
 TEST(ParallelFor, TwoPhaseRunsEveryItemOnceAndPhaseAFirst) {
