@@ -58,6 +58,7 @@ def threading_native_id():
 def become_worker(request, fds, run_main):
     """In the forked child: take the worker's streams, environment and limits, then run it."""
     set_parent_death_signal()
+    normal_priority()  # a worker runs in the normal class, whatever the server's
     targets = [0, 1, 2, int(request["results_fd"])]
     top = max(targets) + 1
     moved = [fcntl_dup_above(fd, top) for fd in fds]  # no dup2 may clobber a source still needed
@@ -236,23 +237,29 @@ def close_wakeup():
     del _wakeup[:]
 
 
+def set_policy(policy):
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux, or not allowed here: as it was
+        pass
+
+
+def normal_priority():
+    """SCHED_OTHER again: Linux allows it without privilege (the nice value never changed)."""
+    set_policy(getattr(os, "SCHED_OTHER", 0))
+
+
 class only_when_idle:
     """Runs a warm-up under SCHED_IDLE: the workers running meanwhile (timed, on every core) keep
-    the CPU, and the warm-up takes what they leave. Back to SCHED_OTHER after it, which Linux
-    allows without privilege (the nice value never changed), so that no worker forked later
-    inherits the idle class."""
+    the CPU, and the warm-up takes what they leave; then the normal class again, so that no worker
+    forked later inherits the idle one."""
 
     def __enter__(self):
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except (AttributeError, OSError):
-            pass
+        if hasattr(os, "SCHED_IDLE"):
+            set_policy(os.SCHED_IDLE)
 
     def __exit__(self, *_):
-        try:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        except (AttributeError, OSError):
-            pass
+        normal_priority()
 
 
 def serve_forever(listener, path, run_main, warm_ups, children):
