@@ -241,8 +241,9 @@ GfxTruth sm_truth(const Device& d, const std::map<std::string, std::string>& fac
   const int device = sm_number(d.sm_target);
   const std::string want_cuda =
       "a torch whose torch.cuda.get_arch_list() includes " + d.sm_target +
-      " (a CUDA wheel of https://download.pytorch.org/whl/ new enough for this GPU, or a source "
-      "build with TORCH_CUDA_ARCH_LIST=" + (device > 0 ? cc_text(device) : "?") + ")";
+      " (a CUDA wheel of https://download.pytorch.org/whl/ built for it: a newer CUDA release "
+      "for a newer GPU, an older one for a GPU it dropped; or a source build with "
+      "TORCH_CUDA_ARCH_LIST=" + (device > 0 ? cc_text(device) : "?") + ")";
   if (listed.empty() || list == "n/a") {
     g.compiled_for.clear();
     g.verdict = "unknown";

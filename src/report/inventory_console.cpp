@@ -71,7 +71,7 @@ void board_lines(std::string& out, const Device& d) {
 void render_arch_verdict(std::string& out, const Device& d) {
   if (!d.gfx) return;
   std::string said = d.gfx->verdict + ": " + d.gfx->detail;
-  if (!d.gfx->compiled_for.empty())
+  if (!d.gfx->compiled_for.empty() && d.gfx->detail.find("built for") == std::string::npos)
     said += " (built for " + join(d.gfx->compiled_for, ",") + ")";
   line(out, "torch kernels", said);
   if (!d.gfx->remedy.empty()) line(out, "", "fix: " + d.gfx->remedy);
