@@ -257,7 +257,8 @@ std::vector<std::pair<std::string, std::string>> environment_lines(const Report&
   else if (rocm_torch) gpu_compiler = hiprtc.empty() ? "no hipRTC found: our kernels run on the CPU only" : hiprtc;
   else gpu_compiler = join_nonempty({hiprtc, nvrtc});
   if (!gpu_compiler.empty() && gpu_compiler != "unknown") out.emplace_back("compiler", gpu_compiler);
-  out.emplace_back("aotriton", aot.empty() ? "unknown" : aot);
+  if (!cuda_torch || !aot.empty()) // AOTriton is ROCm's: nothing to say of a CUDA torch
+    out.emplace_back("aotriton", aot.empty() ? "unknown" : aot);
   if (!report.planted_faults.empty())
     out.emplace_back("planted", fmt::format("SDPA_DOCTOR_TEST_FAULT={}: faults planted on purpose, "
                                             "so this is not a measurement of the backends",
