@@ -16,6 +16,8 @@
 #                                     CPU or ROCm wheel index; default: pip's own configuration
 #                                     (on PyPI, Linux x86_64 torch is the CUDA build, several GB)
 #   SDPA_DOCTOR_SKIP_TORCH=1          no torch: the torch probes are not built and their tests skip
+#   SDPA_DOCTOR_ALLOW_CUDA_TORCH=1    go on where pip would take PyPI's Linux torch (the CUDA build,
+#                                     several GB); without it set-up stops before downloading
 #   SDPA_DOCTOR_SKIP_PACKAGES=1       skip apt-get (packages already installed)
 #   SDPA_DOCTOR_PRESET=name           another CMake preset (debug, asan, minimal, ci)
 #   SDPA_DOCTOR_CMAKE_ARGS="..."      extra configure arguments
@@ -150,6 +152,47 @@ pip_install() { # pip_install PYTHON WHAT-FOR PACKAGE... (quiet; a failure stops
   "$py" -m pip install -q --disable-pip-version-check "$@" || die "pip install $* failed ($why)"
 }
 torch_from=(); [ -n "${SDPA_DOCTOR_TORCH_INDEX:-}" ] && torch_from=(--index-url "$SDPA_DOCTOR_TORCH_INDEX")
+# check_torch_pick PYTHON: asks pip which torch it would install (a dry run: metadata only, no
+# wheel) and stops the set-up before the download when it is PyPI's Linux torch, the CUDA build of
+# several GB (a version with no local tag: PyTorch's own indexes tag theirs +cpu, +rocmX.Y, +cuXYZ),
+# unless SDPA_DOCTOR_ALLOW_CUDA_TORCH=1. A pip that cannot say (older than 22.2, an index it cannot
+# reach) stops it too: nothing known is not a small download known.
+check_torch_pick() {
+  local py=$1 report pick="" err
+  [ "${SDPA_DOCTOR_ALLOW_CUDA_TORCH:-0}" = 1 ] && return 0
+  report=$(mktemp) err=$(mktemp)
+  if "$py" -m pip install --dry-run --quiet --disable-pip-version-check --no-deps --ignore-installed \
+    --report "$report" "torch==$torch_version" "${torch_from[@]}" >/dev/null 2>"$err"; then
+    pick=$("$py" -c 'import json, sys
+for item in json.load(open(sys.argv[1])).get("install", []):
+    if item.get("metadata", {}).get("name", "").lower() == "torch":
+        print(item["metadata"].get("version", "?"), item.get("download_info", {}).get("url", "?"))' \
+      "$report" 2>/dev/null) || pick=""
+  fi
+  local version=${pick%% *} url=${pick#* } pip_said
+  pip_said=$(grep -v '^WARNING' "$err" | tail -n 1 | cut -c1-200) || true
+  rm -f "$report" "$err"
+  if [ -n "$pick" ] && [[ "$version" == *+* ]]; then
+    say "torch: pip picks torch $version (${url##*/})"
+    return 0
+  fi
+  local why
+  if [ -n "$pick" ]; then
+    why="pip would take torch $version from ${url%%\?*}: PyPI's Linux torch, the CUDA build (several GB with its nvidia-* packages)"
+  else
+    why="pip could not say which torch it would install (${pip_said:-no answer}); set-up does not download what it cannot name"
+  fi
+  if [ "$dry_run" = 1 ]; then
+    say "would stop before downloading: $why (see SDPA_DOCTOR_TORCH_INDEX, SDPA_DOCTOR_PYTHON, SDPA_DOCTOR_SKIP_TORCH, SDPA_DOCTOR_ALLOW_CUDA_TORCH)"
+    return 0
+  fi
+  printf 'setup: error: %s; stopped before downloading. Choose one:\n' "$why" >&2
+  printf '  SDPA_DOCTOR_TORCH_INDEX=https://download.pytorch.org/whl/cpu scripts/setup.sh   (the CPU build, about 200 MB; or a ROCm index, e.g. .../whl/rocm6.4)\n' >&2
+  printf '  SDPA_DOCTOR_PYTHON=/path/to/python scripts/setup.sh   (an interpreter whose torch you have: nothing installed)\n' >&2
+  printf '  SDPA_DOCTOR_SKIP_TORCH=1 scripts/setup.sh   (no torch: the reference probe only)\n' >&2
+  printf '  or SDPA_DOCTOR_ALLOW_CUDA_TORCH=1 to take it anyway\n' >&2
+  exit 1
+}
 python=""
 if [ -n "${SDPA_DOCTOR_PYTHON:-}" ]; then
   [ -x "$SDPA_DOCTOR_PYTHON" ] || usage_error "SDPA_DOCTOR_PYTHON=$SDPA_DOCTOR_PYTHON is not an executable"
@@ -174,7 +217,12 @@ else
       from="from pip's configured index (PyPI's is the CUDA build, several GB; set SDPA_DOCTOR_TORCH_INDEX to PyTorch's CPU index for the small CPU build)"
     fi
     if would "install torch==$torch_version into .venv, $from"; then
+      check_torch_pick "$python"
       pip_install "$python" "torch" "torch==$torch_version" "${torch_from[@]}"
+    elif [ -x "$python" ]; then
+      check_torch_pick "$python"
+    else
+      say "would ask pip which torch build it picks first, and stop if it is PyPI's CUDA build"
     fi
   fi
   # report validation, deploy manifest checks, the Python probe's own tests (tests/python)

@@ -203,12 +203,18 @@ std::string base_gfx(std::string_view arch_name);
 // names that worker, `override_value` is HSA_OVERRIDE_GFX_VERSION's value or empty. Pure.
 GfxTruth gfx_truth(const Device& device, const std::map<std::string, std::string>& facts,
                    const std::string& source, const std::string& override_value);
-// What settle_gfx_truth decides: the verdict of each AMD GPU, by its index in
-// Report::inventory.devices (devices that are not AMD GPUs have none).
+// The same verdict for an NVIDIA GPU (Device::sm_target "sm_90") against arch_list's sm_XY and
+// compute_XY entries: native where torch has a cubin of the same major version and no newer minor
+// (sm_80 runs on sm_86) or PTX no newer than the GPU (JIT-compiled at first use); missing where
+// it has neither; unknown where torch did not answer. Pure.
+GfxTruth sm_truth(const Device& device, const std::map<std::string, std::string>& facts,
+                  const std::string& source);
+// What settle_gfx_truth decides: the verdict of each AMD and NVIDIA GPU, by its index in
+// Report::inventory.devices (a GPU only torch saw, of no known arch, has none).
 struct GfxSettlement {
   std::vector<std::pair<size_t, GfxTruth>> verdicts;
 };
-// The verdict of every AMD GPU of the inventory from the workers' facts (the python worker's
+// The verdict of every AMD and NVIDIA GPU of the inventory from the workers' facts (the python worker's
 // answer first: it is the user's torch). Pure.
 GfxSettlement settle_gfx_truth(const Report& report);
 // Sets Device::gfx from `settlement` (made from this report). Call before advise(): its findings

@@ -197,12 +197,108 @@ GfxTruth gfx_truth(const Device& d, const std::map<std::string, std::string>& fa
   return g;
 }
 
+namespace {
+
+// "sm_86" -> 86, "compute_90" -> 90 (with `ptx` set), "sm_90a" -> 90; -1 when not an NVIDIA arch.
+int sm_number(std::string_view arch, bool* ptx = nullptr) {
+  while (!arch.empty() && arch.front() == ' ') arch.remove_prefix(1);
+  const bool is_ptx = arch.rfind("compute_", 0) == 0;
+  if (!is_ptx && arch.rfind("sm_", 0) != 0) return -1;
+  arch.remove_prefix(is_ptx ? 8 : 3);
+  int n = 0, digits = 0;
+  for (; digits < int(arch.size()) && arch[digits] >= '0' && arch[digits] <= '9'; ++digits)
+    n = n * 10 + (arch[digits] - '0');
+  if (digits == 0 || digits > 4) return -1;
+  if (ptx) *ptx = is_ptx;
+  return n;
+}
+
+// sm_XY: X is everything but the last digit (sm_100 is 10.0, sm_86 is 8.6).
+int sm_major(int sm) { return sm / 10; }
+
+std::string cc_text(int sm) { return fmt::format("{}.{}", sm / 10, sm % 10); }
+
+} // namespace
+
+GfxTruth sm_truth(const Device& d, const std::map<std::string, std::string>& facts,
+                  const std::string& source) {
+  GfxTruth g;
+  g.physical = d.sm_target;
+  g.effective = d.sm_target;
+  g.ck_sdpa = "n/a";
+  g.source = source;
+  std::vector<std::string> listed;
+  const std::string list = value_at(facts, "arch_list");
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    std::string item = list.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    if (!item.empty() && std::find(listed.begin(), listed.end(), item) == listed.end())
+      listed.push_back(item);
+    start = comma + 1;
+  }
+  g.compiled_for = listed;
+  const int device = sm_number(d.sm_target);
+  const std::string want_cuda =
+      "a torch whose torch.cuda.get_arch_list() includes " + d.sm_target +
+      " (a CUDA wheel of https://download.pytorch.org/whl/ built for it: a newer CUDA release "
+      "for a newer GPU, an older one for a GPU it dropped; or a source build with "
+      "TORCH_CUDA_ARCH_LIST=" + (device > 0 ? cc_text(device) : "?") + ")";
+  if (listed.empty() || list == "n/a") {
+    g.compiled_for.clear();
+    g.verdict = "unknown";
+    if (list == "n/a") {
+      g.detail = "this torch is a CPU-only build: it has no GPU kernels at all";
+      g.remedy = "install " + want_cuda;
+    } else if (const std::string err = value_at(facts, "arch_list_error"); !err.empty()) {
+      g.detail = "torch could not tell which GPU architectures it was built for: " + err;
+    } else if (source.empty()) {
+      g.detail = "no torch worker ran, so nothing says which GPU architectures torch was built for";
+    } else {
+      g.detail = fmt::format("{} did not say which GPU architectures it was built for (LibTorch "
+                             "has no API for it; the python probe answers)",
+                             source);
+    }
+    return g;
+  }
+  int best_cubin = -1, best_ptx = -1;
+  for (const std::string& a : listed) {
+    bool ptx = false;
+    const int n = sm_number(a, &ptx);
+    if (n < 0 || device < 0) continue;
+    if (ptx && n <= device) best_ptx = std::max(best_ptx, n);
+    if (!ptx && sm_major(n) == sm_major(device) && n <= device) best_cubin = std::max(best_cubin, n);
+  }
+  const std::string built = fmt::format("{}", fmt::join(listed, ","));
+  if (best_cubin == device) {
+    g.verdict = "native";
+    g.detail = fmt::format("this torch carries {} kernels", d.sm_target);
+  } else if (best_cubin >= 0) {
+    g.verdict = "native";
+    g.detail = fmt::format("this torch's sm_{} kernels run on {} (compute capability {}: the "
+                           "same major version, binary compatible)",
+                           best_cubin, d.sm_target, cc_text(device));
+  } else if (best_ptx >= 0) {
+    g.verdict = "native";
+    g.detail = fmt::format("no {} kernels, but its compute_{} PTX is compiled for this GPU by the "
+                           "driver at first use (a slow first call)",
+                           d.sm_target, best_ptx);
+  } else {
+    g.verdict = "missing";
+    g.detail = fmt::format("this torch has no kernels for {} (built for {}): every GPU op fails "
+                           "with \"no kernel image is available for execution on the device\"",
+                           d.sm_target, built);
+    g.remedy = "install " + want_cuda;
+  }
+  return g;
+}
+
 GfxSettlement settle_gfx_truth(const Report& report) {
   GfxSettlement settlement;
   const std::string override_value = value_at(report.environment, "HSA_OVERRIDE_GFX_VERSION");
   for (size_t i = 0; i < report.inventory.devices.size(); ++i) {
     const Device& d = report.inventory.devices[i];
-    if (!is_amd_gpu(d)) continue; // no gfx target to build for
+    if (!is_amd_gpu(d) && !is_nvidia_gpu(d)) continue; // no arch to build for
     const std::string target = d.index >= 0 ? fmt::format("cuda:{}", d.index) : std::string();
     const WorkerInfo* w = gfx_answer(report, target);
     static const std::map<std::string, std::string> k_none;
@@ -210,8 +306,9 @@ GfxSettlement settle_gfx_truth(const Report& report) {
         w ? fmt::format("{} torch {}", w->probe == Probe::python ? "python" : "libtorch",
                         value_at(w->versions, "torch"))
           : std::string();
-    settlement.verdicts.emplace_back(i,
-                                     gfx_truth(d, w ? w->facts : k_none, source, override_value));
+    settlement.verdicts.emplace_back(
+        i, is_nvidia_gpu(d) ? sm_truth(d, w ? w->facts : k_none, source)
+                            : gfx_truth(d, w ? w->facts : k_none, source, override_value));
   }
   return settlement;
 }

@@ -43,6 +43,8 @@ std::string first_existing_device() {
   devices::EnumerateOptions eo;
   eo.use_hip = false;
   eo.use_smi = false;
+  eo.use_cuda = false;
+  eo.use_nvml = false;
   const DeviceInventory inventory = devices::enumerate_devices(eo);
   for (const Device& d : inventory.devices)
     if (d.index >= 0) return fmt::format("cuda:{}", d.index);

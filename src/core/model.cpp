@@ -49,7 +49,10 @@ std::optional<SkipCause> skip_cause_from_string(std::string_view text) {
   return std::nullopt;
 }
 
+bool is_nvidia_gpu(const Device& d) { return !d.sm_target.empty(); }
+
 bool is_amd_gpu(const Device& d) {
+  if (is_nvidia_gpu(d)) return false;
   const auto seen = d.sources.find("seen_by");
   const bool torch_only = seen != d.sources.end() && seen->second.count("torch") != 0;
   return !torch_only || !d.gfx_target.empty();

@@ -52,6 +52,7 @@ struct Device {
   std::string name;               // e.g. "AMD Radeon RX 9070 XT"
   std::string gfx_target;         // e.g. "gfx1201"
   std::string gfx_arch_name;      // gcnArchName with feature suffixes, e.g. "gfx1201:sramecc-:xnack-"
+  std::string sm_target;          // an NVIDIA GPU's "sm_90" (compute capability 9.0); empty on AMD
   std::string family;             // e.g. "RDNA4", "CDNA3"; "unknown" for an unknown target
   std::vector<std::string> marketing_names;
   std::string matrix_instructions; // "WMMA", "MFMA", "none", or empty when unknown
@@ -75,9 +76,11 @@ struct Device {
   std::optional<GfxTruth> gfx; // set after a run that asked torch; nullopt for `devices`
 };
 
-// False for a GPU only the probed torch saw that has no gfx target: another vendor's, where the
-// ROCm facts (gfx target, family, HIP index, the gfx verdict) do not apply.
+// False for an NVIDIA GPU (sm_target set) and for a GPU only the probed torch saw that has no gfx
+// target: another vendor's, where the ROCm facts (gfx target, family, HIP index) do not apply.
 bool is_amd_gpu(const Device& d);
+// True for a GPU the CUDA driver or NVML listed (sm_target set).
+bool is_nvidia_gpu(const Device& d);
 
 // What the enumeration found: devices, the host runtime facts and the findings.
 struct DeviceInventory {
@@ -88,7 +91,7 @@ struct DeviceInventory {
   std::map<std::string, std::string> runtime;
   std::map<std::string, std::string> sources_status; // source -> "ok" / why it failed
   std::vector<Finding> findings;
-  std::string no_gpu_reason; // set when no AMD GPU was found: why, in plain words
+  std::string no_gpu_reason; // set when no GPU was found: why, in plain words
 };
 
 // How a worker process ended, decoded once from its wait status.

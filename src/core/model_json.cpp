@@ -88,6 +88,7 @@ json device_json(const Device& d) {
       {"integrated", d.integrated},
       {"sources", sources},
   };
+  if (!d.sm_target.empty()) out["sm_target"] = d.sm_target; // NVIDIA only: AMD reports omit it
   if (d.gfx) out["gfx"] = gfx_json(*d.gfx);
   return out;
 }
@@ -176,6 +177,7 @@ Device device_from_json(const json& j) {
   d.name = json_text(j, "name");
   d.gfx_target = json_text(j, "gfx_target");
   d.gfx_arch_name = json_text(j, "gfx_arch_name");
+  d.sm_target = json_text(j, "sm_target");
   d.family = json_text(j, "family");
   d.marketing_names = strings(j, "marketing_names");
   d.matrix_instructions = json_text(j, "matrix_instructions");

@@ -6,12 +6,16 @@
 
 namespace sdpa_doctor::devices {
 
-DeviceInventory enumerate_devices(const EnumerateOptions& options) {
+DeviceInventory enumerate_devices(const EnumerateOptions& given) {
+  EnumerateOptions options = given;
+  if (!options.torch_build) options.torch_build = read_torch_build(options.torch_lib_dirs);
   // The fixed table: runtime views first (they carry PyTorch's device order), then the kernel's
   // view, then the checks that explain why a view is empty.
   std::vector<std::unique_ptr<DeviceSource>> sources;
   sources.push_back(make_hip_source());
   sources.push_back(make_smi_source());
+  sources.push_back(make_cuda_source());
+  sources.push_back(make_nvml_source());
   sources.push_back(make_sysfs_source());
   sources.push_back(make_environment_source());
 

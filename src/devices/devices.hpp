@@ -1,6 +1,6 @@
-// devices: GPU enumeration. Asks the HIP runtime and AMD SMI / ROCm SMI in the isolated
-// sdpa-doctor-enum-worker child (`--hip` and `--smi`, two runs so a hang in one loses nothing of
-// the other), never in this process: the child opens them through the loader, the diagnosed
+// devices: GPU enumeration. Asks the HIP runtime and AMD SMI / ROCm SMI, the CUDA driver and NVML
+// in the isolated sdpa-doctor-enum-worker child (`--hip`, `--smi`, `--cuda`, `--nvml`: one run
+// each, so a hang in one loses nothing of the others), never in this process: the child opens them through the loader, the diagnosed
 // torch's folders first (`--torch-lib`), with the few entry points of hip_abi.hpp / smi_abi.hpp
 // and no vendor header, and says which file it opened and why (inventory.runtime). Reads the KFD
 // topology and PCI/DRM facts from sysfs, checks device nodes, groups and environment variables,
@@ -29,6 +29,23 @@ std::map<std::string, std::string> process_environment();
 // a fact that cannot be read is left out.
 std::map<std::string, std::string> host_facts();
 
+// What the diagnosed torch was built for, as its torch/version.py says (read, not imported).
+struct TorchBuild {
+  std::string version; // "2.14.1+cu130"
+  std::string cuda;    // torch.version.cuda, "13.0"; empty on a ROCm or CPU build
+  std::string hip;     // torch.version.hip, "7.1.25424"; empty on a CUDA or CPU build
+};
+// From the version.py beside the first folder (torch/lib) of `torch_lib_dirs`; nullopt when there
+// is none or it names no version.
+std::optional<TorchBuild> read_torch_build(const std::vector<std::string>& torch_lib_dirs);
+// "CUDA 13.0", "ROCm 7.1" or "CPU".
+std::string torch_build_text(const TorchBuild& build);
+// What `python`'s torch was built to run, as the python probe's hello facts say it: "arch_list"
+// (torch.cuda.get_arch_list(), or the compile-time flags where no GPU is visible; "n/a" on a CPU
+// build), else "arch_list_error"; and "torch", its version. Imports torch once (seconds).
+std::map<std::string, std::string> torch_arch_facts(const std::string& python,
+                                                    std::chrono::milliseconds deadline);
+
 struct EnumerateOptions {
   // Filesystem root that holds sys/ and proc/: "/" on a live machine, a captured tree in bug
   // reports and tests.
@@ -38,10 +55,15 @@ struct EnumerateOptions {
   std::string dev_root = "/dev";
   bool use_hip = true; // run the enum worker's HIP part
   bool use_smi = true; // run the enum worker's AMD SMI / ROCm SMI part
+  bool use_cuda = true; // run the enum worker's CUDA driver part
+  bool use_nvml = true; // run the enum worker's NVML part
   // Where the diagnosed torch keeps its own libraries (torch/lib, TheRock's _rocm_sdk_*/lib): the
   // worker looks there first, so it opens the HIP runtime that torch loads. Empty: ROCm's and the
   // system's places only.
   std::vector<std::string> torch_lib_dirs;
+  // What that torch was built for; nullopt = read from torch_lib_dirs by enumerate_devices. The
+  // findings speak to it: a CUDA torch is not told to install ROCm, a ROCm torch not the driver.
+  std::optional<TorchBuild> torch_build;
   // For each enum worker run; a driver that hangs hipInit is killed after this.
   std::chrono::milliseconds deadline{20'000};
   // The variables the checks read and the worker is started with (tests inject their own).
@@ -50,8 +72,8 @@ struct EnumerateOptions {
   std::string worker_path;
 };
 
-// Runs every enabled source in a fixed order (HIP, SMI, sysfs, environment) and merges
-// them. Never throws for what a machine can get wrong: each failure becomes a Finding and a
+// Runs every enabled source in a fixed order (HIP, SMI, CUDA, NVML, sysfs, environment) and
+// merges them. Never throws for what a machine can get wrong: each failure becomes a Finding and a
 // sources_status entry. An empty device list comes with no_gpu_reason set.
 DeviceInventory enumerate_devices(const EnumerateOptions& options);
 

@@ -1,5 +1,5 @@
 // devices/enum_worker: the parts of sdpa-doctor-enum-worker, the child that opens the HIP runtime
-// and AMD SMI (else ROCm SMI) at run time through the loader and asks them about devices, so a
+// and AMD SMI (else ROCm SMI), the CUDA driver and NVML at run time through the loader and asks them about devices, so a
 // missing library is an answer and a hanging or crashing driver takes down the child, not the
 // doctor. Each part returns one JSON object; its "library" says which file was opened and why,
 // or why none was. Depends on core, loader and nlohmann-json; no vendor header.
@@ -23,6 +23,18 @@ nlohmann::json query_hip(const loader::SearchContext& where);
 // {"library":{...,"name":"amd_smi"},"version":"..","init":"AMDSMI_STATUS_SUCCESS","count":N,
 //  "devices":[...]}; ROCm SMI answers only when AMD SMI cannot be opened ("amd_smi" then says why).
 nlohmann::json query_smi(const loader::SearchContext& where);
+
+// {"library":{...},"driver_version":13000,"init":"CUDA_SUCCESS","count":N,"devices":[{"index",
+//  "name","cc_major","cc_minor","total_mem_bytes","pci_bus",...}]}: the CUDA driver API.
+nlohmann::json query_cuda(const loader::SearchContext& where);
+// {"library":{...},"driver_version":"580.65.06","cuda_driver_version":13000,"init":"Success",
+//  "count":N,"devices":[{"index","name","pci_bus_id","memory_total_bytes",...}]}: NVML.
+nlohmann::json query_nvml(const loader::SearchContext& where);
+
+// {"path",...,"version":"13.0"} of a run-time compiler (NVRTC, hipRTC) the loader opened, or why
+// none opened: the compiler of our own GPU kernels, asked for its version only.
+nlohmann::json rtc_json(loader::Library library, const char* version_function,
+                        const loader::SearchContext& where);
 
 // The line the worker writes on stderr before it calls into an opened library, so a crash in that
 // library names the file and where it was found: "<mark><path>\t<why>".

@@ -97,6 +97,7 @@ nlohmann::json device_json(const Api& api, int index,
 nlohmann::json query_hip(const loader::SearchContext& where) {
   const auto opened = loader::open(loader::Library::hip_runtime, where);
   nlohmann::json out = {{"library", library_json(opened, loader::Library::hip_runtime, where)}};
+  out["hiprtc"] = rtc_json(loader::Library::hiprtc, "hiprtcVersion", where);
   if (!opened) return out;
 
   say_calling(*opened);

@@ -1,5 +1,5 @@
-// sdpa-doctor-enum-worker [--hip] [--smi] [--torch-lib DIR]...: prints one JSON object on stdout,
-// then exits 0. With neither part named both run. --torch-lib names a folder where the diagnosed
+// sdpa-doctor-enum-worker [--hip] [--smi] [--cuda] [--nvml] [--torch-lib DIR]...: prints one JSON
+// object on stdout, then exits 0. With no part named all run. --torch-lib names a folder where the diagnosed
 // torch keeps its own libraries (torch/lib, TheRock's _rocm_sdk_*/lib): searched first, so the
 // worker opens the HIP runtime that torch itself loads. Anything the libraries print goes to
 // stderr.
@@ -47,21 +47,26 @@ void say_calling(const loader::Opened& library) {
 
 int main(int argc, char** argv) {
   namespace worker = sdpa_doctor::devices::enum_worker;
-  bool hip = false, smi = false;
+  bool hip = false, smi = false, cuda = false, nvml = false;
   sdpa_doctor::loader::SearchContext where;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--hip") == 0) {
       hip = true;
     } else if (std::strcmp(argv[i], "--smi") == 0) {
       smi = true;
+    } else if (std::strcmp(argv[i], "--cuda") == 0) {
+      cuda = true;
+    } else if (std::strcmp(argv[i], "--nvml") == 0) {
+      nvml = true;
     } else if (std::strcmp(argv[i], "--torch-lib") == 0 && i + 1 < argc) {
       where.torch_lib_dirs.emplace_back(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: sdpa-doctor-enum-worker [--hip] [--smi] [--torch-lib DIR]...\n");
+      std::fprintf(stderr, "usage: sdpa-doctor-enum-worker [--hip] [--smi] [--cuda] [--nvml] "
+                           "[--torch-lib DIR]...\n");
       return sdpa_doctor::exit_code::usage;
     }
   }
-  if (!hip && !smi) hip = smi = true;
+  if (!hip && !smi && !cuda && !nvml) hip = smi = cuda = nvml = true;
   if (const char* rocm = std::getenv("ROCM_PATH")) where.rocm_path = rocm;
 
   // The runtimes may write to stdout; keep stdout for our one JSON object.
@@ -74,6 +79,8 @@ int main(int argc, char** argv) {
   try {
     if (hip) out["hip"] = worker::query_hip(where);
     if (smi) out["smi"] = worker::query_smi(where);
+    if (cuda) out["cuda"] = worker::query_cuda(where);
+    if (nvml) out["nvml"] = worker::query_nvml(where);
   } catch (const std::exception& e) {
     out["error"] = e.what();
   }

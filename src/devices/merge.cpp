@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -74,6 +75,7 @@ void absorb(Slot& slot, const Device& d, const std::string& source) {
   if (m.index < 0) m.index = d.index;
   take(slot, m.name, d.name, "name", source);
   take(slot, m.gfx_arch_name, d.gfx_arch_name, "gfx_arch_name", source);
+  take(slot, m.sm_target, d.sm_target, "sm_target", source);
   take(slot, m.vram_total_bytes, d.vram_total_bytes, "vram_total_bytes", source);
   take(slot, m.vram_used_bytes, d.vram_used_bytes, "vram_used_bytes", source);
   take(slot, m.compute_units, d.compute_units, "compute_units", source);
@@ -132,6 +134,9 @@ struct MergeContext {
   const NamedResult* smi = nullptr;
   const NamedResult* sysfs = nullptr;
   const NamedResult* env = nullptr;
+  const NamedResult* cuda = nullptr;
+  const NamedResult* nvml = nullptr;
+  std::optional<TorchBuild> torch; // what the diagnosed torch was built for, when known
   std::string hiding;          // "ROCR_VISIBLE_DEVICES=..." when a variable hides GPUs from HIP
   std::string override_value;  // HSA_OVERRIDE_GFX_VERSION's value
   std::string override_target; // the gfx target it names
@@ -146,6 +151,9 @@ MergeContext merge_context(const std::vector<NamedResult>& results, const Enumer
   c.smi = find_result(results, "smi");
   c.sysfs = find_result(results, "sysfs");
   c.env = find_result(results, "environment");
+  c.cuda = find_result(results, "cuda");
+  c.nvml = find_result(results, "nvml");
+  c.torch = options.torch_build;
   const auto env_var = [&](const char* name) -> std::string {
     auto it = options.environment.find(name);
     return it == options.environment.end() ? std::string() : name + ("=" + it->second);
@@ -237,8 +245,11 @@ void apply_arch_facts(Device& d, const std::string& label, const MergeContext& c
 void note_sources(Slot& slot, const std::string& label, const MergeContext& c,
                   DeviceInventory& inv) {
   Device& d = slot.device;
-  for (const NamedResult* r : {c.hip, c.smi, c.sysfs}) {
+  const bool nvidia = is_nvidia_gpu(d);
+  for (const NamedResult* r : {c.hip, c.smi, c.sysfs, c.cuda, c.nvml}) {
     if (!r || r->skipped) continue;
+    // Each vendor's sources speak for its own GPUs only.
+    if (nvidia != (r == c.cuda || r == c.nvml)) continue;
     const bool seen = slot.seen_by.count(r->source) != 0;
     d.sources["seen_by"][r->source] = seen ? "yes" : (answered(r) ? "no" : r->result.status);
     if (seen || !answered(r)) continue;
@@ -248,12 +259,14 @@ void note_sources(Slot& slot, const std::string& label, const MergeContext& c,
     }
     inv.findings.push_back(
         {fmt::format("not-seen-by-{}", r->source),
-         r->source == "hip" ? Severity::problem : Severity::warning,
+         r->source == "hip" || r->source == "cuda" ? Severity::problem : Severity::warning,
          fmt::format("{} ({}) is not listed by {}", label,
                      d.pci_bdf.empty() ? "no PCI address" : d.pci_bdf, r->source),
-         r->source == "hip" ? "PyTorch will not see this GPU either: check `sudo dmesg | grep "
-                              "-i amdgpu` and that ROCm supports this GPU"
-                            : "",
+         r->source == "hip"    ? "PyTorch will not see this GPU either: check `sudo dmesg | grep "
+                                 "-i amdgpu` and that ROCm supports this GPU"
+         : r->source == "cuda" ? "PyTorch will not see this GPU either: check CUDA_VISIBLE_DEVICES, "
+                                 "`nvidia-smi` and `sudo dmesg | grep -i nvrm`"
+                               : "",
          {},
          label});
   }
@@ -261,14 +274,15 @@ void note_sources(Slot& slot, const std::string& label, const MergeContext& c,
 
 // HIP failed outright while the kernel lists GPUs: the one failure users need explained.
 void explain_hip_failure(const MergeContext& c, DeviceInventory& inv) {
-  if (!c.hip || c.hip->skipped || inv.devices.empty() || !c.hip->result.devices.empty() ||
+  const auto amd = std::count_if(inv.devices.begin(), inv.devices.end(), is_amd_gpu);
+  if (!c.hip || c.hip->skipped || amd == 0 || !c.hip->result.devices.empty() ||
       fact(c.hip, "hip_error").empty())
     return;
   const std::string kfd = fact(c.env, "dev_kfd");
   inv.findings.push_back(
       {"hip-sees-no-gpu", Severity::problem,
-       fmt::format("the kernel lists {} AMD GPU(s) but the HIP runtime says {}",
-                   inv.devices.size(), c.hip->result.status),
+       fmt::format("the kernel lists {} AMD GPU(s) but the HIP runtime says {}", amd,
+                   c.hip->result.status),
        kfd == "inaccessible" ? "fix the /dev/kfd permission problem above"
        : !c.hiding.empty()   ? "unset " + c.hiding.substr(0, c.hiding.find('='))
                              : "the ROCm user-space may not support this GPU or kernel driver: "
@@ -276,8 +290,8 @@ void explain_hip_failure(const MergeContext& c, DeviceInventory& inv) {
        {}, ""});
 }
 
-// Every reason the sources give for finding no GPU, joined with "; ".
-std::string no_gpu_reason(const MergeContext& c, const EnumerateOptions& options) {
+// Every reason the AMD sources give for finding no AMD GPU, joined with "; ".
+std::string no_amd_gpu_reason(const MergeContext& c, const EnumerateOptions& options) {
   std::vector<std::string> why;
   const std::string dev_kfd = fact(c.env, "dev_kfd");
   if (dev_kfd == "missing")
@@ -300,6 +314,72 @@ std::string no_gpu_reason(const MergeContext& c, const EnumerateOptions& options
   return fmt::format("{}", fmt::join(why, "; "));
 }
 
+// Why the NVIDIA sources found no NVIDIA GPU: the CUDA driver's answer, else NVML's.
+std::string no_nvidia_gpu_reason(const MergeContext& c) {
+  for (const NamedResult* r : {c.cuda, c.nvml}) // a skipped one says why it was not asked
+    if (r && r->result.status != "ok") return r->result.status;
+  return "no source listed an NVIDIA GPU";
+}
+
+// No GPU at all, said in one line for the torch at hand: what it was built for, and what is
+// missing for it. A CUDA torch hears of the NVIDIA driver, a ROCm torch of the AMD stack, a CPU
+// torch (or none) of both.
+std::string no_gpu_reason(const MergeContext& c, const EnumerateOptions& options) {
+  const std::string amd = no_amd_gpu_reason(c, options);
+  const std::string nvidia = no_nvidia_gpu_reason(c);
+  if (!c.torch)
+    return fmt::format("no torch to ask what it was built for; AMD: {}; NVIDIA: {}", amd, nvidia);
+  const std::string torch =
+      fmt::format("torch {} is a {} build", c.torch->version, torch_build_text(*c.torch));
+  if (!c.torch->cuda.empty()) return fmt::format("{} and no NVIDIA GPU is visible: {}", torch, nvidia);
+  if (!c.torch->hip.empty()) return fmt::format("{} and no AMD GPU is visible: {}", torch, amd);
+  return fmt::format("{} (no GPU kernels); AMD: {}; NVIDIA: {}", torch, amd, nvidia);
+}
+
+// The NVIDIA architecture names by compute capability (CUDA's own naming).
+std::string nvidia_family(const std::string& sm) {
+  const int cc = std::atoi(sm.c_str() + 3); // "sm_90" -> 90
+  if (cc >= 100) return "Blackwell";
+  if (cc == 90) return "Hopper";
+  if (cc == 89) return "Ada Lovelace";
+  if (cc >= 80) return "Ampere";
+  if (cc == 75) return "Turing";
+  if (cc >= 70) return "Volta";
+  if (cc >= 60) return "Pascal";
+  return cc > 0 ? "Maxwell or older" : "unknown";
+}
+
+// The findings that tell a user to fix the AMD stack (device nodes, groups, ROCm libraries).
+bool amd_stack_advice(const Finding& f) {
+  static const std::set<std::string> ids = {
+      "kfd-missing",         "kfd-not-accessible",          "hip-runtime-missing", "smi-missing",
+      "not-in-render-group", "render-node-not-accessible", "render-nodes-missing"};
+  return ids.count(f.id) != 0;
+}
+
+// Advice that fits the torch at hand: a CUDA torch is never told to fix /dev/kfd or to install
+// ROCm; neither is a CPU torch (or none) on a machine with no trace of an AMD GPU stack (no AMD GPU
+// listed, no HIP runtime or SMI library, no /dev/kfd, no amdgpu module).
+void speak_to_torch(const MergeContext& c, DeviceInventory& inv) {
+  const bool cuda_torch = c.torch && !c.torch->cuda.empty();
+  const bool rocm_torch = c.torch && !c.torch->hip.empty();
+  const bool amd_stack = std::any_of(inv.devices.begin(), inv.devices.end(), is_amd_gpu) ||
+                         inv.runtime.count("hip_runtime_library") != 0 ||
+                         inv.runtime.count("amd_smi_library") != 0 ||
+                         inv.runtime.count("rocm_smi_library") != 0 ||
+                         fact(c.env, "dev_kfd") == "ok" ||
+                         fact(c.env, "dev_kfd") == "inaccessible" ||
+                         fact(c.sysfs, "amdgpu_module") == "loaded";
+  if (rocm_torch || (!cuda_torch && amd_stack)) return;
+  std::erase_if(inv.findings, amd_stack_advice);
+  // In a container the GPU is passed in the way its vendor's runtime wants it.
+  for (Finding& f : inv.findings)
+    if (f.id == "in-container")
+      f.remedy = cuda_torch ? "the GPU must be passed in: docker run --gpus all ... (the NVIDIA "
+                              "Container Toolkit)"
+                            : "";
+}
+
 } // namespace
 
 DeviceInventory merge_sources(const std::vector<NamedResult>& results,
@@ -312,15 +392,26 @@ DeviceInventory merge_sources(const std::vector<NamedResult>& results,
   }
   std::vector<Slot> slots = join_by_pci(results);
   const MergeContext context = merge_context(results, options, inv);
+  if (context.torch) {
+    inv.runtime["torch_version"] = context.torch->version;
+    inv.runtime["torch_build"] = torch_build_text(*context.torch);
+  }
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    const std::string label = device_label(slots[i].device, i);
-    settle_gfx_target(slots[i].device, label, context, inv);
-    apply_arch_facts(slots[i].device, label, context, inv);
+    Device& d = slots[i].device;
+    const std::string label = device_label(d, i);
+    if (is_nvidia_gpu(d)) {
+      d.family = nvidia_family(d.sm_target);
+      d.sources.erase("gfx_target");
+    } else {
+      settle_gfx_target(d, label, context, inv);
+      apply_arch_facts(d, label, context, inv);
+    }
     note_sources(slots[i], label, context, inv);
   }
   for (Slot& slot : slots) inv.devices.push_back(std::move(slot.device));
   explain_hip_failure(context, inv);
   if (inv.devices.empty()) inv.no_gpu_reason = no_gpu_reason(context, options);
+  speak_to_torch(context, inv);
   return inv;
 }
 

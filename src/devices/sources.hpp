@@ -31,7 +31,7 @@ struct SourceResult {
 class DeviceSource {
 public:
   virtual ~DeviceSource() = default;
-  virtual std::string_view name() const = 0; // "hip", "smi", "sysfs", "environment"
+  virtual std::string_view name() const = 0; // "hip", "smi", "cuda", "nvml", "sysfs", "environment"
   // Empty when the source should run; else why it is skipped ("disabled by --no-hip").
   virtual std::string skip_reason(const EnumerateOptions& options) const = 0;
   virtual SourceResult read(const EnumerateOptions& options) = 0;
@@ -39,6 +39,8 @@ public:
 
 std::unique_ptr<DeviceSource> make_hip_source();
 std::unique_ptr<DeviceSource> make_smi_source();
+std::unique_ptr<DeviceSource> make_cuda_source();
+std::unique_ptr<DeviceSource> make_nvml_source();
 std::unique_ptr<DeviceSource> make_sysfs_source();
 std::unique_ptr<DeviceSource> make_environment_source();
 

@@ -101,15 +101,21 @@ Finding crash_finding(const std::string& key, const std::string& label, const st
   const std::string calling = calling_text(called);
   const std::string message = fmt::format("asking {} failed: the enum worker {}{}{}", label, how,
                                           calling, tail.empty() ? "" : ": " + tail);
+  const bool nvidia = key == "cuda" || key == "nvml";
+  const char* dmesg = nvidia ? "`sudo dmesg | grep -i nvrm`" : "`sudo dmesg | grep -i amdgpu`";
   if (called.path.empty())
     return {key + "-crashed", Severity::problem, message,
-            "the ROCm install may be broken or mismatched with the kernel driver: reinstall ROCm "
-            "and check `sudo dmesg | grep -i amdgpu`",
+            nvidia ? fmt::format("the NVIDIA driver may be broken or its user-space libraries may "
+                                 "not match the kernel module: check `nvidia-smi` and {}",
+                                 dmesg)
+                   : fmt::format("the ROCm install may be broken or mismatched with the kernel "
+                                 "driver: reinstall ROCm and check {}",
+                                 dmesg),
             {}, {}};
   return {key + "-crashed", Severity::problem, message,
           fmt::format("{} crashed when called: reinstall the package that owns it (or move it out "
-                      "of the way), then check `sudo dmesg | grep -i amdgpu`",
-                      called.path),
+                      "of the way), then check {}",
+                      called.path, dmesg),
           {}, {}};
 }
 
@@ -155,8 +161,11 @@ std::optional<json> run_worker_part(const EnumerateOptions& options, const char*
          fmt::format("{} hung: no answer within {:.1f} s (the worker was killed){}", label,
                      static_cast<double>(options.deadline.count()) / 1000.0,
                      calling_text(library_being_called(run->err))),
-         "a hanging hipInit/amdsmi_init usually means a wedged GPU or driver: check `sudo dmesg | "
-         "grep -i amdgpu`, then reset the GPU or reboot",
+         std::string(key) == "cuda" || std::string(key) == "nvml"
+             ? "a hanging cuInit/nvmlInit usually means a wedged GPU or driver: check `nvidia-smi` "
+               "and `sudo dmesg | grep -i nvrm`, then reset the GPU or reboot"
+             : "a hanging hipInit/amdsmi_init usually means a wedged GPU or driver: check `sudo "
+               "dmesg | grep -i amdgpu`, then reset the GPU or reboot",
          {},
          {}});
     return std::nullopt;
@@ -241,6 +250,17 @@ bool note_library(const json& library, const LibraryFacts& lib, const EnumerateO
   return true;
 }
 
+// The run-time compiler a part found (our kernels' GPU compiler): its file and version into
+// `out.runtime` ("nvrtc_library", "nvrtc_version"); a copy that does not load is a finding.
+void note_compiler(const json& part, const char* key, const LibraryFacts& lib,
+                   const EnumerateOptions& options, SourceResult& out) {
+  const auto it = part.find(key);
+  if (it == part.end() || !it->is_object()) return;
+  if (note_library(*it, lib, options, out))
+    if (const std::string version = get_string(*it, "version"); !version.empty())
+      out.runtime[lib.key + "_version"] = version;
+}
+
 class HipSource final : public DeviceSource {
 public:
   std::string_view name() const override { return "hip"; }
@@ -253,6 +273,7 @@ public:
     if (!part) return out;
     const json& hip = *part;
     const json library = hip.value("library", json::object());
+    note_compiler(hip, "hiprtc", {"hiprtc", "hiprtc", "hipRTC (libhiprtc)"}, options, out);
     if (!note_library(library,
                       {"hip-runtime", "hip_runtime", "the HIP runtime (libamdhip64)"}, options,
                       out)) {
@@ -408,10 +429,154 @@ public:
   }
 };
 
+// "sm_90" from a compute capability; empty when either half is unknown.
+std::string sm_target(const json& entry) {
+  const auto major = get_number<int>(entry, "cc_major");
+  const auto minor = get_number<int>(entry, "cc_minor");
+  return major && minor && *major > 0 && *minor >= 0 ? fmt::format("sm_{}{}", *major, *minor)
+                                                      : std::string();
+}
+
+// A CUDA torch cannot run without the driver; for any other torch its absence is no finding.
+bool torch_is_cuda(const EnumerateOptions& options) {
+  return options.torch_build && !options.torch_build->cuda.empty();
+}
+
+// CUDA packs versions as major * 1000 + minor * 10.
+std::string cuda_version_text(int64_t version) {
+  return fmt::format("{}.{}", version / 1000, (version % 1000) / 10);
+}
+
+// Why an NVIDIA part is not asked: disabled, or a captured tree, which is another machine (this
+// one's driver would answer for the wrong GPUs); empty when it is.
+std::string nvidia_skip_reason(const EnumerateOptions& options, bool enabled) {
+  if (!enabled || (!options.sysfs_root.empty() && options.sysfs_root != "/"))
+    return not_asked(options, "--no-nvidia");
+  return "";
+}
+
+// The CUDA driver API: the devices torch numbers cuda:N, with their compute capability.
+class CudaSource final : public DeviceSource {
+public:
+  std::string_view name() const override { return "cuda"; }
+  std::string skip_reason(const EnumerateOptions& options) const override {
+    return nvidia_skip_reason(options, options.use_cuda);
+  }
+  SourceResult read(const EnumerateOptions& options) override {
+    SourceResult out;
+    auto part = run_worker_part(options, "--cuda", "cuda", "the CUDA driver", out);
+    if (!part) return out;
+    const json& cuda = *part;
+    const json library = cuda.value("library", json::object());
+    note_compiler(cuda, "nvrtc", {"nvrtc", "nvrtc", "NVRTC (libnvrtc)"}, options, out);
+    if (!note_library(library, {"cuda-driver", "cuda_driver", "the CUDA driver (libcuda.so.1)"},
+                      options, out)) {
+      out.status = "no CUDA driver (libcuda.so.1) could be opened";
+      if (out.findings.empty() && torch_is_cuda(options))
+        out.findings.push_back(
+            {"cuda-driver-missing",
+             Severity::warning,
+             fmt::format("the torch under test ({}) is a CUDA {} build, but no CUDA driver "
+                         "(libcuda.so.1) is on the system's library path: it sees no NVIDIA GPU",
+                         options.torch_build->version, options.torch_build->cuda),
+             "install the NVIDIA driver (in a container: start it with --gpus all through the "
+             "NVIDIA Container Toolkit)",
+             {},
+             {}});
+      return out;
+    }
+    if (auto v = get_number<int64_t>(cuda, "driver_version"))
+      out.runtime["cuda_driver_api_version"] = cuda_version_text(*v);
+    if (const std::string abi = get_string(cuda, "abi_error"); !abi.empty()) {
+      out.status = "the CUDA driver could not be asked: " + abi;
+      return out;
+    }
+    out.facts["cuda_init"] = get_string(cuda, "init");
+    if (const std::string error = get_string(cuda, "error"); !error.empty()) {
+      const std::string text = get_string(cuda, "error_text");
+      out.status = "cuInit: " + (text.empty() || text == error ? error : error + " (" + text + ")");
+      return out;
+    }
+    for (const json& entry : cuda.value("devices", json::array())) {
+      Device device;
+      device.index = entry.value("index", -1);
+      device.name = get_string(entry, "name");
+      device.sm_target = sm_target(entry);
+      device.vram_total_bytes = get_number<int64_t>(entry, "total_mem_bytes");
+      device.compute_units = get_number<int>(entry, "multiprocessor_count");
+      device.wave_size = get_number<int>(entry, "warp_size");
+      device.lds_per_block_bytes = get_number<int64_t>(entry, "shared_mem_per_block");
+      device.lds_per_cu_bytes = get_number<int64_t>(entry, "shared_mem_per_multiprocessor");
+      device.integrated = entry.value("integrated", 0) != 0;
+      const auto domain = get_number<uint32_t>(entry, "pci_domain");
+      const auto bus = get_number<uint32_t>(entry, "pci_bus");
+      const auto dev = get_number<uint32_t>(entry, "pci_device");
+      if (bus && dev) device.pci_bdf = make_pci_bdf(domain.value_or(0), *bus, *dev, 0);
+      out.devices.push_back(std::move(device));
+    }
+    if (out.devices.empty()) out.status = "cuDeviceGetCount returned 0";
+    return out;
+  }
+};
+
+// NVML: the driver's version and each GPU's memory use, temperature and power, by PCI address.
+class NvmlSource final : public DeviceSource {
+public:
+  std::string_view name() const override { return "nvml"; }
+  std::string skip_reason(const EnumerateOptions& options) const override {
+    return nvidia_skip_reason(options, options.use_nvml);
+  }
+  SourceResult read(const EnumerateOptions& options) override {
+    SourceResult out;
+    auto part = run_worker_part(options, "--nvml", "nvml", "NVML", out);
+    if (!part) return out;
+    const json& nvml = *part;
+    const json library = nvml.value("library", json::object());
+    if (!note_library(library, {"nvml", "nvml", "NVML (libnvidia-ml.so.1)"}, options, out)) {
+      out.status = "NVML (libnvidia-ml.so.1) could not be opened";
+      return out;
+    }
+    if (const std::string abi = get_string(nvml, "abi_error"); !abi.empty()) {
+      out.status = "NVML could not be asked: " + abi;
+      return out;
+    }
+    out.facts["nvml_init"] = get_string(nvml, "init");
+    if (const std::string error = get_string(nvml, "error"); !error.empty()) {
+      out.status = "nvmlInit: " + error;
+      return out;
+    }
+    const std::string driver = get_string(nvml, "driver_version");
+    if (!driver.empty()) out.runtime["nvidia_driver_version"] = driver;
+    if (auto v = get_number<int64_t>(nvml, "cuda_driver_version"))
+      out.runtime["nvidia_driver_cuda_version"] = cuda_version_text(*v);
+    for (const json& entry : nvml.value("devices", json::array())) {
+      Device device;
+      device.name = get_string(entry, "name");
+      device.pci_bdf = normalize_pci_bdf(get_string(entry, "pci_bus_id"));
+      device.sm_target = sm_target(entry);
+      device.vram_total_bytes = get_number<int64_t>(entry, "memory_total_bytes");
+      device.vram_used_bytes = get_number<int64_t>(entry, "memory_used_bytes");
+      device.temperature_c = get_number<double>(entry, "temperature_c");
+      device.power_w = get_number<double>(entry, "power_w");
+      device.vbios = get_string(entry, "vbios");
+      if (!driver.empty()) device.driver_version = "NVIDIA " + driver;
+      if (auto errors = entry.find("errors"); errors != entry.end() && errors->is_object())
+        for (const auto& [what, status] : errors->items())
+          if (status.is_string())
+            device.sources[what]["nvml"] = "error: " + status.get<std::string>();
+      out.devices.push_back(std::move(device));
+    }
+    if (out.devices.empty()) out.status = "NVML listed no GPU";
+    return out;
+  }
+};
+
 } // namespace
 
 std::unique_ptr<DeviceSource> make_hip_source() { return std::make_unique<HipSource>(); }
 std::unique_ptr<DeviceSource> make_smi_source() { return std::make_unique<SmiSource>(); }
+std::unique_ptr<DeviceSource> make_cuda_source() { return std::make_unique<CudaSource>(); }
+std::unique_ptr<DeviceSource> make_nvml_source() { return std::make_unique<NvmlSource>(); }
 
 Finding two_hip_runtimes(const std::string& process, const std::vector<std::string>& mapped) {
   return {"two-hip-runtimes",

@@ -21,6 +21,7 @@ std::string_view to_string(Library library) {
   case Library::amd_smi: return "amd_smi";
   case Library::rocm_smi: return "rocm_smi";
   case Library::cuda_driver: return "cuda_driver";
+  case Library::nvml: return "nvml";
   case Library::nvrtc: return "nvrtc";
   }
   return "unknown";
@@ -38,6 +39,7 @@ std::vector<std::string> sonames(Library library) {
     return {"librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.5", "librocm_smi64.so.1",
             "librocm_smi64.so"};
   case Library::cuda_driver: return {"libcuda.so.1"};
+  case Library::nvml: return {"libnvidia-ml.so.1"};
   case Library::nvrtc:
     return {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"};
   }
@@ -47,7 +49,7 @@ std::vector<std::string> sonames(Library library) {
 namespace {
 
 bool is_cuda(Library library) {
-  return library == Library::cuda_driver || library == Library::nvrtc;
+  return library == Library::cuda_driver || library == Library::nvml || library == Library::nvrtc;
 }
 
 // "rocm-6.4.0" -> {6, 4, 0}; "rocm" -> {}: a version-less folder sorts after every numbered one.
@@ -148,7 +150,8 @@ std::vector<SearchPlace> search_places(Library library, const SearchContext& con
     }
   }
   if (is_cuda(library)) {
-    // The driver comes from the system alone: a copy elsewhere would not match the kernel module.
+    // The driver and NVML come from the system alone: a copy elsewhere would not match the kernel
+    // module.
     if (library == Library::nvrtc) {
       if (!context.cuda_path.empty())
         places.push_back({(fs::path(context.cuda_path) / "lib64").string(), "$CUDA_PATH/lib64"});
@@ -161,7 +164,7 @@ std::vector<SearchPlace> search_places(Library library, const SearchContext& con
       places.push_back(std::move(place));
   }
   places.push_back({"", "the system's library path (LD_LIBRARY_PATH, ld.so.cache)"});
-  if (library == Library::cuda_driver)
+  if (library == Library::cuda_driver || library == Library::nvml)
     std::erase_if(places, [](const SearchPlace& p) { return !p.dir.empty(); });
   return without_repeats(std::move(places));
 }

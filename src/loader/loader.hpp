@@ -3,7 +3,7 @@
 // TheRock's _rocm_sdk_* packages), then $ROCM_PATH and /opt/rocm*, then the system's library path,
 // and says which file it opened and why. A library that is missing, broken or of an unknown ABI is
 // an Error for the caller to turn into a finding, never a crash.
-// Opens the HIP runtime, AMD SMI / ROCm SMI, hipRTC, NVRTC and the CUDA driver, each by its
+// Opens the HIP runtime, AMD SMI / ROCm SMI, hipRTC, NVRTC, the CUDA driver and NVML, each by its
 // sonames newest first, and lists the files a process has mapped (two HIP runtimes at once).
 // Included by devices (the enum worker), kernels (the reference worker's runtime and compiler)
 // and workers (the case loop); used in worker processes only, the doctor process never opens a
@@ -26,6 +26,7 @@ enum class Library {
   amd_smi,     // libamd_smi.so (and its numbered sonames)
   rocm_smi,    // librocm_smi64.so.7, .6, .5, .1, librocm_smi64.so (sonames repeat across releases)
   cuda_driver, // libcuda.so.1
+  nvml,        // libnvidia-ml.so.1 (NVML, installed with the driver)
   nvrtc,       // libnvrtc.so.13, .12, .11.2, libnvrtc.so (and PyPI's nvidia/cu13/lib, nvidia/cuda_nvrtc/lib)
 };
 std::string_view to_string(Library library); // "hip_runtime", "hiprtc", ...
@@ -48,7 +49,8 @@ struct SearchContext {
 };
 // Torch's folders; then, for ROCm libraries, $ROCM_PATH/lib, /opt/rocm/lib (the installation the
 // machine calls its own) and /opt/rocm-X.Y.Z/lib newest first; for NVRTC, PyPI's nvidia-cuda-nvrtc
-// beside torch, $CUDA_PATH/lib64 and /usr/local/cuda/lib64; the CUDA driver only from the system;
+// beside torch, $CUDA_PATH/lib64 and /usr/local/cuda/lib64; the CUDA driver and NVML only from the
+// system (they come with the kernel driver);
 // then the system's library path. Folders that do not exist are left out, a folder reached twice
 // (ROCM_PATH=/opt/rocm) is kept where it first comes.
 std::vector<SearchPlace> search_places(Library library, const SearchContext& context);

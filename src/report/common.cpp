@@ -128,7 +128,10 @@ std::string gfx_line(const Report& report, const std::string& device) {
   const auto list = [](const std::vector<std::string>& v) {
     return v.empty() ? std::string("?") : fmt::format("{}", fmt::join(v, ","));
   };
-  std::string line = fmt::format("gfx: physical {} · effective {}", g.physical.empty() ? "?" : g.physical,
+  // An NVIDIA GPU's arch is an sm_XY: same verdict words, its own label.
+  std::string line = fmt::format("{}: physical {} · effective {}",
+                                 g.physical.rfind("sm_", 0) == 0 ? "arch" : "gfx",
+                                 g.physical.empty() ? "?" : g.physical,
                                  g.effective.empty() ? "?" : g.effective);
   if (!g.override_env.empty() && g.effective != g.physical) line += " (" + g.override_env + ")";
   line += " · torch built for " + list(g.compiled_for);
@@ -155,6 +158,9 @@ std::string device_title(const Report& report, const std::string& device) {
       parts.push_back(d->family.empty() || d->family == "unknown"
                           ? d->gfx_target
                           : fmt::format("{} ({})", d->gfx_target, d->family));
+    if (!d->sm_target.empty())
+      parts.push_back(d->family.empty() ? d->sm_target
+                                        : fmt::format("{} ({})", d->sm_target, d->family));
     if (d->vram_total_bytes) parts.push_back(format_bytes(*d->vram_total_bytes));
     if (!d->pci_bdf.empty()) parts.push_back(d->pci_bdf);
   }
@@ -195,20 +201,34 @@ std::vector<std::pair<std::string, std::string>> environment_lines(const Report&
   if (driver.empty()) driver = get(report.inventory.runtime, "amdgpu_driver_version");
   if (driver.empty()) {
     for (const Device& d : report.inventory.devices) {
-      if (!d.driver_version.empty()) {
+      if (!d.driver_version.empty() && !is_nvidia_gpu(d)) {
         driver = d.driver_version;
         break;
       }
     }
   }
-  out.emplace_back("driver", driver.empty() ? "unknown" : "amdgpu " + driver);
+  const auto& runtime = report.inventory.runtime;
+  // NVIDIA's driver, as NVML names it, with the newest CUDA it runs.
+  std::string nvidia = get(runtime, "nvidia_driver_version");
+  if (!nvidia.empty()) {
+    const std::string cuda = get(runtime, "nvidia_driver_cuda_version");
+    nvidia = "NVIDIA " + nvidia + (cuda.empty() ? "" : " (CUDA " + cuda + ")");
+  }
+  out.emplace_back("driver", join_nonempty({driver.empty() ? "" : "amdgpu " + driver, nvidia}));
 
+  // What the torch under test was built for: it decides which vendor's stack the header speaks of.
+  const std::string build = get(runtime, "torch_build");
+  const bool cuda_torch = build.rfind("CUDA", 0) == 0;
+  const bool rocm_torch = build.rfind("ROCm", 0) == 0;
   std::string rocm = get(v, "rocm");
   std::string hip = get(v, "hip_runtime");
-  if (hip.empty()) hip = get(report.inventory.runtime, "hip_runtime_version");
+  if (hip.empty()) hip = get(runtime, "hip_runtime_version");
   if (hip.empty()) hip = get(v, "hip");
-  out.emplace_back("rocm", join_nonempty({rocm.empty() ? "" : "ROCm " + rocm,
-                                          hip.empty() ? "" : "HIP runtime " + hip}));
+  if (!cuda_torch || !rocm.empty() || !hip.empty())
+    out.emplace_back("rocm", join_nonempty({rocm.empty() ? "" : "ROCm " + rocm,
+                                            hip.empty() ? "" : "HIP runtime " + hip}));
+  if (const std::string api = get(runtime, "cuda_driver_api_version"); cuda_torch || !api.empty())
+    out.emplace_back("cuda", api.empty() ? "no CUDA driver (libcuda.so.1)" : "driver API " + api);
 
   std::string cpp = get(v, "torch_cpp");
   if (cpp.empty()) cpp = worker_version(report, Probe::torch, "torch");
@@ -222,8 +242,23 @@ std::vector<std::pair<std::string, std::string>> environment_lines(const Report&
   if (aot.empty()) aot = worker_version(report, Probe::torch, "aotriton");
   out.emplace_back("torch", join_nonempty({cpp.empty() ? "" : "C++ " + cpp,
                                            py.empty() ? "" : "Python " + py,
-                                           python.empty() ? "" : "python " + python}));
-  out.emplace_back("aotriton", aot.empty() ? "unknown" : aot);
+                                           python.empty() ? "" : "python " + python,
+                                           build.empty() ? "" : build + " build"}));
+  // The run-time compiler of our own GPU kernels: the torch's vendor's, else whichever was found.
+  const auto compiler = [&](const char* key, const char* name) -> std::string {
+    const std::string file = get(runtime, std::string(key) + "_library");
+    if (file.empty()) return {};
+    const std::string version = get(runtime, std::string(key) + "_version");
+    return fmt::format("{}{} ({})", name, version.empty() ? "" : " " + version, file);
+  };
+  const std::string nvrtc = compiler("nvrtc", "NVRTC"), hiprtc = compiler("hiprtc", "hipRTC");
+  std::string gpu_compiler;
+  if (cuda_torch) gpu_compiler = nvrtc.empty() ? "no NVRTC found: our kernels run on the CPU only" : nvrtc;
+  else if (rocm_torch) gpu_compiler = hiprtc.empty() ? "no hipRTC found: our kernels run on the CPU only" : hiprtc;
+  else gpu_compiler = join_nonempty({hiprtc, nvrtc});
+  if (!gpu_compiler.empty() && gpu_compiler != "unknown") out.emplace_back("compiler", gpu_compiler);
+  if (!cuda_torch || !aot.empty()) // AOTriton is ROCm's: nothing to say of a CUDA torch
+    out.emplace_back("aotriton", aot.empty() ? "unknown" : aot);
   if (!report.planted_faults.empty())
     out.emplace_back("planted", fmt::format("SDPA_DOCTOR_TEST_FAULT={}: faults planted on purpose, "
                                             "so this is not a measurement of the backends",

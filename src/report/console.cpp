@@ -491,6 +491,7 @@ std::string render_console(const Report& report, const ConsoleOptions& o) {
     inv.color = o.color;
     inv.show_ok = false;
     inv.show_sources = false;
+    inv.show_arch_verdict = false; // under each device's matrix instead
     out += render_inventory_console(report.inventory, inv) + "\n";
   }
 

@@ -15,6 +15,7 @@ struct InventoryConsoleOptions {
   bool color = false;       // ANSI colours on severity tags
   bool show_ok = true;      // list findings of severity ok too
   bool show_sources = true; // the per-source lines of each device
+  bool show_arch_verdict = true; // each device's Device::gfx verdict (the check says it elsewhere)
 };
 
 // One block per device, then the runtime, the sources' status and the findings, each with its

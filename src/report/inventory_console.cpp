@@ -48,8 +48,61 @@ void render_other_device(std::string& out, const Device& d, std::size_t position
   line(out, "seen by", "torch only (not an AMD GPU: the ROCm facts do not apply)");
 }
 
+void memory_line(std::string& out, const Device& d) {
+  if (d.vram_total_bytes)
+    line(out, "memory",
+         gib(*d.vram_total_bytes) +
+             (d.vram_used_bytes ? fmt::format(" ({} used)", gib(*d.vram_used_bytes)) : ""));
+  else
+    line(out, "memory", "unknown");
+}
+
+// PCI address, driver, VBIOS and the readings: the same words for every vendor.
+void board_lines(std::string& out, const Device& d) {
+  line(out, "PCI", d.pci_bdf.empty() ? "unknown" : d.pci_bdf);
+  line(out, "driver", d.driver_version.empty() ? "unknown" : d.driver_version);
+  line(out, "VBIOS", d.vbios);
+  line(out, "temperature",
+       d.temperature_c ? fmt::format("{:.0f} C", *d.temperature_c) : std::string("unknown"));
+  if (d.power_w) line(out, "power", fmt::format("{:.1f} W", *d.power_w));
+}
+
+// Whether the torch under test has kernels for this GPU: the verdict, why, and what to do.
+void render_arch_verdict(std::string& out, const Device& d) {
+  if (!d.gfx) return;
+  std::string said = d.gfx->verdict + ": " + d.gfx->detail;
+  if (!d.gfx->compiled_for.empty() && d.gfx->detail.find("built for") == std::string::npos)
+    said += " (built for " + join(d.gfx->compiled_for, ",") + ")";
+  line(out, "torch kernels", said);
+  if (!d.gfx->remedy.empty()) line(out, "", "fix: " + d.gfx->remedy);
+}
+
+// An NVIDIA GPU as the CUDA driver and NVML saw it.
+void render_nvidia_device(std::string& out, const Device& d, std::size_t position,
+                          const InventoryConsoleOptions& options) {
+  out += fmt::format("GPU {}  {}\n", position, name_of(d));
+  line(out, "CUDA index", d.index >= 0 ? fmt::format("cuda:{}", d.index)
+                                       : std::string("- (not seen by the CUDA driver)"));
+  const std::string cc = d.sm_target.size() > 4
+                             ? fmt::format("{}.{}", d.sm_target.substr(3, d.sm_target.size() - 4),
+                                           d.sm_target.back())
+                             : std::string("?");
+  line(out, "arch", fmt::format("{} (compute capability {}{})", escape_to_one_line(d.sm_target), cc,
+                                d.family.empty() ? "" : ", " + escape_to_one_line(d.family)));
+  memory_line(out, d);
+  line(out, "SMs", d.compute_units ? std::to_string(*d.compute_units) : "unknown");
+  line(out, "warp size", d.wave_size ? std::to_string(*d.wave_size) : "unknown");
+  std::vector<std::string> shared;
+  if (d.lds_per_block_bytes) shared.push_back(kib(*d.lds_per_block_bytes) + " per block");
+  if (d.lds_per_cu_bytes) shared.push_back(kib(*d.lds_per_cu_bytes) + " per SM");
+  line(out, "shared memory", join(shared, ", "));
+  board_lines(out, d);
+  if (options.show_arch_verdict) render_arch_verdict(out, d);
+}
+
 void render_device(std::string& out, const Device& d, std::size_t position, bool hip_asked,
                    const InventoryConsoleOptions& options) {
+  if (is_nvidia_gpu(d)) return render_nvidia_device(out, d, position, options);
   if (!is_amd_gpu(d)) return render_other_device(out, d, position);
   out += fmt::format("GPU {}  {}\n", position, name_of(d));
   line(out, "HIP index",
@@ -67,12 +120,7 @@ void render_device(std::string& out, const Device& d, std::size_t position, bool
   if (d.integrated) family.push_back("integrated (APU)");
   line(out, "family", join(family, ", "));
   line(out, "products", join(d.marketing_names, "; "));
-  if (d.vram_total_bytes)
-    line(out, "memory",
-         gib(*d.vram_total_bytes) +
-             (d.vram_used_bytes ? fmt::format(" ({} used)", gib(*d.vram_used_bytes)) : ""));
-  else
-    line(out, "memory", "unknown");
+  memory_line(out, d);
   if (d.compute_units)
     line(out, "compute units",
          fmt::format("{}{}", *d.compute_units,
@@ -84,16 +132,12 @@ void render_device(std::string& out, const Device& d, std::size_t position, bool
   if (d.lds_per_block_bytes) lds.push_back(kib(*d.lds_per_block_bytes) + " per block");
   if (d.lds_per_cu_bytes) lds.push_back(kib(*d.lds_per_cu_bytes) + " per CU");
   line(out, "LDS", join(lds, ", "));
-  line(out, "PCI", d.pci_bdf.empty() ? "unknown" : d.pci_bdf);
-  line(out, "driver", d.driver_version.empty() ? "unknown" : d.driver_version);
-  line(out, "VBIOS", d.vbios);
-  line(out, "temperature",
-       d.temperature_c ? fmt::format("{:.0f} C", *d.temperature_c) : std::string("unknown"));
-  if (d.power_w) line(out, "power", fmt::format("{:.1f} W", *d.power_w));
+  board_lines(out, d);
   std::vector<std::string> nodes;
   if (!d.kfd_node.empty()) nodes.push_back("KFD node " + d.kfd_node);
   if (!d.render_node.empty()) nodes.push_back(d.render_node);
   line(out, "nodes", join(nodes, ", "));
+  if (options.show_arch_verdict) render_arch_verdict(out, d);
   if (!options.show_sources) return;
   // Single-source facts are in the JSON; the console shows where sources differ.
   for (const auto& [field, by_source] : d.sources) {
@@ -110,15 +154,17 @@ std::string render_inventory_console(const DeviceInventory& inventory,
                                      const InventoryConsoleOptions& options) {
   std::string out;
   const auto amd = std::count_if(inventory.devices.begin(), inventory.devices.end(), is_amd_gpu);
-  const auto others = std::ptrdiff_t(inventory.devices.size()) - amd;
-  if (amd == 0) {
-    out +=
-        fmt::format("No AMD GPU found: {}.\n", inventory.no_gpu_reason.empty()
-                                                   ? "no source listed one"
-                                                   : escape_to_one_line(inventory.no_gpu_reason));
-  } else {
-    out += fmt::format("{} AMD GPU{} found\n", amd, amd == 1 ? "" : "s");
+  const auto nvidia =
+      std::count_if(inventory.devices.begin(), inventory.devices.end(), is_nvidia_gpu);
+  const auto others = std::ptrdiff_t(inventory.devices.size()) - amd - nvidia;
+  if (amd == 0 && nvidia == 0) {
+    out += fmt::format("No {}GPU found: {}.\n", others > 0 ? "AMD or NVIDIA " : "",
+                       inventory.no_gpu_reason.empty()
+                           ? "no source listed one"
+                           : escape_to_one_line(inventory.no_gpu_reason));
   }
+  if (amd > 0) out += fmt::format("{} AMD GPU{} found\n", amd, amd == 1 ? "" : "s");
+  if (nvidia > 0) out += fmt::format("{} NVIDIA GPU{} found\n", nvidia, nvidia == 1 ? "" : "s");
   if (others > 0)
     out += fmt::format("{} other GPU{} seen by torch: probed through torch, without the ROCm "
                        "checks\n",

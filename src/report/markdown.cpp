@@ -68,8 +68,9 @@ std::string devices_section(const Report& report) {
     out += fmt::format("- {} {}\n", markdown_code(target),
                        markdown_text(device_title(report, target)));
   }
-  if (std::none_of(report.inventory.devices.begin(), report.inventory.devices.end(), is_amd_gpu))
-    out += fmt::format("No AMD GPU found: {}\n",
+  if (std::none_of(report.inventory.devices.begin(), report.inventory.devices.end(),
+                   [](const Device& d) { return is_amd_gpu(d) || is_nvidia_gpu(d); }))
+    out += fmt::format("No GPU found: {}\n",
                        report.inventory.no_gpu_reason.empty()
                            ? "no reason recorded"
                            : markdown_text(report.inventory.no_gpu_reason));

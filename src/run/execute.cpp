@@ -101,9 +101,10 @@ Skip skip_reason(size_t index, const PlannedRun& run, const SharedState& s,
           SkipCause::memory_guard, {}};
 }
 
-// Why a worker could not be launched for the probe: its cells are skipped or unsupported.
+// Why a worker could not be launched for the probe: its cells are skipped, never unsupported (no
+// backend refused anything). No interpreter with torch at all is the python probe's unusable case.
 Skip unlaunchable(const PlannedRun& run, const WorkerLaunch& launch, const ExecuteOptions& o) {
-  if (run.probe == Probe::python && o.python_unusable)
+  if (run.probe == Probe::python && (o.python_unusable || o.python.empty()))
     return {launch.why_not, SkipCause::python_unusable, {}};
   if (run.probe == Probe::torch && !o.torch_plugin_why_not.empty())
     return {launch.why_not, SkipCause::plugin_unusable, {}};
@@ -147,9 +148,7 @@ RunCases sort_cases(const PlannedRun& run, const std::vector<size_t>& batch, con
     } else if (!launch.command) {
       // An interpreter that cannot run the probe is the user's setup: nothing was measured.
       // So is a LibTorch plugin that could not be had: nothing of a backend was measured.
-      const Skip why = unlaunchable(run, launch, s.options);
-      mark_skipped(r, why);
-      if (why.cause == SkipCause::worker_missing) r.status = Status::unsupported;
+      mark_skipped(r, unlaunchable(run, launch, s.options));
       observer.on_unrun(r);
     } else {
       out.planned.push_back(planned_case(index, tol, gpu, s));
@@ -448,7 +447,7 @@ ExecuteResult execute_plan(const Plan& whole_plan, const DeviceInventory& invent
   for (const CaseResult& r : options.finished)
     if (cells_planned.count(cell_key(r))) finished.try_emplace(cell_key(r), &r);
   const Plan plan = unfinished_part(whole_plan, finished);
-  if (options.python_unusable &&
+  if ((options.python_unusable || options.python.empty()) &&
       std::any_of(plan.runs.begin(), plan.runs.end(),
                   [](const PlannedRun& r) { return r.probe == Probe::python; })) {
     result.findings.push_back(python_unusable_finding(options.python_reason));

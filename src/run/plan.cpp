@@ -16,6 +16,15 @@ bool selected(const Variant& v, const std::vector<std::string>& filter) {
   return std::any_of(filter.begin(), filter.end(),
                      [&](const std::string& f) { return f == v.name() || f == v.backend; });
 }
+
+// The variants' flags (ck, aotriton, experimental) switch ROCm's flash kernels: on an NVIDIA GPU
+// they select nothing, so those variants are not planned there.
+bool fits_target(const Variant& v, const std::string& target, const DeviceInventory& inventory) {
+  if (v.flags.empty()) return true;
+  return std::none_of(inventory.devices.begin(), inventory.devices.end(), [&](const Device& d) {
+    return is_nvidia_gpu(d) && d.index >= 0 && fmt::format("cuda:{}", d.index) == target;
+  });
+}
 } // namespace
 
 std::vector<std::string> known_variant_names() {
@@ -73,12 +82,14 @@ Plan make_plan(const PlanRequest& request, const DeviceInventory& inventory,
   for (const std::string& target : plan.targets)
     for (Probe probe : request.probes) {
       for (const Variant& v : cases::plan_variants(probe, target))
-        if (selected(v, request.variant_filter) && wants(Mode::eager))
+        if (selected(v, request.variant_filter) && fits_target(v, target, inventory) &&
+            wants(Mode::eager))
           plan.runs.push_back({target, probe, v, std::nullopt, Mode::eager, {}});
       // The libtorch probe has no compiled mode: its compiled cells are not planned at all.
       if (probe != Probe::python || compiled.empty() || !wants(Mode::compiled)) continue;
       for (const Variant& v : cases::plan_variants(probe, target))
-        if (selected(v, request.variant_filter) && compiles_on(v, target))
+        if (selected(v, request.variant_filter) && fits_target(v, target, inventory) &&
+            compiles_on(v, target))
           plan.runs.push_back({target, probe, v, std::nullopt, Mode::compiled, compiled});
     }
   return plan;

@@ -518,7 +518,12 @@ TorchPlugin torch_plugin_for(const std::string& lib_dir, const PluginBuildOption
   };
   if (lib_dir.empty()) {
     if (built_in) return use_built_in();
-    return unavailable("no torch was found to build the LibTorch plugin against (use --python)");
+    // The libtorch probe never runs: its cells are skipped, and this is the one finding.
+    const std::string why = "no torch was found to build the LibTorch plugin against";
+    return unavailable(why + " (use --python)",
+                       plugin_finding("torch-plugin-unusable", "the libtorch probe did not run: " + why,
+                                      "point --python at an interpreter whose torch imports, or "
+                                      "leave the probe out with --probe reference,python"));
   }
   const auto identity = torch_identity(lib_dir);
   if (!identity)

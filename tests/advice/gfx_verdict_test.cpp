@@ -344,3 +344,59 @@ TEST(TwoHipRuntimes, EachSetOfFilesIsSaidOnceNamingItsWorkers) {
 }
 
 } // namespace
+
+// An NVIDIA GPU's verdict: the same words, from sm_XY and compute_XY entries (a cubin runs on its
+// major version's later minors, PTX on any newer GPU).
+TEST(SmVerdict, CubinsPtxAndMissingArchs) {
+  Device d;
+  d.sm_target = "sm_86";
+  const auto verdict = [&](const std::string& list) {
+    return advice::sm_truth(d, {{"arch_list", list}}, "python torch 2.14.1+cu130");
+  };
+  EXPECT_EQ(verdict("sm_80,sm_86,sm_90").verdict, "native");
+  EXPECT_EQ(verdict("sm_80,sm_86,sm_90").detail, "this torch carries sm_86 kernels");
+  const GfxTruth compatible = verdict("sm_75,sm_80,sm_90");
+  EXPECT_EQ(compatible.verdict, "native");
+  EXPECT_NE(compatible.detail.find("sm_80 kernels run on sm_86"), std::string::npos);
+  const GfxTruth ptx = verdict("sm_90,compute_75");
+  EXPECT_EQ(ptx.verdict, "native");
+  EXPECT_NE(ptx.detail.find("compute_75 PTX"), std::string::npos) << ptx.detail;
+  // sm_87 is a later minor than sm_86: its cubin does not run here; sm_90 is another major.
+  const GfxTruth missing = verdict("sm_87,sm_90,compute_90");
+  EXPECT_EQ(missing.verdict, "missing");
+  EXPECT_NE(missing.remedy.find("TORCH_CUDA_ARCH_LIST=8.6"), std::string::npos) << missing.remedy;
+  EXPECT_EQ(missing.compiled_for, (std::vector<std::string>{"sm_87", "sm_90", "compute_90"}));
+  EXPECT_EQ(verdict("n/a").verdict, "unknown");
+  EXPECT_NE(verdict("n/a").detail.find("CPU-only"), std::string::npos);
+  EXPECT_EQ(advice::sm_truth(d, {}, "").verdict, "unknown");
+  // Blackwell's three-digit sm: 10.0 is not 12.0.
+  d.sm_target = "sm_120";
+  EXPECT_EQ(verdict("sm_100").verdict, "missing");
+  EXPECT_EQ(verdict("sm_100,sm_120").verdict, "native");
+}
+
+// settle_gfx_truth gives an NVIDIA GPU of the inventory its verdict from the python worker, and a
+// missing one becomes the torch-not-built-for-arch finding.
+TEST(SmVerdict, SettledForNvidiaGpusOfTheInventory) {
+  Report report;
+  Device d;
+  d.index = 0;
+  d.name = "NVIDIA GeForce RTX 5090";
+  d.sm_target = "sm_120";
+  report.inventory.devices.push_back(d);
+  WorkerInfo w;
+  w.device = "cuda:0";
+  w.probe = Probe::python;
+  w.versions = {{"torch", "2.6.0+cu124"}};
+  w.facts = {{"arch_list", "sm_50,sm_60,sm_70,sm_75,sm_80,sm_86,sm_90"}};
+  report.workers.push_back(w);
+  advice::apply_gfx_truth(advice::settle_gfx_truth(report), report);
+  ASSERT_TRUE(report.inventory.devices[0].gfx);
+  EXPECT_EQ(report.inventory.devices[0].gfx->verdict, "missing");
+  EXPECT_EQ(report.inventory.devices[0].gfx->source, "python torch 2.6.0+cu124");
+  std::vector<Finding> findings;
+  advice::gfx_findings(report, findings);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].id, "torch-not-built-for-arch");
+  EXPECT_NE(findings[0].message.find("cuda:0 (sm_120)"), std::string::npos) << findings[0].message;
+}

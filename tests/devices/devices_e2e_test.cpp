@@ -1,11 +1,13 @@
 // `sdpa-doctor devices` through the real binary: the captured trees, this machine (real HIP and
-// ROCm SMI, opened at run time, answering "no device"), broken trees and a device node the user
-// cannot open.
+// ROCm SMI, opened at run time, answering "no device"), broken trees, a device node the user
+// cannot open, and NVIDIA GPUs behind stand-in CUDA driver and NVML libraries with a stand-in
+// CUDA torch.
 #include "support/run_binary.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <sys/stat.h>
@@ -87,7 +89,7 @@ TEST(DevicesE2E, NoGpuOnThisMachine) {
   if (machine_has_gpu()) GTEST_SKIP() << "this machine has /dev/kfd";
   const auto r = run_binary({doctor(), "devices"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("No AMD GPU found: ", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("No GPU found: ", 0), 0u) << r.out;
   EXPECT_TRUE(contains(r.out, "no /dev/kfd")) << r.out;
   // Where a HIP runtime is installed it is opened and answers; else the doctor says none opened.
   EXPECT_TRUE(
@@ -97,7 +99,7 @@ TEST(DevicesE2E, NoGpuOnThisMachine) {
 
   const auto required = run_binary({doctor(), "devices", "--require-gpu"});
   EXPECT_EQ(required.exit_code, 3);
-  EXPECT_TRUE(contains(required.err, "no AMD GPU found"));
+  EXPECT_TRUE(contains(required.err, "no GPU found"));
 }
 
 TEST(DevicesE2E, NoGpuJsonCarriesEverySourceAnswer) {
@@ -248,4 +250,131 @@ TEST(DevicesE2E, DeviceNodeTheUserCannotOpen) {
   EXPECT_TRUE(contains(r.out, "sudo usermod -aG")) << r.out;
   EXPECT_TRUE(contains(r.out, "renderD128 not readable and writable")) << r.out;
   EXPECT_TRUE(contains(r.out, "cannot be opened by this user")) << r.out; // the no-GPU reason
+}
+
+namespace {
+
+// A stand-in CUDA 13.0 torch 2.14.1+cu130 in its own site folder: torch/version.py (read without
+// importing), torch/lib, torch.cuda.get_arch_list() answering FAKE_TORCH_ARCHS, and NVRTC where
+// PyPI's CUDA wheels put it (nvidia/cu13/lib). The real python3 imports it through PYTHONPATH.
+struct FakeCudaTorch {
+  sdpa_test::TempDir dir;
+  FakeCudaTorch() {
+    const fs::path site = dir.file("site");
+    fs::create_directories(site / "torch/lib");
+    fs::create_directories(site / "nvidia/cu13/lib");
+    write(site / "torch/version.py", "from typing import Optional\n__version__ = '2.14.1+cu130'\n"
+                                     "cuda: Optional[str] = '13.0'\nhip: Optional[str] = None\n");
+    write(site / "torch/__init__.py",
+          "import os\nfrom . import version\n__version__ = version.__version__\n"
+          "class cuda:\n    @staticmethod\n    def get_arch_list():\n"
+          "        return os.environ.get('FAKE_TORCH_ARCHS', 'sm_80,sm_90').split(',')\n");
+    fs::copy_file(fs::path(SDPA_TEST_FAKE_NVIDIA_LIBS) / "nvrtc/libnvrtc.so.13",
+                  site / "nvidia/cu13/lib/libnvrtc.so.13");
+  }
+  static void write(const fs::path& path, const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+  std::string site() const { return dir.file("site"); }
+  // The doctor with this torch's interpreter and the stand-in driver on the library path.
+  sdpa_test::RunOptions options(const std::string& gpus) const {
+    sdpa_test::RunOptions o;
+    o.set_env = {{"PYTHONPATH", site()},
+                 {"LD_LIBRARY_PATH", SDPA_TEST_FAKE_NVIDIA_LIBS},
+                 {"FAKE_NVIDIA_GPUS", gpus}};
+    o.unset_env = {"HSA_OVERRIDE_GFX_VERSION", "CUDA_VISIBLE_DEVICES", "SDPA_DOCTOR_PYTHON"};
+    return o;
+  }
+};
+
+std::string python3() {
+  for (const char* p : {"/usr/bin/python3", "/usr/local/bin/python3"})
+    if (fs::exists(p)) return p;
+  return "python3";
+}
+
+} // namespace
+
+// Three NVIDIA GPUs (Hopper, Ampere, Blackwell) seen through the CUDA driver and NVML, joined by
+// PCI address, each with its sm_XX verdict against the torch's arch list: sm_90 native, sm_86
+// native through sm_80's binary-compatible kernels, sm_120 missing with what to install.
+TEST(DevicesE2E, NvidiaGpusAreListedWithTheirSmVerdict) {
+  FakeCudaTorch torch;
+  sdpa_test::TempDir tmp;
+  const auto r = run_binary({doctor(), "devices", "--python", python3(), "--json",
+                             tmp.file("devices.json")},
+                            torch.options("sm_90,sm_86,sm_120"));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.rfind("3 NVIDIA GPUs found\n", 0), 0u) << r.out;
+  for (const char* part :
+       {"NVIDIA Fake sm_90", "CUDA index     cuda:0", "sm_90 (compute capability 9.0, Hopper)",
+        "sm_86 (compute capability 8.6, Ampere)", "sm_120 (compute capability 12.0, Blackwell)",
+        "80.0 GiB (1.0 GiB used)", "SMs            132", "0000:41:00.0", "NVIDIA 580.65.06",
+        "41 C", "70.5 W", "native: this torch carries sm_90 kernels",
+        "native: this torch's sm_80 kernels run on sm_86",
+        "missing: this torch has no kernels for sm_120 (built for sm_80,sm_90)",
+        "fix: install a torch whose torch.cuda.get_arch_list() includes sm_120",
+        "TORCH_CUDA_ARCH_LIST=12.0", "torch_build    CUDA 13.0", "nvrtc_version  13.0"})
+    EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
+  // A CUDA torch is told nothing of the AMD stack.
+  for (const char* amd : {"/dev/kfd", "install ROCm", "amd-smi-lib", "render group"})
+    EXPECT_FALSE(contains(r.out, amd)) << amd << "\n" << r.out;
+
+  const auto doc = nlohmann::json::parse(sdpa_test::read_file(tmp.file("devices.json")));
+  const auto& inv = doc["inventory"];
+  ASSERT_EQ(inv["devices"].size(), 3u) << inv.dump();
+  const auto& d = inv["devices"][2];
+  EXPECT_EQ(d["index"], 2);
+  EXPECT_EQ(d["sm_target"], "sm_120");
+  EXPECT_EQ(d["family"], "Blackwell");
+  EXPECT_EQ(d["pci_bdf"], "0000:43:00.0");
+  EXPECT_EQ(d["vram_used_bytes"], int64_t{1} << 30); // NVML's reading joined to the CUDA device
+  EXPECT_EQ(d["sources"]["seen_by"]["cuda"], "yes");
+  EXPECT_EQ(d["sources"]["seen_by"]["nvml"], "yes");
+  EXPECT_FALSE(d["sources"]["seen_by"].contains("hip")) << d.dump();
+  EXPECT_EQ(d["gfx"]["verdict"], "missing");
+  EXPECT_EQ(inv["devices"][1]["gfx"]["verdict"], "native");
+  EXPECT_EQ(inv["runtime"]["nvidia_driver_version"], "580.65.06");
+  EXPECT_EQ(inv["runtime"]["torch_build"], "CUDA 13.0");
+  EXPECT_EQ(fs::path(inv["runtime"]["nvrtc_library"].get<std::string>()).filename(),
+            "libnvrtc.so.13");
+  EXPECT_EQ(inv["runtime"]["nvrtc_loaded_because"], "PyPI's NVRTC beside the torch under test");
+}
+
+// The same CUDA torch where the driver sees no GPU: one line names the build and what is missing,
+// and no AMD advice follows.
+TEST(DevicesE2E, ACudaTorchWithoutAGpuHearsOfTheNvidiaDriverOnly) {
+  FakeCudaTorch torch;
+  const auto r = run_binary({doctor(), "devices", "--python", python3()}, torch.options(""));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.rfind("No GPU found: torch 2.14.1+cu130 is a CUDA 13.0 build and no NVIDIA GPU "
+                        "is visible: cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is "
+                        "detected).\n",
+                        0),
+            0u)
+      << r.out;
+  for (const char* amd : {"/dev/kfd", "ROCm", "amd-smi-lib", "render group"})
+    EXPECT_FALSE(contains(r.out.substr(r.out.find("\nFindings")), amd)) << amd << "\n" << r.out;
+}
+
+// The enum worker's NVIDIA parts on their own: what the driver and NVML said, as JSON.
+TEST(DevicesE2E, EnumWorkerAsksTheCudaDriverAndNvml) {
+  sdpa_test::RunOptions o;
+  o.set_env = {{"LD_LIBRARY_PATH", SDPA_TEST_FAKE_NVIDIA_LIBS}, {"FAKE_NVIDIA_GPUS", "sm_89"}};
+  const auto r =
+      run_binary({sdpa_test::build_path("sdpa-doctor-enum-worker"), "--cuda", "--nvml"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(doc.contains("hip")) << r.out;
+  EXPECT_EQ(doc["cuda"]["init"], "CUDA_SUCCESS") << r.out;
+  EXPECT_EQ(doc["cuda"]["driver_version"], 13000);
+  EXPECT_EQ(doc["cuda"]["devices"][0]["cc_major"], 8);
+  EXPECT_EQ(doc["cuda"]["devices"][0]["cc_minor"], 9);
+  EXPECT_EQ(doc["nvml"]["driver_version"], "580.65.06");
+  EXPECT_EQ(doc["nvml"]["devices"][0]["pci_bus_id"], "00000000:41:00.0");
+  EXPECT_FALSE(doc["nvml"]["devices"][0].contains("vbios")) << "not supported is no error";
+  EXPECT_FALSE(doc["nvml"]["devices"][0].contains("errors")) << r.out;
 }

@@ -307,7 +307,26 @@ TEST(SysfsEmpty, NoGpuSaysWhy) {
   EXPECT_NE(inv.no_gpu_reason.find("no " + tmp.path() + "/dev/kfd"), std::string::npos)
       << inv.no_gpu_reason;
   EXPECT_NE(inv.no_gpu_reason.find("amdgpu kernel driver is not loaded"), std::string::npos);
-  EXPECT_TRUE(has_finding(inv, "kfd-missing"));
+  // No torch and no trace of an AMD stack: nobody to tell to fix /dev/kfd.
+  EXPECT_FALSE(has_finding(inv, "kfd-missing")) << all_findings(inv);
+  // A ROCm torch needs it: said, and the one line names the build.
+  options.torch_build = dev::TorchBuild{"2.9.0+rocm6.4", "", "6.4.43482"};
+  const DeviceInventory rocm = dev::enumerate_devices(options);
+  EXPECT_TRUE(has_finding(rocm, "kfd-missing")) << all_findings(rocm);
+  EXPECT_EQ(rocm.no_gpu_reason.rfind("torch 2.9.0+rocm6.4 is a ROCm 6.4 build and no AMD GPU is "
+                                     "visible: no " + tmp.path() + "/dev/kfd",
+                                     0),
+            0u)
+      << rocm.no_gpu_reason;
+  // A CUDA torch never hears of it.
+  options.torch_build = dev::TorchBuild{"2.14.1+cu130", "13.0", ""};
+  const DeviceInventory cuda = dev::enumerate_devices(options);
+  EXPECT_FALSE(has_finding(cuda, "kfd-missing")) << all_findings(cuda);
+  EXPECT_EQ(cuda.no_gpu_reason.rfind("torch 2.14.1+cu130 is a CUDA 13.0 build and no NVIDIA GPU "
+                                     "is visible: not asked: the sysfs tree is a capture",
+                                     0),
+            0u)
+      << cuda.no_gpu_reason;
 }
 
 TEST(SysfsEmpty, KfdWithOnlyACpuNode) {

@@ -175,4 +175,11 @@ TEST(WorkerSource, DisabledSourcesSaySo) {
   options.sysfs_root = "/some/capture";
   EXPECT_NE(dev::make_hip_source()->skip_reason(options).find("capture"), std::string::npos);
   EXPECT_EQ(dev::make_smi_source()->skip_reason(options), "");
+  // The NVIDIA sources answer for this machine only: a captured tree is another one.
+  EXPECT_NE(dev::make_cuda_source()->skip_reason(options).find("capture"), std::string::npos);
+  EXPECT_NE(dev::make_nvml_source()->skip_reason(options).find("capture"), std::string::npos);
+  options.sysfs_root = "/";
+  EXPECT_EQ(dev::make_cuda_source()->skip_reason(options), "");
+  options.use_nvml = false;
+  EXPECT_EQ(dev::make_nvml_source()->skip_reason(options), "disabled (--no-nvidia)");
 }

@@ -13,7 +13,9 @@
 #include <chrono>
 #include <cstdio>
 #include <csignal>
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -202,6 +204,50 @@ TEST(Python, ProgramPrintingJunkIsNotAPythonInterpreter) {
   sdpa_test::write_file(fake, "#!/bin/sh\necho 'junk {{{'\nexit 0\n");
   ::chmod(fake.c_str(), 0755);
   expect_python_unusable(fake, "not a Python interpreter");
+}
+
+// A doctor on a machine with no torch at all: installed alone (no LibTorch worker or plugin
+// beside it, no data directory) and no interpreter that imports torch on PATH. Neither torch
+// probe ran, so their cells are skipped with one finding each, never "unsupported" (refused).
+TEST(Python, NoTorchAnywhereSkipsTheTorchProbesWithTheirFindings) {
+  TempDir dir;
+  const std::filesystem::path bin = dir.file("bin");
+  std::filesystem::create_directories(bin);
+  for (const char* exe : {"sdpa-doctor", "sdpa-doctor-ref-worker", "sdpa-doctor-enum-worker"})
+    std::filesystem::copy_file(sdpa_test::build_path(exe), bin / exe);
+  // python3 on PATH, but one whose torch cannot be found (isolated: no site-packages).
+  const std::string python3 = (bin / "python3").string();
+  sdpa_test::write_file(python3, "#!/bin/sh\nexec /usr/bin/python3 -I -S \"$@\"\n");
+  ::chmod(python3.c_str(), 0755);
+  if (run_binary({python3, "-c", "pass"}).exit_code != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  sdpa_test::RunOptions alone;
+  alone.set_env = {{"PATH", bin.string() + ":/usr/bin:/bin"}};
+  alone.unset_env = {"SDPA_DOCTOR_PYTHON", "VIRTUAL_ENV", "SDPA_DOCTOR_DATA_DIR"};
+  const auto run = run_binary({(bin / "sdpa-doctor").string(), "check", "--probe",
+                               "torch,python,reference", "--variant", "math,ref-math", "--case",
+                               "dtype=fp32,b=1,h=1,l=8,d=8", "--no-oracle-cache", "--json",
+                               dir.file("r.json")},
+                              alone);
+  ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.err << run.out;
+  EXPECT_EQ(run.out.find("UNSUP"), std::string::npos) << run.out;
+  const json report = json::parse(read_file(dir.file("r.json")));
+  std::map<std::string, int> skipped;
+  for (const auto& r : report.at("results")) {
+    const std::string probe = r.at("probe");
+    if (probe == "reference") {
+      EXPECT_EQ(r.at("status"), "pass") << r.dump();
+      continue;
+    }
+    EXPECT_EQ(r.at("status"), "skipped") << r.dump();
+    ++skipped[probe];
+  }
+  EXPECT_EQ(skipped["python"], 1) << report.at("results").dump();
+  EXPECT_EQ(skipped["libtorch"], 1) << report.at("results").dump();
+  std::vector<std::string> ids;
+  for (const auto& f : report.at("findings")) ids.push_back(f.at("id"));
+  for (const auto& f : report.at("inventory").at("findings")) ids.push_back(f.at("id"));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), "python-probe-unusable"), 1) << json(ids).dump();
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), "torch-plugin-unusable"), 1) << json(ids).dump();
 }
 
 TEST(Repro, DefaultsToADeviceThatExists) {

@@ -62,6 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.dev_root.clear();
   options.use_hip = false;
   options.use_smi = false;
+  options.use_cuda = false;
+  options.use_nvml = false;
   options.environment.clear();
   const SourceResult result = make_sysfs_source()->read(options);
   for (const sdpa_doctor::Finding& f : result.findings)

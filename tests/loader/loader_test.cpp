@@ -65,6 +65,9 @@ TEST(Loader, SearchesTorchsFoldersThenRocmPathThenOptRocmNewestFirstThenTheSyste
   // The CUDA driver matches the kernel module: only the system's copy counts.
   EXPECT_EQ(dirs(loader::search_places(Library::cuda_driver, context)),
             std::vector<std::string>{""});
+  // So does NVML, which the driver installs beside it.
+  EXPECT_EQ(dirs(loader::search_places(Library::nvml, context)), std::vector<std::string>{""});
+  EXPECT_EQ(loader::sonames(Library::nvml), std::vector<std::string>{"libnvidia-ml.so.1"});
 }
 
 // NVRTC: torch's own folder, then PyPI's CUDA 13 and CUDA 12 packages beside it in

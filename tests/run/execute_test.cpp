@@ -127,12 +127,16 @@ TEST(Execute, AProbeThatCannotStartLeavesEveryCellWithItsReason) {
   const Plan plan = make_plan({three_cases(), {Probe::python}, {"math"}, {"cpu"}}, {});
   const ExecuteResult r = execute_plan(plan, {}, o);
   ASSERT_EQ(r.results.size(), 3u);
+  // Never run: skipped (no backend refused anything), with the one finding that says why.
   for (const CaseResult& c : r.results) {
-    EXPECT_EQ(c.status, Status::unsupported);
+    EXPECT_EQ(c.status, Status::skipped);
+    EXPECT_EQ(c.cause, SkipCause::python_unusable);
     EXPECT_EQ(c.reason, o.python_reason);
   }
   ASSERT_EQ(r.workers.size(), 1u);
   EXPECT_EQ(r.workers[0].available, o.python_reason);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].id, "python-probe-unusable");
 }
 
 TEST(Execute, AMissingWorkerDirectoryIsReportedNotFatal) {
@@ -143,7 +147,8 @@ TEST(Execute, AMissingWorkerDirectoryIsReportedNotFatal) {
   const ExecuteResult r = execute_plan(plan, {}, o);
   ASSERT_EQ(r.results.size(), 3u);
   for (const CaseResult& c : r.results) {
-    EXPECT_EQ(c.status, Status::unsupported);
+    EXPECT_EQ(c.status, Status::skipped);
+    EXPECT_EQ(c.cause, SkipCause::worker_missing);
     EXPECT_NE(c.reason.find("sdpa-doctor-ref-worker is missing"), std::string::npos) << c.reason;
   }
 }

@@ -70,6 +70,20 @@ TEST(Plan, GpuOnlyVariantsAreOnlyPlannedOnGpus) {
   for (const auto& v : cpu) EXPECT_TRUE(contains(gpu, v)) << v;
 }
 
+// ROCm's flash switches (ck, aotriton) select nothing on an NVIDIA GPU: not planned there.
+TEST(Plan, RocmOnlyVariantsAreNotPlannedOnNvidiaGpus) {
+  DeviceInventory inv = two_gpus();
+  inv.devices[1].gfx_target.clear();
+  inv.devices[1].sm_target = "sm_90";
+  const Plan plan = make_plan({{spec("h=1,l=8,d=16")}, {Probe::torch}, {}, {}}, inv);
+  const auto amd = variant_names(plan, "cuda:0", Probe::torch);
+  const auto nvidia = variant_names(plan, "cuda:1", Probe::torch);
+  EXPECT_TRUE(contains(amd, "flash[ck]"));
+  EXPECT_TRUE(contains(nvidia, "flash"));
+  EXPECT_TRUE(contains(nvidia, "cudnn"));
+  for (const auto& v : nvidia) EXPECT_EQ(v.find('['), std::string::npos) << v;
+}
+
 TEST(Plan, CasesAreUniqueByIdKeepingTheFirst) {
   Case a = spec("dtype=fp16,h=2,l=8,d=16");
   Case b = spec("dtype=bf16,h=2,l=8,d=16");
