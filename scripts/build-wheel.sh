@@ -10,8 +10,9 @@
 #   scripts/build-wheel.sh --check WHEEL      only the checks, of a wheel built before
 #
 # Toolchain: Zig's C++ driver from PyPI's `ziglang`, `zig c++ -target x86_64-linux-gnu.2.28`.
-# Chosen over a manylinux container (needs Docker or Podman, which CI machines here lack) and over
-# building on an old distro (no such machine): zig ships glibc 2.28's headers and link stubs, so
+# Chosen over PyPA's manylinux_2_28 container (it needs a container daemon, which these machines
+# lack: their docker client reaches none) and over building on an old distro (no such machine
+# here): an unprivileged pip install, and zig ships glibc 2.28's headers and link stubs, so
 # the binaries ask for nothing newer from any machine it runs on, and its libc++, libc++abi and
 # libunwind are linked statically, so no libstdc++ is NEEDED at all. The LibTorch plugin, built
 # later by the user's g++ against torch's libstdc++, talks to the worker over a plain C interface
