@@ -3,13 +3,21 @@
 # scratch prefix, laid out as scikit-build-core lays out `pip install .` (the whole prefix in the
 # wheel's data tree, which pip installs at the environment's prefix: bin/sdpa-doctor lands on its
 # PATH), the LibTorch plugin included where the tree built one.
-#   scripts/pack-wheel.sh BUILD_DIR [OUT_DIR]     (OUT_DIR default: dist/)
+#   scripts/pack-wheel.sh [--plat TAG] BUILD_DIR [OUT_DIR]     (OUT_DIR default: dist/)
+# --plat names the wheel's platform tag (default linux_ARCH, a wheel for this machine only;
+# scripts/build-wheel.sh gives manylinux_2_28_x86_64 to a tree built for glibc 2.28).
 # Prints the wheel's path. A tree configured with SDPA_DOCTOR_WHEEL=ON has fmt and spdlog built in
 # and so runs where they are not installed; another tree's wheel needs its machine's libfmt and
 # libspdlog (tests/e2e/wheel_install_test.sh packs the test build's tree this way).
 set -euo pipefail
 die() { echo "pack-wheel: error: $*" >&2; exit 2; }
-[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: scripts/pack-wheel.sh BUILD_DIR [OUT_DIR]"
+plat=linux_$(uname -m)
+if [ "${1:-}" = --plat ]; then
+  [ $# -ge 2 ] && [[ $2 =~ ^[a-z0-9_]+$ ]] || die "--plat needs a platform tag (e.g. manylinux_2_28_x86_64)"
+  plat=$2
+  shift 2
+fi
+[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: scripts/pack-wheel.sh [--plat TAG] BUILD_DIR [OUT_DIR]"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$1
 out=${2:-$root/dist}
@@ -24,14 +32,14 @@ trap 'rm -rf "$stage"' EXIT
 cmake --install "$build" --prefix "$stage/prefix" --strip >"$stage/install.log" 2>&1 ||
   die "cmake --install $build failed: $(tail -3 "$stage/install.log")"
 mkdir -p "$out"
-python3 - "$stage/prefix" "$out" "$version" <<'PY'
-import base64, hashlib, os, platform, stat, sys, zipfile
+python3 - "$stage/prefix" "$out" "$version" "$plat" <<'PY'
+import base64, hashlib, os, stat, sys, zipfile
 
-prefix, out, version = sys.argv[1:4]
+prefix, out, version, plat = sys.argv[1:5]
 name = "sdpa_doctor"
 data = f"{name}-{version}.data/data"
 info = f"{name}-{version}.dist-info"
-tag = f"py3-none-linux_{platform.machine()}"
+tag = f"py3-none-{plat}"
 wheel = os.path.join(out, f"{name}-{version}-{tag}.whl")
 
 def digest(blob):

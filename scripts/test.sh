@@ -2,7 +2,8 @@
 # Set up and run the whole test suite, in four stages, each testing what it is for:
 #   1. the default build (LibTorch on AUTO): every test but the `slow` ones (with
 #      SDPA_DOCTOR_TEST_SLOW=1, those too: the wheel's source route, which compiles the whole doctor
-#      again through pip);
+#      again through pip, and the prebuilt wheel, compiled again with zig for glibc 2.28, then
+#      installed into a venv, with pipx and into a bare Debian 13 chroot);
 #   2. a build with LibTorch OFF (the product and these tests' binaries only): the tests labelled
 #      `libtorch`, whose behaviour differs where the LibTorch plugin is not built in (the libtorch
 #      probe's cells, the plugin built on first use, the install and its linkage); every other

@@ -10,8 +10,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <exception>
 #include <sstream>
 
 namespace sdpa_doctor::workers {
@@ -133,27 +135,38 @@ public:
     pc.budget_ms = line.budget_ms;
     pc.backward = c.backward ? 1 : 0;
     pc.grad_out = c.backward ? in.grad_out.data() : nullptr;
-    // The plugin calls back through C: the hook's context is the worker's std::function.
-    pc.hook_ctx = const_cast<EnteringBackward*>(&entering_backward);
-    pc.entering_backward = [](void* ctx, const float* output, int64_t count) {
-      (*static_cast<const EnteringBackward*>(ctx))(std::vector<float>(output, output + count));
-    };
-
-    // Every call to the comparer, the first (the checked call) included.
+    // The plugin calls back through C. No exception may cross it (the plugin may run on
+    // another C++ runtime than ours: the prebuilt wheel's is static libc++, torch's libstdc++),
+    // so each callback keeps what it threw, and it is thrown again once the plugin returns.
+    // Every call goes to the comparer, the first (the checked call) included.
     cases::RepeatComparer repeats(line.gradient_tolerance);
-    pc.call_ctx = &repeats;
+    Callbacks callbacks{&entering_backward, &repeats, nullptr};
+    pc.hook_ctx = &callbacks;
+    pc.entering_backward = [](void* ctx, const float* output, int64_t count) {
+      auto& cb = *static_cast<Callbacks*>(ctx);
+      try {
+        (*cb.entering_backward)(std::vector<float>(output, output + count));
+      } catch (...) {
+        if (!cb.error) cb.error = std::current_exception();
+      }
+    };
+    pc.call_ctx = &callbacks;
     pc.each_call = [](void* ctx, int call, const float* output, int64_t count, const float* dq,
                       const float* dk, const float* dv, int64_t kv_count) {
-      auto& comparer = *static_cast<cases::RepeatComparer*>(ctx);
+      auto& cb = *static_cast<Callbacks*>(ctx);
       const auto values = [](const float* p, int64_t n) {
         return p ? std::vector<float>(p, p + n) : std::vector<float>{};
       };
-      if (call == 1)
-        comparer.first(values(output, count), values(dq, count), values(dk, kv_count),
-                       values(dv, kv_count));
-      else
-        comparer.later(values(output, count), values(dq, count), values(dk, kv_count),
-                       values(dv, kv_count));
+      try {
+        if (call == 1)
+          cb.repeats->first(values(output, count), values(dq, count), values(dk, kv_count),
+                            values(dv, kv_count));
+        else
+          cb.repeats->later(values(output, count), values(dq, count), values(dk, kv_count),
+                            values(dv, kv_count));
+      } catch (...) {
+        if (!cb.error) cb.error = std::current_exception();
+      }
     };
 
     pc.dropout_p = c.dropout_p();
@@ -184,6 +197,7 @@ public:
     const PluginText reason(m_plugin, result.reason);
     const PluginText backend(m_plugin, result.backend_chosen);
     const PluginText warnings(m_plugin, result.warnings);
+    if (callbacks.error) std::rethrow_exception(callbacks.error);
     r.warnings = lines_of(warnings.str());
     r.backend_chosen = backend.str();
     switch (result.outcome) {
@@ -209,6 +223,13 @@ public:
   std::string canary() override { return PluginText(m_plugin, m_plugin->canary(m_self)).str(); }
 
 private:
+  // What the plugin's callbacks reach, and the first exception one of them caught.
+  struct Callbacks {
+    const EnteringBackward* entering_backward;
+    cases::RepeatComparer* repeats;
+    std::exception_ptr error;
+  };
+
   // A refusal (its text is one of the backends' known refusals) is `unsupported`; anything else
   // torch raised is `error`. Torch's warnings often say why a backend refused: they join the reason.
   static CaseRun refused_or_failed(const std::string& what, std::vector<std::string> warnings) {

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -647,15 +648,27 @@ std::vector<std::string> split_flags(const char* flags) {
   return out;
 }
 
+// Every function the worker calls catches everything: no exception crosses the C interface (the
+// worker may run on another C++ runtime: the prebuilt wheel's is a static libc++).
+std::string what_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 void* plugin_open(const char* device, int gpu_index, const char* variant_name, const char* backend,
                   const char* flags) {
-  VariantArgs args;
-  args.device = device ? device : "cpu";
-  args.gpu_index = gpu_index;
-  args.name = variant_name ? variant_name : "";
-  args.backend = backend ? backend : "default";
-  args.flags = split_flags(flags);
   try {
+    VariantArgs args;
+    args.device = device ? device : "cpu";
+    args.gpu_index = gpu_index;
+    args.name = variant_name ? variant_name : "";
+    args.backend = backend ? backend : "default";
+    args.flags = split_flags(flags);
     return new TorchExecutor(std::move(args));
   } catch (...) {
     return nullptr;
@@ -663,15 +676,20 @@ void* plugin_open(const char* device, int gpu_index, const char* variant_name, c
 }
 
 char* plugin_hello(void* self) {
-  const Hello info = static_cast<TorchExecutor*>(self)->hello();
-  std::string text = "worker\tlibtorch\n";
-  for (const auto& [k, v] : info.versions) text += "version." + k + "\t" + one_line(v) + "\n";
-  for (const auto& [k, v] : info.facts) text += "fact." + k + "\t" + one_line(v) + "\n";
-  if (!info.unavailable.empty()) text += "unavailable\t" + one_line(info.unavailable) + "\n";
-  return copy_text(text);
+  try {
+    const Hello info = static_cast<TorchExecutor*>(self)->hello();
+    std::string text = "worker\tlibtorch\n";
+    for (const auto& [k, v] : info.versions) text += "version." + k + "\t" + one_line(v) + "\n";
+    for (const auto& [k, v] : info.facts) text += "fact." + k + "\t" + one_line(v) + "\n";
+    if (!info.unavailable.empty()) text += "unavailable\t" + one_line(info.unavailable) + "\n";
+    return copy_text(text);
+  } catch (...) {
+    return copy_text("worker\tlibtorch\nunavailable\tthe plugin's hello failed: " +
+                     one_line(what_of(std::current_exception())) + "\n");
+  }
 }
 
-void plugin_run(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* result) {
+void plugin_run_case(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* result) {
   CaseOutcome r = static_cast<TorchExecutor*>(self)->run(*c);
   result->outcome = r.outcome;
   result->times_len = 0;
@@ -698,10 +716,27 @@ void plugin_run(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* resul
   result->warnings = warnings.empty() ? nullptr : copy_text(warnings);
 }
 
-char* plugin_canary(void* self) { return copy_text(static_cast<TorchExecutor*>(self)->canary()); }
+void plugin_run(void* self, const sdpa_plugin_case* c, sdpa_plugin_result* result) {
+  try {
+    plugin_run_case(self, c, result);
+  } catch (...) {
+    result->outcome = SDPA_PLUGIN_FAILED;
+    result->times_len = 0;
+    result->reason = copy_text("the LibTorch plugin failed: " + one_line(what_of(std::current_exception())));
+  }
+}
+
+char* plugin_canary(void* self) {
+  try {
+    return copy_text(static_cast<TorchExecutor*>(self)->canary());
+  } catch (...) {
+    return copy_text("failed: " + one_line(what_of(std::current_exception())));
+  }
+}
 
 void plugin_free_text(char* text) { std::free(text); }
 
+// A destructor is noexcept: nothing to catch.
 void plugin_close(void* self) { delete static_cast<TorchExecutor*>(self); }
 
 const sdpa_torch_plugin k_plugin = {SDPA_TORCH_PLUGIN_VERSION, plugin_open,     plugin_hello,
