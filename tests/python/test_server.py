@@ -1,19 +1,8 @@
-"""The start-up server's pieces that need no torch: its warm-ups run in the idle scheduling class
-and leave it, and a worker's command line is handed over only where a server is named and the
-results fd is open."""
+"""The start-up server's client, which needs no torch: a worker's command line is handed over only
+where a server is named and the results fd is open."""
 import os
 
-import pytest
-
-from sdpa_probe import client, server
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE here")
-def test_a_warm_up_runs_idle_and_the_server_is_normal_again_after_it():
-    before = os.sched_getscheduler(0)
-    with server.only_when_idle():
-        assert os.sched_getscheduler(0) == os.SCHED_IDLE
-    assert os.sched_getscheduler(0) == os.SCHED_OTHER == before
+from sdpa_probe import client
 
 
 def test_a_worker_is_handed_over_only_where_a_server_is_named(monkeypatch, tmp_path):

@@ -58,7 +58,7 @@ def threading_native_id():
 def become_worker(request, fds, run_main):
     """In the forked child: take the worker's streams, environment and limits, then run it."""
     set_parent_death_signal()
-    normal_priority()  # a worker runs in the normal class, whatever the server's
+    normal_priority()  # a worker runs in the normal class, whatever its server's
     targets = [0, 1, 2, int(request["results_fd"])]
     top = max(targets) + 1
     moved = [fcntl_dup_above(fd, top) for fd in fds]  # no dup2 may clobber a source still needed
@@ -72,7 +72,7 @@ def become_worker(request, fds, run_main):
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+    for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE, signal.SIGIO):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.argv = [sys.argv[0]] + request["argv"]
@@ -203,7 +203,7 @@ def fork_compiled_server(path, run_main, torch, backend, children, loop):
         children.clear()
         close_wakeup()
         listener = listen(path)
-        with only_when_idle():
+        with only_while_no_one_asks(listener):
             preload_compile_imports(torch, backend)
         if not fork_safe():
             os._exit(refuse(listener, path, why_not_fork_safe()))
@@ -220,7 +220,9 @@ def open_wakeup():
     r, w = os.pipe()
     os.set_blocking(r, False)
     os.set_blocking(w, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler: the wake-up fd is written
+    # A handler, so that the wake-up fd is written; and a warm-up it interrupts (SCHED_IDLE) goes
+    # on in the normal class, so that the worker that ended is told soon whatever the load.
+    signal.signal(signal.SIGCHLD, normal_priority)
     signal.set_wakeup_fd(w)
     _wakeup[:] = [r, w]
     return r
@@ -237,34 +239,52 @@ def close_wakeup():
     del _wakeup[:]
 
 
-def set_policy(policy):
+def set_policy(name):
     try:
-        os.sched_setscheduler(0, policy, os.sched_param(0))
+        os.sched_setscheduler(0, getattr(os, name), os.sched_param(0))
     except (AttributeError, OSError):  # not Linux, or not allowed here: as it was
         pass
 
 
-def normal_priority():
+def normal_priority(*_):
     """SCHED_OTHER again: Linux allows it without privilege (the nice value never changed)."""
-    set_policy(getattr(os, "SCHED_OTHER", 0))
+    set_policy("SCHED_OTHER")
 
 
-class only_when_idle:
-    """Runs a warm-up under SCHED_IDLE: the workers running meanwhile (timed, on every core) keep
-    the CPU, and the warm-up takes what they leave; then the normal class again, so that no worker
-    forked later inherits the idle one."""
+class only_while_no_one_asks:
+    """Runs a warm-up under SCHED_IDLE, so that the timed workers running meanwhile keep the CPU,
+    until a worker connects or a child ends: the listener's SIGIO (or SIGCHLD) puts this process
+    back in the normal class at once, so that no worker waits on a starved warm-up (a machine busy
+    on every core would otherwise give it nothing)."""
+
+    def __init__(self, listener):
+        self.listener = listener
 
     def __enter__(self):
-        if hasattr(os, "SCHED_IDLE"):
-            set_policy(os.SCHED_IDLE)
+        try:
+            import fcntl
+            fd = self.listener.fileno()
+            signal.signal(signal.SIGIO, normal_priority)
+            fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+        except (ImportError, AttributeError, OSError, ValueError):
+            return  # no signal to end it: the warm-up runs in the normal class
+        set_policy("SCHED_IDLE")
+        if self.pending():  # asked before the signal was armed
+            normal_priority()
+
+    def pending(self):
+        import select
+        return bool(select.select([self.listener], [], [], 0)[0])
 
     def __exit__(self, *_):
         normal_priority()
 
 
 def serve_forever(listener, path, run_main, warm_ups, children):
-    """Forks a child per request; between requests, runs the next of `warm_ups` (each followed by
-    the check that forking stays safe: one that leaves a thread alive ends the serving)."""
+    """Forks a child per request; while no request waits, runs the next of `warm_ups` (each
+    followed by the check that forking stays safe: one that leaves a thread alive ends the
+    serving)."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
@@ -291,8 +311,10 @@ def serve_forever(listener, path, run_main, warm_ups, children):
                 except OSError:
                     pass
         reap(children, sel)
+        # A warm-up blocks this loop for up to a second: a request, or a child's end, waits for
+        # one step at most (they end its idle class).
         if not events and warm_ups:
-            with only_when_idle():
+            with only_while_no_one_asks(listener):
                 warm_ups.pop(0)(listener, sel)
             if not fork_safe():  # serve no more: the workers that come run themselves
                 sys.stderr.write("sdpa_probe: not serving any more: %s\n" % why_not_fork_safe())
